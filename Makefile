@@ -1,0 +1,79 @@
+# The project's interface: README's two commands are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+ARTIFACTS ?= artifacts
+PORT ?= 8080
+# The venv's python is the `python3` that cdk.json's app command finds.
+export PATH := $(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_CLI_NOTICES := false
+
+SYSTEM_PACKAGES := nginx shellcheck systemd
+
+.PHONY: help setup system-deps artifacts synth demo test lint serve-gpt2 bench clean
+
+help:
+	@echo "make demo        set up, build tiny artifacts, synthesize the three stacks into cdk.out"
+	@echo "make test        set up and run every test"
+	@echo "make serve-gpt2  serve the GPT-2 container code on the host (PORT=$(PORT))"
+	@echo "make bench       run the benchmarks under bench/"
+	@echo "make lint        ruff, mypy and hadolint"
+
+# Debian packages the tests run for real (nginx, shellcheck, systemd-analyze).
+system-deps:
+	@missing=""; \
+	command -v nginx >/dev/null || missing="$$missing nginx"; \
+	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
+	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: system-deps $(VENV)/.installed node_modules/.installed
+
+artifacts: setup
+	$(BIN)/python -m artifacts_builder all --tiny --out $(ARTIFACTS)
+
+synth: artifacts
+	cdk synth --all --quiet -c project.artifacts_dir=$(ARTIFACTS)
+	@ls -l cdk.out/*.template.json
+
+demo: synth
+	@echo "cdk.out holds the three synthesized stacks; deploy one with: npx cdk deploy GptjStack"
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy stacks artifacts_builder app.py
+	$(BIN)/hadolint serving/gpt2/Dockerfile
+
+serve-gpt2: setup
+	@test -f $(ARTIFACTS)/gpt2/model.tar.gz || $(BIN)/python -m artifacts_builder gpt2 --tiny --out $(ARTIFACTS)
+	$(BIN)/python -m serving.gpt2.local --model-tar $(ARTIFACTS)/gpt2/model.tar.gz --port $(PORT)
+
+bench: setup
+	$(BIN)/python bench/gpt2_serving.py
+	$(BIN)/python bench/gptj_load.py
+
+clean:
+	rm -rf cdk.out $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,54 @@
+"""Command line: ``python -m artifacts_builder {gpt2,gptj,inf2,all} [options]``.
+
+Each component lives in its own module with ``add_arguments(parser)`` and
+``run(args) -> int``; modules (and torch with them) are imported only when chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+COMPONENTS = {
+    "gpt2": "GPT-2: ONNX export, TensorRT engine where a GPU is present, parity gate, model.tar.gz",
+    "gptj": "GPT-J: weights, tokenizer and code/inference.py streamed into model.tar.gz",
+    "inf2": "OPT on inf2: serving.properties, model.py and requirements for DJL Serving",
+}
+
+
+def _module(name: str):  # type: ignore[no-untyped-def]
+    return importlib.import_module(f"artifacts_builder.{name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m artifacts_builder",
+        description="Build, check and package the model payloads, and write their manifests.",
+    )
+    sub = parser.add_subparsers(dest="component", required=True, metavar="{" + ",".join([*COMPONENTS, "all"]) + "}")
+    for name, help_text in COMPONENTS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _module(name).add_arguments(p)
+    p = sub.add_parser("all", help="every component, with each one's defaults")
+    p.add_argument("--tiny", action="store_true", help="tiny random-weight models built offline (tests, demo)")
+    p.add_argument("--out", type=Path, default=Path("artifacts"), help="output folder (default: artifacts)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.component != "all":
+        return int(_module(args.component).run(args))
+    for name in COMPONENTS:
+        sub_args = parser.parse_args([name, "--out", str(args.out), *(["--tiny"] if args.tiny else [])])
+        code = int(_module(name).run(sub_args))
+        if code:
+            return code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

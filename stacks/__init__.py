@@ -1,0 +1,1 @@
+"""The CDK stacks, their shared constructs and the configuration they are built from."""

@@ -1,0 +1,122 @@
+"""AWS Deep Learning Container image URIs, from the sagemaker SDK's own image configuration.
+
+The SDK ships one JSON file per framework with the registry account of every region. We
+read those files straight from the installed `sagemaker-core` distribution instead of
+importing the SDK (a 4 s import at every synthesis) and turn them into a URI: a literal
+for a stack pinned to a region, or a `CfnMapping` lookup on `AWS::Region` for an
+environment-agnostic stack. No account id is written in this repository.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from typing import Any
+
+from aws_cdk import Aws, CfnMapping, Fn, Stack, Token
+from constructs import Construct
+
+SDK_DISTRIBUTION = "sagemaker-core"
+
+
+class ImageResolutionError(ValueError):
+    pass
+
+
+@cache
+def _image_config(framework: str) -> dict[str, Any]:
+    wanted = f"sagemaker/core/image_uri_config/{framework}.json"
+    for file in metadata.files(SDK_DISTRIBUTION) or []:
+        if str(file) == wanted:
+            return json.loads(file.read_text())  # type: ignore[no-any-return]
+    raise ImageResolutionError(f"{SDK_DISTRIBUTION} has no {wanted}; reinstall requirements.txt")
+
+
+@dataclass(frozen=True)
+class DlcImage:
+    """One image of an AWS-owned ECR repository, present in many regions."""
+
+    repository: str
+    tag: str
+    registries: Mapping[str, str]  # region -> registry account
+
+    def _account(self, scope: Construct) -> str:
+        stack = Stack.of(scope)
+        if not Token.is_unresolved(stack.region):
+            if stack.region not in self.registries:
+                raise ImageResolutionError(
+                    f"{self.repository}:{self.tag} is not published in region {stack.region!r}; "
+                    f"regions: {', '.join(sorted(self.registries))}"
+                )
+            return self.registries[stack.region]
+        map_id = f"{self.repository}-registry".replace("-", "")
+        mapping = stack.node.try_find_child(map_id)
+        if mapping is None:
+            mapping = CfnMapping(
+                stack,
+                map_id,
+                mapping={region: {"account": account} for region, account in sorted(self.registries.items())},
+            )
+        assert isinstance(mapping, CfnMapping)
+        return mapping.find_in_map(Aws.REGION, "account")
+
+    def uri(self, scope: Construct) -> str:
+        stack = Stack.of(scope)
+        return Fn.join(
+            "",
+            [self._account(scope), ".dkr.ecr.", stack.region, ".", stack.url_suffix, f"/{self.repository}:{self.tag}"],
+        )
+
+    def repository_arn(self, scope: Construct) -> str:
+        stack = Stack.of(scope)
+        return Fn.join(
+            "",
+            ["arn:", stack.partition, ":ecr:", stack.region, ":", self._account(scope), f":repository/{self.repository}"],
+        )
+
+
+def huggingface_inference(*, transformers_version: str, pytorch_version: str, py_version: str) -> DlcImage:
+    """The Hugging Face PyTorch inference image for GPU instances (as `image_uris.retrieve`)."""
+    config = _image_config("huggingface")["inference"]
+    versions = config["versions"]
+    version = config.get("version_aliases", {}).get(transformers_version, transformers_version)
+    if version not in versions:
+        raise ImageResolutionError(
+            f"gptj.transformers_version={transformers_version!r} has no Hugging Face inference image; "
+            f"allowed: {', '.join(versions)}"
+        )
+    base_key = f"pytorch{pytorch_version}"
+    entry = versions[version]
+    base_key = entry.get("version_aliases", {}).get(base_key, base_key)
+    if base_key not in entry:
+        bases = [k.removeprefix("pytorch") for k in entry if k.startswith("pytorch")]
+        raise ImageResolutionError(
+            f"gptj.pytorch_version={pytorch_version!r} is not built with transformers {version}; "
+            f"allowed: {', '.join(bases)}"
+        )
+    base = entry[base_key]
+    if py_version not in base["py_versions"]:
+        raise ImageResolutionError(
+            f"gptj.py_version={py_version!r} is not built for transformers {version}; "
+            f"allowed: {', '.join(base['py_versions'])}"
+        )
+    tag = f"{pytorch_version}-transformers{version}-gpu-{py_version}"
+    if base.get("container_version", {}).get("gpu"):
+        tag += "-" + base["container_version"]["gpu"]
+    return DlcImage(repository=base["repository"], tag=tag, registries=base["registries"])
+
+
+def djl_neuronx(version: str) -> DlcImage:
+    """The DJL Serving large-model-inference image for Neuron (inf2/trn1)."""
+    config = _image_config("djl-neuronx")
+    versions = config["versions"]
+    version = config.get("version_aliases", {}).get(version, version)
+    if version not in versions:
+        raise ImageResolutionError(
+            f"inf2.image_version={version!r} has no DJL neuronx image; allowed: {', '.join(versions)}"
+        )
+    entry = versions[version]
+    return DlcImage(repository=entry["repository"], tag=entry["tag_prefix"], registries=entry["registries"])

@@ -1,0 +1,44 @@
+"""GPT-2 query autocompletion on a SageMaker endpoint, served from our own container.
+
+The container (serving/gpt2) runs nginx + gunicorn with a TensorRT engine (ONNX Runtime
+where there is no GPU) built by ``python -m artifacts_builder gpt2``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ecr_assets as ecr_assets
+from constructs import Construct
+
+from stacks.config import Gpt2Settings
+from stacks.model_asset import ModelAsset
+from stacks.sagemaker_endpoint import ModelImage, SageMakerEndpoint, ecr_repository_arn
+
+
+class Gpt2Stack(Stack):
+    """:param settings: the ``gpt2`` section of cdk.json, parsed."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Gpt2Settings, **kwargs: Any) -> None:
+        kwargs.setdefault("description", "GPT-2 autocompletion: TensorRT container on a SageMaker endpoint")
+        super().__init__(scope, construct_id, **kwargs)
+
+        model_data = ModelAsset(self, "ModelData", path=settings.model_data)
+        if settings.image_uri is not None:
+            image = ModelImage(uri=settings.image_uri, repository_arn=ecr_repository_arn(self, settings.image_uri))
+        else:
+            asset = ecr_assets.DockerImageAsset(
+                self, "Image", directory=str(settings.container_dir), platform=ecr_assets.Platform.LINUX_AMD64
+            )
+            image = ModelImage(uri=asset.image_uri, repository_arn=asset.repository.repository_arn)
+
+        self.endpoint = SageMakerEndpoint(
+            self,
+            "Endpoint",
+            settings=settings.endpoint,
+            image=image,
+            model_data=model_data,
+        )
+        CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name)
+        CfnOutput(self, "ModelDataUrl", value=model_data.s3_object_url)

@@ -1,0 +1,58 @@
+"""GPT-J 6B fp16 on the Hugging Face inference container behind a SageMaker endpoint.
+
+The payload (weights, tokenizer, ``code/inference.py``, manifest) is built by
+``python -m artifacts_builder gptj``; the image is the Hugging Face PyTorch inference DLC
+of the configured versions, resolved for the stack's region.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from stacks.config import GptjSettings
+from stacks.images import huggingface_inference
+from stacks.model_asset import ModelAsset
+from stacks.sagemaker_endpoint import ModelImage, SageMakerEndpoint, ecr_repository_arn
+
+
+class GptjStack(Stack):
+    """:param settings: the ``gptj`` section of cdk.json, parsed."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: GptjSettings, **kwargs: Any) -> None:
+        kwargs.setdefault("description", "GPT-J 6B fp16 on the Hugging Face inference container (SageMaker)")
+        super().__init__(scope, construct_id, **kwargs)
+
+        model_data = ModelAsset(self, "ModelData", path=settings.model_data)
+        if settings.image_uri is not None:
+            image = ModelImage(uri=settings.image_uri, repository_arn=ecr_repository_arn(self, settings.image_uri))
+        else:
+            dlc = huggingface_inference(
+                transformers_version=settings.hf_image.transformers_version,
+                pytorch_version=settings.hf_image.pytorch_version,
+                py_version=settings.hf_image.py_version,
+            )
+            image = ModelImage(uri=dlc.uri(self), repository_arn=dlc.repository_arn(self))
+
+        self.endpoint = SageMakerEndpoint(
+            self,
+            "Endpoint",
+            settings=settings.endpoint,
+            image=image,
+            model_data=model_data,
+            environment={
+                # The Hugging Face toolkit's contract: our handler in code/inference.py.
+                "HF_TASK": "text-generation",
+                "SAGEMAKER_PROGRAM": "inference.py",
+                "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+                "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
+                "SAGEMAKER_REGION": self.region,
+                "SAGEMAKER_MODEL_SERVER_WORKERS": str(settings.model_server_workers),
+                "SAGEMAKER_MODEL_SERVER_TIMEOUT": str(settings.model_server_timeout_s),
+            },
+        )
+        CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name)
+        CfnOutput(self, "ModelDataUrl", value=model_data.s3_object_url)
+        CfnOutput(self, "ImageUri", value=image.uri)
