@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import App, Environment, Tags, Validations
+from aws_cdk import App, Environment, Stack, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import AppConfig, load_config
@@ -12,13 +12,13 @@ from stacks.sagemaker_gpt2 import Gpt2Stack
 from stacks.sagemaker_gptj import GptjStack
 
 
-def build_app(app: App) -> tuple[AppConfig, dict[str, object]]:
+def build_app(app: App) -> tuple[AppConfig, dict[str, Stack]]:
     """Add the stacks to `app`; tests call this with their own App."""
-    config = load_config(app.node.try_get_context)
+    config = load_config(app.node.get_all_context())
     env = None
     if config.project.account or config.project.region:
         env = Environment(account=config.project.account, region=config.project.region)
-    stacks = {
+    stacks: dict[str, Stack] = {
         "Gpt2Stack": Gpt2Stack(app, "Gpt2Stack", settings=config.gpt2, env=env),
         "GptjStack": GptjStack(app, "GptjStack", settings=config.gptj, env=env),
         "Inf2Stack": Inf2Stack(app, "Inf2Stack", settings=config.inf2, env=env),

@@ -16,7 +16,8 @@ CORPUS = [
     "Welcome to Amazon Elastic Compute Cloud,",
     "key: markets\ntweet: Take feedback from nature and markets, not from people.\n###",
     "key: children\ntweet: Maybe we die so we can come back as children.\n###",
-    "key: startups\ntweet: Startups should not worry about how to put out fires, they should worry about how to start them.\n###",
+    "key: startups\ntweet: Startups should not worry about how to put out fires, "
+    "they should worry about how to start them.\n###",
     "Can you please let us know more details about your",
     "The quick brown fox jumps over the lazy dog. 0123456789 !?.,;:'\"()[]{}",
 ]
@@ -27,7 +28,7 @@ def train_tokenizer(out_dir: Path, *, vocab_size: int = 512, extra_special: tupl
     (that class loads under transformers 4.x and 5.x alike; a bare
     `PreTrainedTokenizerFast` does not). Returns the tokenizer."""
     from tokenizers import ByteLevelBPETokenizer, decoders, processors
-    from transformers import GPT2TokenizerFast
+    from transformers import GPT2TokenizerFast  # type: ignore[attr-defined]
 
     bpe = ByteLevelBPETokenizer(add_prefix_space=False)
     bpe.train_from_iterator(

@@ -17,12 +17,16 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from stacks.inf2_rules import instance_problems
+
 SECTIONS = ("project", "gpt2", "gptj", "inf2")
+#: Relative paths in the configuration are relative to the project root (where cdk.json is).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # SageMaker instance families with local NVMe instance storage: they reject
 # `VolumeSizeInGB` and `KmsKeyId` on the production variant (the instance store
@@ -53,6 +57,9 @@ _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _AZ = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")
 _HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_ENTRY_POINT = re.compile(r"^(model\.py|(?!.*\.py$)[A-Za-z_]\w*(\.[A-Za-z_]\w*)+)$")
+_PROPERTY_KEY = re.compile(r"^(option\.)?[A-Za-z_][A-Za-z0-9_.]{0,127}$")
+_PINNED_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,-]+\])?==[A-Za-z0-9.+!-]+$")
 
 
 class ConfigError(ValueError):
@@ -65,16 +72,16 @@ T = TypeVar("T")
 class _Section:
     """Reads one context section; every key read is checked, unknown keys are refused."""
 
-    def __init__(self, name: str, raw: Any, override: Callable[[str], Any] = lambda _: None) -> None:
+    def __init__(self, name: str, raw: Any, overrides: Mapping[str, Any] | None = None) -> None:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{name}={raw!r} is invalid: a section must be a JSON object of settings")
         self.name = name
         self._raw = dict(raw)
-        self._read: set[str] = set()
         # `-c gptj.instance_type=...` on the CLI; it wins over the section in cdk.json.
-        self._override = override
+        self._overrides = dict(overrides or {})
+        self._read: set[str] = set()
 
     def key(self, key: str) -> str:
         return f"{self.name}.{key}"
@@ -86,7 +93,7 @@ class _Section:
         """The value of `key`: a `-c section.key=...` given on the CLI wins over cdk.json.
         CLI values arrive as text and are read as JSON unless `as_text`."""
         self._read.add(key)
-        given = self._override(self.key(key))
+        given = self._overrides.get(key)
         if given is not None:
             return parse_value(given) if isinstance(given, str) and not as_text else given
         return self._raw.get(key, default)
@@ -150,10 +157,11 @@ class _Section:
             raise self._fail(key, value, allowed)
 
     def done(self) -> None:
-        unknown = sorted(set(self._raw) - self._read)
+        given = {**self._raw, **self._overrides}
+        unknown = sorted(set(given) - self._read)
         if unknown:
             raise ConfigError(
-                f"{self.key(unknown[0])}={self._raw[unknown[0]]!r} is invalid: unknown setting; "
+                f"{self.key(unknown[0])}={given[unknown[0]]!r} is invalid: unknown setting; "
                 f"allowed keys of {self.name!r} are " + ", ".join(sorted(self._read))
             )
 
@@ -212,6 +220,25 @@ class Gpt2Settings:
     container_dir: Path
     #: An ECR image URI to use instead of building the container folder (None: build it).
     image_uri: str | None = None
+    #: auto picks TensorRT, then PyTorch with CUDA graphs, then ONNX Runtime.
+    backend: str = "auto"
+    #: Dynamic batching, as Triton's max_batch_size (0: the limit the model was built for).
+    max_batch_size: int = 0
+    max_queue_delay_us: int = 2000
+    #: Completions waiting beyond this are refused with 503 + Retry-After.
+    max_queue_size: int = 64
+    #: Below SageMaker's 60 s invocation limit, so that the container answers first.
+    request_timeout_s: int = 50
+
+    def container_environment(self) -> dict[str, str]:
+        """The variables `serving/gpt2/settings.py` reads."""
+        return {
+            "GPT2_BACKEND": self.backend,
+            "GPT2_MAX_BATCH_SIZE": str(self.max_batch_size),
+            "GPT2_MAX_QUEUE_DELAY_US": str(self.max_queue_delay_us),
+            "GPT2_MAX_QUEUE_SIZE": str(self.max_queue_size),
+            "GPT2_REQUEST_TIMEOUT_S": str(self.request_timeout_s),
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,21 +263,34 @@ class GptjSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelServerSettings:
-    """DJL Serving (LMI) with transformers-neuronx, rendered into `serving.properties`."""
+    """DJL Serving (LMI) with transformers-neuronx, rendered into `serving.properties`.
+
+    The image, the entry point and any further property are settings, so the stack can
+    move to the successor stack (NxD Inference, vLLM on Neuron) without code changes."""
 
     model_id: str = "facebook/opt-13b"
+    #: NeuronCores that shard one copy of the model (rules: stacks/inf2_rules.py).
     tensor_parallel_degree: int = 8
+    #: Longest sequence (prompt plus generated tokens) the compiled graphs accept.
     n_positions: int = 512
     dtype: str = "fp16"
+    #: Sequences per compiled forward pass (static batching) or per rolling batch.
     batch_size: int = 4
     rolling_batch: str = "disable"
     max_batch_delay_ms: int = 100
     model_loading_timeout_s: int = 3600
     #: The LMI neuronx image tag, resolved from the sagemaker SDK's `djl-neuronx` JSON.
+    #: 0.29.0 (Neuron SDK 2.19.1) is the last DJL release with transformers-neuronx.
     image_version: str = "0.29.0"
     #: An explicit image URI (None: the DJL neuronx image of `image_version` for the region).
     image_uri: str | None = None
+    #: `model.py` (the bundle's handler) or a handler module of the image, such as
+    #: `djl_python.transformers_neuronx`.
     entry_point: str = "model.py"
+    #: Further `serving.properties` entries, for options this project does not type.
+    extra_properties: Mapping[str, str] = field(default_factory=dict)
+    #: Pip requirements the container installs from the bundle at start (pinned, `name==version`).
+    requirements: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -339,12 +379,8 @@ def _endpoint(
     return EndpointSettings(
         instance_type=itype,
         initial_instance_count=initial,
-        startup_health_check_timeout_s=s.integer(
-            "startup_health_check_timeout_s", startup_timeout_s, lo=60, hi=3600
-        ),
-        model_data_download_timeout_s=s.integer(
-            "model_data_download_timeout_s", download_timeout_s, lo=60, hi=3600
-        ),
+        startup_health_check_timeout_s=s.integer("startup_health_check_timeout_s", startup_timeout_s, lo=60, hi=3600),
+        model_data_download_timeout_s=s.integer("model_data_download_timeout_s", download_timeout_s, lo=60, hi=3600),
         volume_size_gb=volume,
         enable_network_isolation=s.boolean("enable_network_isolation", True),
         environment=env,
@@ -373,8 +409,8 @@ def _alarm_period(s: _Section) -> int:
 
 
 def _path(s: _Section, key: str, default: str) -> Path:
-    value = s.string(key, default, what="a path relative to the project root")
-    return Path(value)
+    value = s.string(key, default, what="a path, absolute or relative to the project root")
+    return PROJECT_ROOT / value
 
 
 def _image_uri(s: _Section, key: str = "image_uri") -> str | None:
@@ -425,6 +461,11 @@ def _gpt2(s: _Section, artifacts: Path) -> Gpt2Settings:
         model_data=_path(s, "model_data", str(artifacts / "gpt2" / "model.tar.gz")),
         container_dir=_path(s, "container_dir", "serving/gpt2"),
         image_uri=_image_uri(s),
+        backend=s.choice("backend", "auto", ("auto", "tensorrt", "torch-cuda", "onnxruntime", "torch")),
+        max_batch_size=s.integer("max_batch_size", 0, lo=0, hi=1024),
+        max_queue_delay_us=s.integer("max_queue_delay_us", 2000, lo=0, hi=10_000_000),
+        max_queue_size=s.integer("max_queue_size", 64, lo=1, hi=4096),
+        request_timeout_s=s.integer("request_timeout_s", 50, lo=1, hi=59),
     )
     s.done()
     return settings
@@ -490,11 +531,12 @@ def _inf2(s: _Section, artifacts: Path) -> Inf2Settings:
             "an IPv4 CIDR narrower than 0.0.0.0/0 such as 203.0.113.0/24 (the model server has no "
             "authentication; put a load balancer in front to open it to the world)",
         )
-    ms = ModelServerSettings()
     settings = Inf2Settings(
         instance_type=s.string(
-            "instance_type", "inf2.48xlarge", pattern=_INF2_INSTANCE, what="an inf2 type: inf2.xlarge, "
-            "inf2.8xlarge, inf2.24xlarge or inf2.48xlarge"
+            "instance_type",
+            "inf2.48xlarge",
+            pattern=_INF2_INSTANCE,
+            what="an inf2 type: inf2.xlarge, inf2.8xlarge, inf2.24xlarge or inf2.48xlarge",
         ),
         ami_ssm_parameter=s.string(
             "ami_ssm_parameter",
@@ -510,27 +552,80 @@ def _inf2(s: _Section, artifacts: Path) -> Inf2Settings:
         ingress_cidr=ingress,
         port=s.integer("port", 8080, lo=1024, hi=65_535),
         bundle=_path(s, "bundle", str(artifacts / "inf2" / "bundle.tar.gz")),
-        model_server=ModelServerSettings(
-            model_id=s.string("model_id", ms.model_id, pattern=_HF_MODEL_ID, what="a Hugging Face model id"),
-            tensor_parallel_degree=s.integer("tensor_parallel_degree", ms.tensor_parallel_degree, lo=1, hi=24),
-            n_positions=s.integer("n_positions", ms.n_positions, lo=16, hi=8192),
-            dtype=s.choice("dtype", ms.dtype, ("fp16", "bf16", "fp32")),
-            batch_size=s.integer("batch_size", ms.batch_size, lo=1, hi=64),
-            rolling_batch=s.choice("rolling_batch", ms.rolling_batch, ("disable", "auto")),
-            max_batch_delay_ms=s.integer("max_batch_delay_ms", ms.max_batch_delay_ms, lo=0, hi=60_000),
-            model_loading_timeout_s=s.integer(
-                "model_loading_timeout_s", ms.model_loading_timeout_s, lo=60, hi=14_400
-            ),
-            image_version=s.string(
-                "image_version", ms.image_version, pattern=re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$"),
-                what="a DJL LMI neuronx version such as 0.29.0",
-            ),
-            image_uri=_image_uri(s),
-            entry_point=s.string("entry_point", ms.entry_point, what="model.py or a djl_python module"),
-        ),
+        model_server=_model_server(s),
     )
     s.done()
+    problems = instance_problems(
+        instance_type=settings.instance_type, degree=settings.model_server.tensor_parallel_degree
+    )
+    if problems:
+        raise ConfigError("; ".join(problems))
     return settings
+
+
+def _model_server(s: _Section) -> ModelServerSettings:
+    ms = ModelServerSettings()
+    entry_point = s.string(
+        "entry_point",
+        ms.entry_point,
+        pattern=_ENTRY_POINT,
+        what="model.py (the bundle's handler) or a handler module of the image such as djl_python.transformers_neuronx",
+    )
+    rolling_batch = s.choice("rolling_batch", ms.rolling_batch, ("disable", "auto"))
+    s.check(
+        "rolling_batch",
+        rolling_batch,
+        rolling_batch == "disable" or entry_point != "model.py",
+        "disable while entry_point is model.py (it serves static batches); for rolling batches set "
+        "entry_point to the image's handler, such as djl_python.transformers_neuronx",
+    )
+    typed = {
+        "engine", "batch_size", "max_batch_delay", "option.entryPoint", "option.model_id",
+        "option.tensor_parallel_degree", "option.n_positions", "option.dtype", "option.batch_size",
+        "option.rolling_batch", "option.max_rolling_batch_size", "option.model_loading_timeout",
+    }  # fmt: skip
+    extra = s.string_map(
+        "extra_properties",
+        key_pattern=_PROPERTY_KEY,
+        what="an object of serving.properties keys (such as option.context_length_estimate) to string values",
+    )
+    clash = sorted(set(extra) & typed)
+    s.check(
+        "extra_properties",
+        extra,
+        not clash,
+        f"keys other than the typed settings; set {', '.join(clash)} through its own inf2 setting",
+    )
+    requirements = s.get("requirements", [])
+    s.check(
+        "requirements",
+        requirements,
+        isinstance(requirements, list)
+        and all(isinstance(r, str) and _PINNED_REQUIREMENT.match(r) for r in requirements),
+        'a list of pinned pip requirements such as ["sentencepiece==0.2.0"] (the image pins the rest)',
+    )
+    return ModelServerSettings(
+        model_id=s.string("model_id", ms.model_id, pattern=_HF_MODEL_ID, what="a Hugging Face model id"),
+        # The Neuron rules (stacks/inf2_rules.py) say which degrees work; this bound only
+        # keeps the number sane.
+        tensor_parallel_degree=s.integer("tensor_parallel_degree", ms.tensor_parallel_degree, lo=1, hi=128),
+        n_positions=s.integer("n_positions", ms.n_positions, lo=16, hi=8192),
+        dtype=s.choice("dtype", ms.dtype, ("fp16", "bf16", "fp32")),
+        batch_size=s.integer("batch_size", ms.batch_size, lo=1, hi=64),
+        rolling_batch=rolling_batch,
+        max_batch_delay_ms=s.integer("max_batch_delay_ms", ms.max_batch_delay_ms, lo=0, hi=60_000),
+        model_loading_timeout_s=s.integer("model_loading_timeout_s", ms.model_loading_timeout_s, lo=60, hi=14_400),
+        image_version=s.string(
+            "image_version",
+            ms.image_version,
+            pattern=re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$"),
+            what="a DJL LMI neuronx version such as 0.29.0",
+        ),
+        image_uri=_image_uri(s),
+        entry_point=entry_point,
+        extra_properties=extra,
+        requirements=tuple(requirements),
+    )
 
 
 def parse_value(raw: str) -> Any:
@@ -541,15 +636,17 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
-def load_config(get_context: Callable[[str], Any]) -> AppConfig:
-    """Parse every section. `get_context` is ``app.node.try_get_context``: it gives both
-    the sections of cdk.json and dotted overrides (``gptj.instance_type``) from ``-c``."""
+def load_config(context: Mapping[str, Any]) -> AppConfig:
+    """Parse every section of `context` (``app.node.get_all_context()``): the sections of
+    cdk.json and the dotted overrides (``gptj.instance_type``) given with ``-c``."""
 
     def section(name: str) -> _Section:
-        raw = get_context(name)
+        raw = context.get(name)
         if isinstance(raw, str):
             raw = parse_value(raw)
-        return _Section(name, raw, override=lambda dotted: get_context(dotted))
+        prefix = f"{name}."
+        overrides = {k.removeprefix(prefix): v for k, v in context.items() if k.startswith(prefix)}
+        return _Section(name, raw, overrides)
 
     project = _project(section("project"))
     artifacts = project.artifacts_dir
@@ -559,3 +656,10 @@ def load_config(get_context: Callable[[str], Any]) -> AppConfig:
         gptj=_gptj(section("gptj"), artifacts),
         inf2=_inf2(section("inf2"), artifacts),
     )
+
+
+def from_cdk_json(path: Path = PROJECT_ROOT / "cdk.json", **overrides: Any) -> AppConfig:
+    """The configuration as `cdk synth` would see it, for tools run outside the CDK app
+    (the artifacts builder): cdk.json's context plus dotted overrides."""
+    context = json.loads(path.read_text()).get("context", {})
+    return load_config({**context, **overrides})

@@ -74,7 +74,15 @@ class DlcImage:
         stack = Stack.of(scope)
         return Fn.join(
             "",
-            ["arn:", stack.partition, ":ecr:", stack.region, ":", self._account(scope), f":repository/{self.repository}"],
+            [
+                "arn:",
+                stack.partition,
+                ":ecr:",
+                stack.region,
+                ":",
+                self._account(scope),
+                f":repository/{self.repository}",
+            ],
         )
 
 

@@ -39,6 +39,7 @@ class Gpt2Stack(Stack):
             settings=settings.endpoint,
             image=image,
             model_data=model_data,
+            environment=settings.container_environment(),
         )
         CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name)
         CfnOutput(self, "ModelDataUrl", value=model_data.s3_object_url)

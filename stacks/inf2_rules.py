@@ -1,0 +1,201 @@
+"""Tensor-parallel rules for transformers-neuronx on Inferentia2, checked at synthesis.
+
+The rules come from the Neuron documentation that the seed quotes:
+
+* the attention-head count must be divisible by the tensor-parallel degree (each
+  NeuronCore holds whole heads);
+* the Neuron runtime supports only some degrees (inf2: 1, 2, 4, 8, 24; trn1: 1, 2, 8, 32),
+  and a degree cannot exceed the NeuronCores of the instance;
+* weights plus KV cache must fit in 16 GiB of HBM per NeuronCore times the degree.
+
+A model's head count and size come from its ``config.json`` when the bundle carries the
+model (the artifacts builder records them in the bundle's manifest), else from
+:data:`KNOWN_MODELS`. Every problem names the setting, its value and the fix. Standard
+library only: synthesis imports this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stacks.config import Inf2Settings
+
+#: NeuronCore-v2 count per instance type (2 per Inferentia2 chip).
+NEURON_CORES = {"inf2.xlarge": 2, "inf2.8xlarge": 2, "inf2.24xlarge": 12, "inf2.48xlarge": 24}
+#: Degrees the Neuron runtime supports for tensor parallelism, per instance family.
+ALLOWED_DEGREES = {"inf2": (1, 2, 4, 8, 24), "trn1": (1, 2, 8, 32)}
+HBM_PER_CORE_BYTES = 16 * 2**30
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
+GIB = 2**30
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelFacts:
+    """What the rules need to know about a decoder-only model."""
+
+    num_attention_heads: int
+    num_key_value_heads: int
+    num_hidden_layers: int
+    hidden_size: int
+    num_parameters: int
+    max_position_embeddings: int
+    #: Where the facts come from, for error messages.
+    source: str = "the table of known models"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelFacts:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _opt(layers: int, hidden: int, heads: int, params: float) -> ModelFacts:
+    return ModelFacts(
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_parameters=int(params),
+        max_position_embeddings=2048,
+    )
+
+
+#: Published configurations of the models the seed's recipe serves (OPT, Meta's model cards).
+KNOWN_MODELS: dict[str, ModelFacts] = {
+    "facebook/opt-125m": _opt(12, 768, 12, 125.2e6),
+    "facebook/opt-350m": _opt(24, 1024, 16, 331.2e6),
+    "facebook/opt-1.3b": _opt(24, 2048, 32, 1.316e9),
+    "facebook/opt-2.7b": _opt(32, 2560, 32, 2.652e9),
+    "facebook/opt-6.7b": _opt(32, 4096, 32, 6.658e9),
+    "facebook/opt-13b": _opt(40, 5120, 40, 12.853e9),
+    "facebook/opt-30b": _opt(48, 7168, 56, 29.975e9),
+    "facebook/opt-66b": _opt(64, 9216, 72, 65.7e9),
+}
+
+
+def facts_from_config(config: Mapping[str, Any], *, source: str) -> ModelFacts:
+    """Facts from a Hugging Face ``config.json`` (OPT, GPT-2, GPT-J and Llama key names).
+    The parameter count is estimated from the shapes: decoder blocks plus embeddings."""
+
+    def first(*keys: str) -> int:
+        for key in keys:
+            value = config.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        raise ValueError(f"{source} has none of {', '.join(keys)}: not a decoder config.json this stack can serve")
+
+    heads = first("num_attention_heads", "n_head")
+    hidden = first("hidden_size", "n_embd", "d_model")
+    layers = first("num_hidden_layers", "n_layer")
+    vocab = first("vocab_size")
+    positions = first("max_position_embeddings", "n_positions", "n_ctx")
+    kv_heads = config.get("num_key_value_heads") or heads
+    ffn = config.get("ffn_dim") or config.get("intermediate_size") or config.get("n_inner") or 4 * hidden
+    head_dim = hidden // heads
+    attention = hidden * hidden * 2 + 2 * hidden * kv_heads * head_dim
+    per_layer = attention + 2 * hidden * ffn
+    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
+    return ModelFacts(
+        num_attention_heads=heads,
+        num_key_value_heads=int(kv_heads),
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_parameters=layers * per_layer + embeddings + positions * hidden,
+        max_position_embeddings=positions,
+        source=source,
+    )
+
+
+def memory_bytes(facts: ModelFacts, *, dtype: str, n_positions: int, batch_size: int) -> tuple[int, int]:
+    """(weights, KV cache) in bytes: every parameter in `dtype`, and a key and a value
+    vector per layer, position, sequence and KV head."""
+    width = DTYPE_BYTES[dtype]
+    head_dim = facts.hidden_size // facts.num_attention_heads
+    kv_cache = 2 * facts.num_hidden_layers * n_positions * batch_size * facts.num_key_value_heads * head_dim * width
+    return facts.num_parameters * width, kv_cache
+
+
+def instance_problems(*, instance_type: str, degree: int) -> list[str]:
+    """The rules that depend on the instance alone."""
+    family = instance_type.split(".")[0]
+    if family not in ALLOWED_DEGREES or instance_type not in NEURON_CORES:
+        return [
+            f"inf2.instance_type={instance_type!r} is invalid: the DJL neuronx container needs an inf2 "
+            f"instance; use one of {', '.join(NEURON_CORES)}"
+        ]
+    problems = []
+    allowed = ALLOWED_DEGREES[family]
+    if degree not in allowed:
+        problems.append(
+            f"inf2.tensor_parallel_degree={degree} is invalid: the Neuron runtime supports degrees "
+            f"{', '.join(map(str, allowed))} on {family}; use one of these"
+        )
+    cores = NEURON_CORES[instance_type]
+    if degree > cores:
+        bigger = [t for t, n in NEURON_CORES.items() if n >= degree]
+        problems.append(
+            f"inf2.tensor_parallel_degree={degree} is invalid: {instance_type} has only {cores} NeuronCores; "
+            f"lower the degree to at most {cores}" + (f" or use {' or '.join(bigger)}" if bigger else "")
+        )
+    return problems
+
+
+def model_problems(
+    facts: ModelFacts, *, model_id: str, degree: int, dtype: str, n_positions: int, batch_size: int
+) -> list[str]:
+    """The rules that depend on the model and the server settings."""
+    problems = []
+    heads = facts.num_attention_heads
+    if heads % degree:
+        divisors = [d for d in ALLOWED_DEGREES["inf2"] if heads % d == 0]
+        problems.append(
+            f"inf2.tensor_parallel_degree={degree} is invalid: {model_id} has {heads} attention heads "
+            f"({facts.source}), which must be divisible by the degree; use one of {', '.join(map(str, divisors))}"
+        )
+    if n_positions > facts.max_position_embeddings:
+        problems.append(
+            f"inf2.n_positions={n_positions} is invalid: {model_id} has {facts.max_position_embeddings} "
+            f"positions ({facts.source}); use at most {facts.max_position_embeddings}"
+        )
+    weights, kv_cache = memory_bytes(facts, dtype=dtype, n_positions=n_positions, batch_size=batch_size)
+    budget = HBM_PER_CORE_BYTES * degree
+    if weights + kv_cache > budget:
+        needed = -(-(weights + kv_cache) // HBM_PER_CORE_BYTES)
+        larger = [d for d in ALLOWED_DEGREES["inf2"] if d >= needed and heads % d == 0]
+        fix = f"raise the degree to {larger[0]}" if larger else "use a smaller model"
+        problems.append(
+            f"inf2.tensor_parallel_degree={degree} is invalid: {model_id} needs "
+            f"{weights / GIB:.1f} GiB of {dtype} weights plus {kv_cache / GIB:.1f} GiB of KV cache "
+            f"(n_positions={n_positions}, batch_size={batch_size}), more than the {budget / GIB:.0f} GiB of "
+            f"{degree} NeuronCores (16 GiB each); {fix}, or lower n_positions or batch_size"
+        )
+    return problems
+
+
+def known_model(model_id: str) -> ModelFacts | None:
+    return KNOWN_MODELS.get(model_id)
+
+
+def unknown_model_message(model_id: str) -> str:
+    return (
+        f"inf2.model_id={model_id!r} is invalid for synthesis-time checks: its head count and size are "
+        "unknown; build the bundle from a local copy of the model (python -m artifacts_builder inf2 "
+        "--model-dir PATH) so that its config.json is read, or use one of " + ", ".join(KNOWN_MODELS)
+    )
+
+
+def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: str) -> list[str]:
+    """Every rule over `settings` for the model described by `facts`."""
+    ms = settings.model_server
+    return instance_problems(instance_type=settings.instance_type, degree=ms.tensor_parallel_degree) + model_problems(
+        facts,
+        model_id=model_id,
+        degree=ms.tensor_parallel_degree,
+        dtype=ms.dtype,
+        n_positions=ms.n_positions,
+        batch_size=ms.batch_size,
+    )

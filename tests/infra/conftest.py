@@ -1,0 +1,102 @@
+"""Synthesis fixtures: stand-in artifacts, the app synthesized as the CDK CLI would."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App
+from aws_cdk.assertions import Template
+
+from artifacts_builder.manifest import write_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACT_FILES = {"gpt2": "model.tar.gz", "gptj": "model.tar.gz", "inf2": "bundle.tar.gz"}
+
+
+def cdk_context(**overrides: Any) -> dict[str, Any]:
+    """cdk.json's context plus dotted overrides, as `cdk synth -c key=value` passes them."""
+    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
+    context.update(overrides)
+    return context
+
+
+def make_artifacts(root: Path) -> Path:
+    """Small stand-ins for the built payloads: the stacks only upload and hash them."""
+    for component, name in ARTIFACT_FILES.items():
+        folder = root / component
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(f"{component} payload stand-in\n".encode() * 64)
+        write_manifest(folder, component, [folder / name])
+    return root
+
+
+@dataclass
+class Synthesized:
+    app: App
+    stacks: dict[str, Any]
+    outdir: Path
+
+    def template(self, name: str) -> Template:
+        return Template.from_stack(self.stacks[name])
+
+    def template_json(self, name: str) -> dict[str, Any]:
+        return json.loads((self.outdir / f"{name}.template.json").read_text())  # type: ignore[no-any-return]
+
+
+def synthesize(outdir: Path, artifacts: Path, **overrides: Any) -> Synthesized:
+    from app import build_app
+
+    app = App(context=cdk_context(**{"project.artifacts_dir": str(artifacts), **overrides}), outdir=str(outdir))
+    _, stacks = build_app(app)
+    app.synth()  # runs the cdk-nag validation plugin: raises on any unacknowledged finding
+    return Synthesized(app=app, stacks=stacks, outdir=outdir)
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_artifacts(tmp_path_factory.mktemp("artifacts"))
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Callable[..., Synthesized]:
+    """Synthesize with overrides; each distinct set of overrides is synthesized once."""
+    cache: dict[str, Synthesized] = {}
+
+    def run(**overrides: Any) -> Synthesized:
+        key = json.dumps(overrides, sort_keys=True)
+        if key not in cache:
+            cache[key] = synthesize(tmp_path_factory.mktemp("cdk.out"), artifacts, **overrides)
+        return cache[key]
+
+    return run
+
+
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def normalized(template: dict[str, Any]) -> dict[str, Any]:
+    """Asset hashes (S3 keys, image tags) change with every payload or container edit;
+    snapshots compare the rest."""
+    return json.loads(_HASH.sub("<asset-hash>", json.dumps(template)))  # type: ignore[no-any-return]
+
+
+def resources_of(template: dict[str, Any], type_name: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_name}
+
+
+def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    statements = []
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def actions_of(statement: dict[str, Any]) -> list[str]:
+    actions = statement["Action"]
+    return [actions] if isinstance(actions, str) else list(actions)

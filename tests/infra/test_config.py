@@ -1,0 +1,132 @@
+"""The typed configuration: defaults, overrides, and a clear error for every bad value."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.config import PROJECT_ROOT, ConfigError, load_config
+from tests.infra.conftest import ROOT, cdk_context
+
+
+def config(**overrides: Any):  # type: ignore[no-untyped-def]
+    return load_config(cdk_context(**overrides))
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    cfg = config()
+    assert cfg.gpt2.endpoint.instance_type == "ml.g5.xlarge"
+    assert cfg.gptj.endpoint.instance_type == "ml.g4dn.xlarge"
+    assert cfg.inf2.instance_type == "inf2.48xlarge"
+    assert cfg.inf2.volume_size_gb == 512
+    assert cfg.inf2.ingress_cidr is None
+    assert cfg.inf2.model_server.model_id == "facebook/opt-13b"
+    assert cfg.inf2.model_server.tensor_parallel_degree == 8
+    assert cfg.gpt2.endpoint.alarms.latency_ms == 600  # the seed's bar
+    # NVMe instance types reject VolumeSizeInGB: none is set for them.
+    assert cfg.gpt2.endpoint.volume_size_gb is None
+    assert cfg.gpt2.model_data == PROJECT_ROOT / "artifacts" / "gpt2" / "model.tar.gz"
+    assert cfg.project.account is None and cfg.project.region is None
+
+
+def test_cli_overrides_arrive_as_text_and_win_over_cdk_json() -> None:
+    cfg = config(
+        **{"gptj.max_capacity": "3", "gptj.instance_type": "ml.g5.2xlarge", "gptj.transformers_version": "4.51"}
+    )
+    assert cfg.gptj.endpoint.autoscaling.max_capacity == 3
+    assert cfg.gptj.endpoint.instance_type == "ml.g5.2xlarge"
+    # A version stays text even though "4.51" parses as a JSON number.
+    assert cfg.gptj.hf_image.transformers_version == "4.51"
+
+
+def test_volume_size_defaults_for_types_without_nvme() -> None:
+    cfg = config(**{"gptj.instance_type": "ml.p3.2xlarge"})
+    assert cfg.gptj.endpoint.volume_size_gb == 30
+    assert not cfg.gptj.endpoint.has_nvme
+
+
+def test_relative_paths_are_relative_to_the_project_root(tmp_path: Path) -> None:
+    assert config(**{"project.artifacts_dir": "build/art"}).gptj.model_data == ROOT / "build/art/gptj/model.tar.gz"
+    assert config(**{"project.artifacts_dir": str(tmp_path)}).inf2.bundle == tmp_path / "inf2" / "bundle.tar.gz"
+
+
+BAD_VALUES = [
+    ("gpt2.instance_type", "ml.p3.2xlarge", "Volta"),
+    ("gpt2.instance_type", "g5.xlarge", "SageMaker instance type"),
+    ("gptj.instance_type", "ml.m5.xlarge", "16 GB"),
+    ("gpt2.min_capacity", 0, "from 1 to 100"),
+    ("gptj.max_capacity", "0", "from 1 to 100"),
+    ("gpt2.initial_instance_count", 9, "between min_capacity"),
+    ("gptj.startup_health_check_timeout_s", 30, "from 60 to 3600"),
+    ("gptj.model_data_download_timeout_s", 4000, "from 60 to 3600"),
+    ("gptj.volume_size_gb", 100, "NVMe"),
+    ("gpt2.target_invocations_per_instance", -5, "from 1 to 100000"),
+    ("gpt2.latency_alarm_ms", "fast", "whole number"),
+    ("gpt2.alarm_period_s", 45, "multiple of 60"),
+    ("gpt2.enable_network_isolation", "yes", "true or false"),
+    ("gpt2.image_uri", "docker.io/library/gpt2:latest", "ECR image URI"),
+    ("gpt2.environment", {"BAD-NAME": "1"}, "environment variable"),
+    ("gpt2.instnce_type", "ml.g5.xlarge", "unknown setting"),
+    ("gptj.py_version", "python3", "py3xx"),
+    ("inf2.instance_type", "trn1.32xlarge", "inf2 type"),
+    ("inf2.ingress_cidr", "0.0.0.0/0", "narrower than 0.0.0.0/0"),
+    ("inf2.ingress_cidr", "10.0.0.300/24", "IPv4 CIDR"),
+    ("inf2.vpc_cidr", "10.0.0.0/8", "/16 to /24"),
+    ("inf2.subnet_id", "subnet-0123abcd", "unless vpc_id"),
+    ("inf2.volume_size_gb", 100, "from 200"),
+    ("inf2.dtype", "int8", "fp16, bf16, fp32"),
+    ("inf2.ami_ssm_parameter", "ami-0123456789", "SSM parameter path"),
+    ("project.tags", {"aws:owner": "me"}, "not starting with 'aws:'"),
+    ("project.region", "mars-north-1x", "AWS region"),
+    ("project.account", "1234", "12-digit"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), BAD_VALUES, ids=[f"{k}={v}" for k, v, _ in BAD_VALUES])
+def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, allowed: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        config(**{key: value})
+    message = str(error.value)
+    assert message.startswith(f"{key}="), message
+    assert str(value) in message or repr(value) in message, message
+    assert allowed in message, message
+
+
+def test_vpc_id_needs_its_subnet_and_zone() -> None:
+    with pytest.raises(ConfigError, match=r"inf2.subnet_id=None is invalid: .*required with vpc_id"):
+        config(**{"inf2.vpc_id": "vpc-0123456789abcdef0"})
+    cfg = config(
+        **{
+            "inf2.vpc_id": "vpc-0123456789abcdef0",
+            "inf2.subnet_id": "subnet-0123abcd",
+            "inf2.availability_zone": "us-east-1a",
+        }
+    )
+    assert cfg.inf2.subnet_id == "subnet-0123abcd"
+
+
+def test_a_section_must_be_an_object() -> None:
+    with pytest.raises(ConfigError, match=r"^gptj=\[1, 2\] is invalid"):
+        config(gptj=[1, 2])
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="the CDK CLI needs Node.js")
+def test_the_cdk_cli_fails_synthesis_with_the_message(tmp_path: Path) -> None:
+    """The real CLI path: `-c` arrives as text and the app exits non-zero with our message."""
+    cdk = ROOT / "node_modules" / ".bin" / "cdk"
+    if not cdk.exists():
+        pytest.skip("run `npm ci` (make setup) for the pinned CDK CLI")
+    # cdk.json runs `python3 app.py`: the venv's python must come first on PATH.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    command = [str(cdk), "synth", "GptjStack", "--quiet", "-o", str(tmp_path / "out")]
+    command += ["-c", "gptj.instance_type=ml.p3.2xlarge", "-c", "gpt2.instance_type=ml.p3.2xlarge"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode != 0
+    assert "gpt2.instance_type='ml.p3.2xlarge' is invalid" in result.stderr
+    assert "TensorRT" in result.stderr

@@ -1,0 +1,76 @@
+"""Our reading of the sagemaker SDK's image JSON agrees with the SDK's own `retrieve`."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import App, CfnMapping, Environment, Stack
+from aws_cdk.assertions import Template
+
+from stacks.images import ImageResolutionError, djl_neuronx, huggingface_inference
+
+REGIONS = ["us-east-1", "eu-west-1", "ap-southeast-3", "af-south-1", "cn-north-1", "us-gov-west-1"]
+
+
+def _resolved(uri: str, region: str) -> str:
+    stack = Stack(App(), "S", env=Environment(account="111122223333", region=region))
+    # A literal region leaves only AWS::URLSuffix unresolved.
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    parts = stack.resolve(uri)["Fn::Join"][1]
+    return "".join(suffix if isinstance(p, dict) else p for p in parts)
+
+
+def _image(region: str, image):  # type: ignore[no-untyped-def]
+    stack = Stack(App(), "S", env=Environment(account="111122223333", region=region))
+    return _resolved(image.uri(stack), region)
+
+
+@pytest.mark.parametrize("region", REGIONS)
+def test_huggingface_uri_matches_sdk_retrieve(region: str) -> None:
+    from sagemaker.core import image_uris
+
+    expected = image_uris.retrieve(
+        framework="huggingface",
+        region=region,
+        version="4.51.3",
+        base_framework_version="pytorch2.6.0",
+        py_version="py312",
+        instance_type="ml.g4dn.xlarge",
+        image_scope="inference",
+    )
+    image = huggingface_inference(transformers_version="4.51.3", pytorch_version="2.6.0", py_version="py312")
+    assert _image(region, image) == expected
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1", "sa-east-1"])
+def test_djl_neuronx_uri_matches_sdk_retrieve(region: str) -> None:
+    from sagemaker.core import image_uris
+
+    expected = image_uris.retrieve(framework="djl-neuronx", region=region, version="0.29.0")
+    assert _image(region, djl_neuronx("0.29.0")) == expected
+
+
+def test_unknown_versions_name_what_exists() -> None:
+    with pytest.raises(ImageResolutionError, match=r"gptj.transformers_version='9.9.9'.*allowed: .*4\.51\.3"):
+        huggingface_inference(transformers_version="9.9.9", pytorch_version="2.6.0", py_version="py312")
+    with pytest.raises(ImageResolutionError, match=r"gptj.pytorch_version='1.0.0'.*allowed: 2\.6\.0"):
+        huggingface_inference(transformers_version="4.51.3", pytorch_version="1.0.0", py_version="py312")
+    with pytest.raises(ImageResolutionError, match=r"inf2.image_version='0.1.0'"):
+        djl_neuronx("0.1.0")
+
+
+def test_a_region_without_the_image_is_refused() -> None:
+    stack = Stack(App(), "S", env=Environment(account="111122223333", region="us-west-1"))
+    with pytest.raises(ImageResolutionError, match=r"not published in region 'us-west-1'"):
+        djl_neuronx("0.29.0").uri(stack)
+
+
+def test_environment_agnostic_stack_gets_one_mapping_of_every_region() -> None:
+    stack = Stack(App(), "S")
+    image = huggingface_inference(transformers_version="4.51.3", pytorch_version="2.6.0", py_version="py312")
+    image.uri(stack)
+    image.repository_arn(stack)
+    mappings = [c for c in stack.node.children if isinstance(c, CfnMapping)]
+    assert len(mappings) == 1
+    table = Template.from_stack(stack).find_mappings("*")[stack.resolve(mappings[0].logical_id)]
+    assert {region: row["account"] for region, row in table.items()} == dict(image.registries)
+    assert len(image.registries) > 20

@@ -1,0 +1,157 @@
+"""Inf2Stack: network, instance, volume, metadata, role and outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from aws_cdk.assertions import Match
+
+from tests.infra.conftest import Synthesized, actions_of, policy_statements, resources_of
+
+
+@pytest.fixture(scope="module")
+def default(synth: Callable[..., Synthesized]) -> Synthesized:
+    return synth()
+
+
+def test_new_vpc_with_private_subnets_and_flow_logs(default: Synthesized) -> None:
+    template = default.template("Inf2Stack")
+    template.resource_count_is("AWS::EC2::VPC", 1)
+    template.has_resource_properties("AWS::EC2::VPC", {"CidrBlock": "10.42.0.0/16"})
+    template.resource_count_is("AWS::EC2::NatGateway", 1)
+    template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL"})
+
+
+def test_instance(default: Synthesized) -> None:
+    template = default.template("Inf2Stack")
+    template.resource_count_is("AWS::EC2::Instance", 1)
+    instance = next(iter(resources_of(default.template_json("Inf2Stack"), "AWS::EC2::Instance").values()))
+    props = instance["Properties"]
+    assert props["InstanceType"] == "inf2.48xlarge"
+    assert "KeyName" not in props  # no SSH key: SSM Session Manager only
+    assert props["Monitoring"] is True
+    assert props["BlockDeviceMappings"] == [
+        {
+            "DeviceName": "/dev/sda1",
+            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": 512, "VolumeType": "gp3"},
+        }
+    ]
+    # The instance lands in a private subnet, without a public address, in its own group.
+    [interface] = props["NetworkInterfaces"]
+    assert "Private" in interface["SubnetId"]["Ref"]
+    assert interface["AssociatePublicIpAddress"] is False
+    [group] = interface["GroupSet"]
+    assert group["Fn::GetAtt"][0].startswith("ServerSecurityGroup")
+
+
+def test_ami_comes_from_the_neuron_dlami_ssm_parameter(default: Synthesized) -> None:
+    template = default.template_json("Inf2Stack")
+    instance = next(iter(resources_of(template, "AWS::EC2::Instance").values()))
+    parameter = instance["Properties"]["ImageId"]["Ref"]
+    assert template["Parameters"][parameter] == {
+        "Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>",
+        "Default": "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id",
+    }
+
+
+def test_imdsv2_is_required(default: Synthesized) -> None:
+    default.template("Inf2Stack").has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {"LaunchTemplateData": {"MetadataOptions": Match.object_like({"HttpTokens": "required"})}},
+    )
+
+
+def test_security_group_is_closed_by_default(default: Synthesized) -> None:
+    groups = resources_of(default.template_json("Inf2Stack"), "AWS::EC2::SecurityGroup")
+    assert len(groups) == 1
+    group = next(iter(groups.values()))["Properties"]
+    assert "SecurityGroupIngress" not in group
+    assert not resources_of(default.template_json("Inf2Stack"), "AWS::EC2::SecurityGroupIngress")
+
+
+def test_a_configured_cidr_reaches_the_model_port_only(synth: Callable[..., Synthesized]) -> None:
+    template = synth(**{"inf2.ingress_cidr": "203.0.113.0/24"}).template_json("Inf2Stack")
+    group = next(iter(resources_of(template, "AWS::EC2::SecurityGroup").values()))["Properties"]
+    assert group["SecurityGroupIngress"] == [
+        {
+            "CidrIp": "203.0.113.0/24",
+            "Description": "DJL Serving HTTP from the configured CIDR",
+            "FromPort": 8080,
+            "IpProtocol": "tcp",
+            "ToPort": 8080,
+        }
+    ]
+
+
+def test_existing_vpc_by_id_without_lookup(synth: Callable[..., Synthesized]) -> None:
+    result = synth(
+        **{
+            "inf2.vpc_id": "vpc-0123456789abcdef0",
+            "inf2.subnet_id": "subnet-0a1b2c3d",
+            "inf2.availability_zone": "us-east-1a",
+        }
+    )
+    template = result.template_json("Inf2Stack")
+    assert not resources_of(template, "AWS::EC2::VPC")
+    assert not resources_of(template, "AWS::EC2::NatGateway")
+    instance = next(iter(resources_of(template, "AWS::EC2::Instance").values()))
+    assert instance["Properties"]["NetworkInterfaces"][0]["SubnetId"] == "subnet-0a1b2c3d"
+    group = next(iter(resources_of(template, "AWS::EC2::SecurityGroup").values()))
+    assert group["Properties"]["VpcId"] == "vpc-0123456789abcdef0"
+
+
+def test_instance_role(default: Synthesized) -> None:
+    template = default.template_json("Inf2Stack")
+    roles = {k: v for k, v in resources_of(template, "AWS::IAM::Role").items() if k.startswith("InstanceRole")}
+    assert len(roles) == 1
+    role = next(iter(roles.values()))["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    assert role["ManagedPolicyArns"] == [
+        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSSMManagedInstanceCore"]]}
+    ]
+    name = next(iter(roles))
+    statements = [
+        s
+        for policy in resources_of(template, "AWS::IAM::Policy").values()
+        if {"Ref": name} in policy["Properties"]["Roles"]
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    by_action = {a: s for s in statements for a in actions_of(s)}
+    assert by_action["s3:GetObject"]["Resource"]["Fn::Join"][1][-1].endswith(".gz")
+    assert "ecr:BatchGetImage" in by_action and by_action["ecr:BatchGetImage"]["Resource"] != "*"
+    assert {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(by_action)
+    template_instance_profile = resources_of(template, "AWS::IAM::InstanceProfile")
+    assert len(template_instance_profile) == 1
+
+
+def test_user_data_checks_the_bundle_sha256(default: Synthesized, artifacts) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    sha = json.loads((artifacts / "inf2" / "manifest.json").read_text())["files"]["bundle.tar.gz"]["sha256"]
+    instance = next(iter(resources_of(default.template_json("Inf2Stack"), "AWS::EC2::Instance").values()))
+    user_data = json.dumps(instance["Properties"]["UserData"])
+    assert f"BUNDLE_SHA256={sha}" in user_data
+    assert "sha256sum --check" in user_data
+
+
+def test_system_status_alarm_recovers_the_instance(default: Synthesized) -> None:
+    default.template("Inf2Stack").has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "AWS/EC2",
+            "MetricName": "StatusCheckFailed_System",
+            "AlarmActions": [{"Fn::Join": ["", Match.array_with([":automate:", ":ec2:recover"])]}],
+        },
+    )
+
+
+def test_outputs(default: Synthesized) -> None:
+    outputs = default.template("Inf2Stack").find_outputs("*")
+    assert {"InstanceId", "TryIt"} <= set(outputs)
+    assert "AWS-StartPortForwardingSession" in str(outputs["TryIt"]["Value"])
+
+
+def test_policies_do_not_mention_ssh(default: Synthesized) -> None:
+    for statement in policy_statements(default.template_json("Inf2Stack")):
+        assert not any(a.startswith("ec2-instance-connect") for a in actions_of(statement))

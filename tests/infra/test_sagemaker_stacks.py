@@ -1,0 +1,301 @@
+"""Gpt2Stack and GptjStack: the shared endpoint construct and what each stack adds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from tests.infra.conftest import ROOT, Synthesized, actions_of, policy_statements, resources_of
+
+SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
+
+
+@pytest.fixture(scope="module")
+def default(synth: Callable[..., Synthesized]) -> Synthesized:
+    return synth()
+
+
+@pytest.mark.parametrize("stack", SAGEMAKER_STACKS)
+def test_one_model_config_endpoint(default: Synthesized, stack: str) -> None:
+    template = default.template(stack)
+    template.resource_count_is("AWS::SageMaker::Model", 1)
+    template.resource_count_is("AWS::SageMaker::EndpointConfig", 1)
+    template.resource_count_is("AWS::SageMaker::Endpoint", 1)
+    # Physical names are left to CloudFormation.
+    for type_name, name_key in [
+        ("AWS::SageMaker::Model", "ModelName"),
+        ("AWS::SageMaker::EndpointConfig", "EndpointConfigName"),
+        ("AWS::SageMaker::Endpoint", "EndpointName"),
+    ]:
+        for resource in resources_of(default.template_json(stack), type_name).values():
+            assert name_key not in resource["Properties"]
+
+
+@pytest.mark.parametrize(("stack", "instance_type"), [("Gpt2Stack", "ml.g5.xlarge"), ("GptjStack", "ml.g4dn.xlarge")])
+def test_endpoint_config_variant(default: Synthesized, stack: str, instance_type: str) -> None:
+    template = default.template(stack)
+    template.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "ProductionVariants": [
+                Match.object_like(
+                    {
+                        "VariantName": "AllTraffic",
+                        "InstanceType": instance_type,
+                        "InitialInstanceCount": 1,
+                        "ContainerStartupHealthCheckTimeoutInSeconds": Match.any_value(),
+                        "ModelDataDownloadTimeoutInSeconds": Match.any_value(),
+                        "ModelName": {"Fn::GetAtt": [Match.any_value(), "ModelName"]},
+                    }
+                )
+            ]
+        },
+    )
+    config = next(iter(resources_of(default.template_json(stack), "AWS::SageMaker::EndpointConfig").values()))
+    # g4dn and g5 have NVMe instance storage: SageMaker rejects a volume size or KMS key there.
+    assert "KmsKeyId" not in config["Properties"]
+    assert "VolumeSizeInGB" not in config["Properties"]["ProductionVariants"][0]
+
+
+def test_types_without_nvme_get_an_encrypted_volume(synth: Callable[..., Synthesized]) -> None:
+    result = synth(**{"gptj.instance_type": "ml.p3.2xlarge", "gptj.volume_size_gb": 60})
+    template = result.template("GptjStack")
+    template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    template.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "KmsKeyId": {"Fn::GetAtt": [Match.string_like_regexp("VolumeKey"), "Arn"]},
+            "ProductionVariants": [Match.object_like({"VolumeSizeInGB": 60, "InstanceType": "ml.p3.2xlarge"})],
+        },
+    )
+
+
+@pytest.mark.parametrize("stack", SAGEMAKER_STACKS)
+def test_autoscaling_tracks_invocations_per_instance(default: Synthesized, stack: str) -> None:
+    template = default.template(stack)
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {
+            "ServiceNamespace": "sagemaker",
+            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+            "MinCapacity": 1,
+            "MaxCapacity": Match.any_value(),
+            "ResourceId": {
+                "Fn::Join": [
+                    "",
+                    ["endpoint/", {"Fn::GetAtt": [Match.any_value(), "EndpointName"]}, "/variant/AllTraffic"],
+                ]
+            },
+        },
+    )
+    target = next(iter(resources_of(default.template_json(stack), "AWS::ApplicationAutoScaling::ScalableTarget")))
+    # No RoleARN: the service-linked role of Application Auto Scaling is used.
+    assert "RoleARN" not in default.template_json(stack)["Resources"][target]["Properties"]
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "PolicyType": "TargetTrackingScaling",
+            "ScalingTargetId": {"Ref": target},
+            "TargetTrackingScalingPolicyConfiguration": {
+                "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+                "TargetValue": Match.any_value(),
+                "ScaleInCooldown": 300,
+                "ScaleOutCooldown": 60,
+            },
+        },
+    )
+
+
+def test_autoscaling_settings_reach_the_template(synth: Callable[..., Synthesized]) -> None:
+    template = synth(**{"gpt2.max_capacity": 7, "gpt2.target_invocations_per_instance": 250}).template("Gpt2Stack")
+    template.has_resource_properties("AWS::ApplicationAutoScaling::ScalableTarget", {"MaxCapacity": 7})
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"TargetTrackingScalingPolicyConfiguration": Match.object_like({"TargetValue": 250})},
+    )
+
+
+@pytest.mark.parametrize(("stack", "latency_ms"), [("Gpt2Stack", 600), ("GptjStack", 15_000)])
+def test_alarms_use_the_dimensions_sagemaker_publishes(default: Synthesized, stack: str, latency_ms: int) -> None:
+    template = default.template(stack)
+    dimensions = Match.array_with(
+        [
+            {"Name": "EndpointName", "Value": {"Fn::GetAtt": [Match.any_value(), "EndpointName"]}},
+            {"Name": "VariantName", "Value": "AllTraffic"},
+        ]
+    )
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "AWS/SageMaker",
+            "MetricName": "ModelLatency",
+            "Statistic": "Average",
+            "Dimensions": dimensions,
+            # ModelLatency is in microseconds.
+            "Threshold": latency_ms * 1000,
+            "ComparisonOperator": "GreaterThanThreshold",
+        },
+    )
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "AWS/SageMaker",
+            "MetricName": "Invocation5XXErrors",
+            "Statistic": "Sum",
+            "Dimensions": dimensions,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        },
+    )
+
+
+def _role_statements(synthesized: Synthesized, stack: str) -> list[dict[str, Any]]:
+    return policy_statements(synthesized.template_json(stack))
+
+
+@pytest.mark.parametrize("stack", SAGEMAKER_STACKS)
+def test_execution_role_is_least_privilege(default: Synthesized, stack: str) -> None:
+    template = default.template_json(stack)
+    roles = resources_of(template, "AWS::IAM::Role")
+    assert len(roles) == 1
+    role = next(iter(roles.values()))
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "sagemaker.amazonaws.com"
+    }
+    assert "ManagedPolicyArns" not in role["Properties"]
+    by_action = {action: s for s in _role_statements(default, stack) for action in actions_of(s)}
+    assert set(by_action) == {
+        "s3:GetObject",
+        "ecr:BatchCheckLayerAvailability",
+        "ecr:BatchGetImage",
+        "ecr:GetDownloadUrlForLayer",
+        "ecr:GetAuthorizationToken",
+        "logs:CreateLogGroup",
+        "logs:CreateLogStream",
+        "logs:DescribeLogStreams",
+        "logs:PutLogEvents",
+        "cloudwatch:PutMetricData",
+    }
+    # Read of that one asset object: the key is the asset hash, not a wildcard.
+    object_arn = by_action["s3:GetObject"]["Resource"]["Fn::Join"][1]
+    assert object_arn[-1].endswith(".gz") and "*" not in object_arn[-1]
+    # Pull of that one image repository.
+    assert by_action["ecr:BatchGetImage"]["Resource"] != "*"
+    assert by_action["cloudwatch:PutMetricData"]["Condition"] == {
+        "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker"]}
+    }
+
+
+def test_model_waits_for_its_role_policy(default: Synthesized) -> None:
+    template = default.template_json("GptjStack")
+    model = next(iter(resources_of(template, "AWS::SageMaker::Model").values()))
+    policy = next(iter(resources_of(template, "AWS::IAM::Policy")))
+    assert policy in model["DependsOn"]
+
+
+def test_gpt2_image_is_built_from_the_container_folder(default: Synthesized) -> None:
+    template = default.template("Gpt2Stack")
+    template.has_resource_properties(
+        "AWS::SageMaker::Model",
+        {
+            "EnableNetworkIsolation": True,
+            "PrimaryContainer": Match.object_like(
+                {
+                    "Image": {"Fn::Sub": Match.string_like_regexp(r"dkr\.ecr\..*container-assets.*:[0-9a-f]{64}$")},
+                    "ModelDataUrl": {"Fn::Sub": Match.string_like_regexp(r"^s3://cdk-.*/[0-9a-f]{64}\.gz$")},
+                }
+            ),
+        },
+    )
+    images = json.loads((default.outdir / "Gpt2Stack.assets.json").read_text())["dockerImages"]
+    assert [image["source"]["directory"] for image in images.values()] == [str(ROOT / "serving" / "gpt2")]
+
+
+def test_gpt2_image_by_uri_pulls_that_repository(synth: Callable[..., Synthesized]) -> None:
+    uri = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/team/gpt2-trt:1.2.3"
+    result = synth(**{"gpt2.image_uri": uri})
+    template = result.template("Gpt2Stack")
+    template.has_resource_properties("AWS::SageMaker::Model", {"PrimaryContainer": Match.object_like({"Image": uri})})
+    statements = _role_statements(result, "Gpt2Stack")
+    pull = next(s for s in statements if "ecr:BatchGetImage" in actions_of(s))
+    assert pull["Resource"] == {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":ecr:eu-west-1:111122223333:repository/team/gpt2-trt"]]
+    }
+    assert json.loads((result.outdir / "Gpt2Stack.assets.json").read_text()).get("dockerImages", {}) == {}
+
+
+def test_model_data_asset_uses_the_manifest_hash(default: Synthesized, artifacts: Any) -> None:
+    manifest = json.loads((artifacts / "gptj" / "manifest.json").read_text())
+    sha = manifest["files"]["model.tar.gz"]["sha256"]
+    model = next(iter(resources_of(default.template_json("GptjStack"), "AWS::SageMaker::Model").values()))
+    # CDK keys a custom-hash asset by the sha256 of the given hash: no byte of the file is read.
+    key = hashlib.sha256(sha.encode()).hexdigest()
+    assert model["Properties"]["PrimaryContainer"]["ModelDataUrl"]["Fn::Sub"].endswith(f"/{key}.gz")
+    asset_manifest = json.loads((default.outdir / "GptjStack.assets.json").read_text())
+    # Staging is disabled: the asset is published from the artifacts folder, not a copy in cdk.out.
+    assert asset_manifest["files"][key]["source"]["path"] == str(artifacts / "gptj" / "model.tar.gz")
+
+
+def test_gptj_container_contract(default: Synthesized) -> None:
+    template = default.template("GptjStack")
+    template.has_resource_properties(
+        "AWS::SageMaker::Model",
+        {
+            "PrimaryContainer": Match.object_like(
+                {
+                    "Environment": Match.object_like(
+                        {
+                            "SAGEMAKER_PROGRAM": "inference.py",
+                            "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+                            "HF_TASK": "text-generation",
+                            "SAGEMAKER_MODEL_SERVER_TIMEOUT": "60",
+                            "SAGEMAKER_MODEL_SERVER_WORKERS": "1",
+                            "SAGEMAKER_REGION": {"Ref": "AWS::Region"},
+                        }
+                    ),
+                    "Image": {
+                        "Fn::Join": [
+                            "",
+                            [
+                                {"Fn::FindInMap": [Match.any_value(), {"Ref": "AWS::Region"}, "account"]},
+                                ".dkr.ecr.",
+                                {"Ref": "AWS::Region"},
+                                ".",
+                                {"Ref": "AWS::URLSuffix"},
+                                "/huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
+                            ],
+                        ]
+                    },
+                }
+            )
+        },
+    )
+
+
+def test_gptj_in_a_pinned_region_gets_a_literal_image(synth: Callable[..., Synthesized]) -> None:
+    result = synth(**{"project.region": "eu-west-1", "project.account": "111122223333"})
+    template = result.template_json("GptjStack")
+    assert "Mappings" not in template
+    model = next(iter(resources_of(template, "AWS::SageMaker::Model").values()))
+    image = model["Properties"]["PrimaryContainer"]["Image"]
+    # The registry of eu-west-1 from the SDK's JSON, not a mapping lookup.
+    assert image["Fn::Join"][1][0] == "763104351884.dkr.ecr.eu-west-1."
+    assert "FindInMap" not in json.dumps(template)
+
+
+@pytest.mark.parametrize("stack", SAGEMAKER_STACKS)
+def test_outputs(default: Synthesized, stack: str) -> None:
+    outputs = default.template(stack).find_outputs("*")
+    assert {"EndpointName", "ModelDataUrl"} <= set(outputs)
+    assert outputs["EndpointName"]["Value"]["Fn::GetAtt"][1] == "EndpointName"
+
+
+@pytest.mark.parametrize("stack", SAGEMAKER_STACKS)
+def test_tags_from_configuration(default: Synthesized, stack: str) -> None:
+    Template.from_stack(default.stacks[stack]).has_resource_properties(
+        "AWS::SageMaker::Endpoint", {"Tags": Match.array_with([{"Key": "project", "Value": "llm-inference-cdk"}])}
+    )

@@ -1,0 +1,113 @@
+"""Security by default, checked on every synthesized template: cdk-nag, cfn-lint, IAM."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.infra.conftest import Synthesized, actions_of, policy_statements, resources_of
+
+STACKS = ["Gpt2Stack", "GptjStack", "Inf2Stack"]
+# Variants that add resources the defaults do not have.
+VARIANTS = {
+    "default": {},
+    "encrypted-volume": {"gptj.instance_type": "ml.p3.2xlarge", "gpt2.instance_type": "ml.g5.xlarge"},
+    "ingress-and-region": {"inf2.ingress_cidr": "203.0.113.0/24", "project.region": "eu-west-1"},
+}
+# Actions that AWS allows on no narrower resource than "*".
+STAR_ONLY_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def variant(request: pytest.FixtureRequest, synth: Callable[..., Synthesized]) -> Synthesized:
+    return synth(**VARIANTS[request.param])
+
+
+def test_cdk_nag_has_no_unacknowledged_finding(variant: Synthesized) -> None:
+    # synthesize() already raised on any error-level finding; the report must agree.
+    report_path = variant.outdir / "validation-report.json"
+    if report_path.exists():
+        report = json.loads(report_path.read_text())
+        failures = [
+            violation for plugin in report.get("pluginReports", []) for violation in plugin.get("violations", [])
+        ]
+        assert failures == []
+
+
+def test_every_acknowledgement_states_a_reason(variant: Synthesized) -> None:
+    acknowledged = {
+        rule: reason
+        for stack in variant.stacks.values()
+        for child in stack.node.find_all()
+        for entry in child.node.metadata
+        if entry.type == "aws:cdk:acknowledged-rules"
+        for rule, reason in entry.data.items()
+    }
+    assert any("IAM5" in rule for rule in acknowledged)
+    for rule, reason in acknowledged.items():
+        assert len(reason.split()) >= 4, f"{rule}: the reason must say why it is safe, got {reason!r}"
+
+
+def test_cdk_nag_is_active(tmp_path: Path, artifacts: Path) -> None:
+    """A negative control: the same app plus one over-broad policy fails synthesis."""
+    from aws_cdk import App
+    from aws_cdk import aws_iam as iam
+
+    from app import build_app
+    from tests.infra.conftest import cdk_context
+
+    app = App(context=cdk_context(**{"project.artifacts_dir": str(artifacts)}), outdir=str(tmp_path))
+    _, stacks = build_app(app)
+    role = stacks["GptjStack"].endpoint.role  # type: ignore[attr-defined]
+    role.add_to_policy(iam.PolicyStatement(actions=["s3:*"], resources=["*"]))
+    with pytest.raises(RuntimeError, match=r"AwsSolutions-IAM5\[Action::s3:\*\]"):
+        app.synth()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cfn_lint_reports_no_error(variant: Synthesized, stack: str) -> None:
+    from cfnlint.api import ManualArgs, lint_file
+
+    matches = lint_file(Path(variant.outdir / f"{stack}.template.json"), config=ManualArgs(regions=["us-east-1"]))
+    errors = [f"{m.rule.id} {m.message} ({m.path})" for m in matches if m.rule.severity.lower() == "error"]
+    assert errors == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_full_access_and_no_star_resource_beyond_star_only_actions(variant: Synthesized, stack: str) -> None:
+    template = variant.template_json(stack)
+    text = json.dumps(template)
+    assert "FullAccess" not in text
+    for statement in policy_statements(template):
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        if "*" in resources:
+            assert set(actions_of(statement)) <= STAR_ONLY_ACTIONS, statement
+        assert statement["Effect"] == "Allow"
+        assert not any(a.endswith(":*") or a == "*" for a in actions_of(statement)), statement
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_account_id_or_region_literal_in_default_templates(synth: Callable[..., Synthesized], stack: str) -> None:
+    import re
+
+    text = json.dumps(synth().template_json(stack))
+    # Registry accounts come from the SDK's mapping (a Mappings table), never inline.
+    inline = json.dumps({k: v for k, v in synth().template_json(stack).items() if k != "Mappings"})
+    assert not re.search(r"\b[0-9]{12}\b", inline)
+    assert not re.search(r"\b(us|eu|ap|sa|ca|me|af)-[a-z]+-[0-9]\b", inline), text[:0]
+
+
+def test_storage_is_encrypted_everywhere(variant: Synthesized) -> None:
+    inf2 = variant.template_json("Inf2Stack")
+    for instance in resources_of(inf2, "AWS::EC2::Instance").values():
+        for mapping in instance["Properties"]["BlockDeviceMappings"]:
+            assert mapping["Ebs"]["Encrypted"] is True
+    for stack in ("Gpt2Stack", "GptjStack"):
+        for config in resources_of(variant.template_json(stack), "AWS::SageMaker::EndpointConfig").values():
+            variant_type = config["Properties"]["ProductionVariants"][0]["InstanceType"]
+            family = variant_type.split(".")[1]
+            # Without NVMe instance storage the volume needs our key; NVMe stores are hardware-encrypted.
+            assert ("KmsKeyId" in config["Properties"]) == (family not in {"g4dn", "g5"})
