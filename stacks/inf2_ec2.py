@@ -19,32 +19,92 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.nag import acknowledge
-from stacks.config import Inf2Settings
+from artifacts_builder.inf2 import serving_properties, stale_properties
+from artifacts_builder.manifest import read_manifest
+from stacks.config import ConfigError, Inf2Settings
 from stacks.images import djl_neuronx
+from stacks.inf2_rules import ModelFacts, known_model, settings_problems, unknown_model_message
 from stacks.model_asset import ModelAsset
+from stacks.nag import acknowledge
 from stacks.sagemaker_endpoint import ecr_repository_arn
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
 ROOT_DEVICE = "/dev/sda1"  # the root device name of the Ubuntu-based Neuron DLAMIs
 
 
+# cloud-init runs user data scripts once per instance by default; the bootstrap runs at
+# every boot instead, so a stop/start after a settings change (CloudFormation updates the
+# user data that way) converges the server to the new bundle and image.
+EVERY_BOOT = "#cloud-config\ncloud_final_modules:\n- [scripts-user, always]\n"
+#: Files the user data installs: (source under serving/inf2, target path, mode).
+INSTALLED = (
+    ("run-container.sh", "/usr/local/bin/djl-serving-run", "0755"),
+    ("wait-ping.sh", "/usr/local/bin/djl-serving-wait", "0755"),
+    ("djl-serving.service", "/etc/systemd/system/djl-serving.service", "0644"),
+)
+# Time for the image to start and the bundle's model to download before the load begins.
+START_MARGIN_S = 900
+
+
 def render_user_data(settings: Mapping[str, str]) -> str:
-    """The instance's user data: settings, the systemd unit, its start script, then bootstrap.sh.
-    Values may be CDK tokens; they are quoted for the shell."""
+    """The instance's shell script: settings, the systemd unit and its scripts, then
+    bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
     header = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
-    unit = (SERVING_DIR / "djl-serving.service").read_text()
-    run = (SERVING_DIR / "run-container.sh").read_text()
+    files = "".join(
+        f"cat > {target}.tmp <<'INSTALLED_FILE'\n{(SERVING_DIR / source).read_text()}INSTALLED_FILE\n"
+        f"chmod {mode} {target}.tmp && mv -f {target}.tmp {target}\n"
+        for source, target, mode in INSTALLED
+    )
     body = (SERVING_DIR / "bootstrap.sh").read_text().split("\n", 1)[1]
     return (
-        "#!/bin/bash\n"
+        "#!/bin/bash\nset -euo pipefail\n"
         + header
         + "install -d -m 0755 /usr/local/bin /etc/systemd/system\n"
-        + f"cat > /usr/local/bin/djl-serving-run <<'RUN_CONTAINER'\n{run}RUN_CONTAINER\n"
-        + "chmod 0755 /usr/local/bin/djl-serving-run\n"
-        + f"cat > /etc/systemd/system/djl-serving.service <<'UNIT'\n{unit}UNIT\n"
+        + files
         + body
     )
+
+
+def user_data(script: str) -> ec2.UserData:
+    """A MIME multipart user data: the every-boot cloud-config, then the script."""
+    multipart = ec2.MultipartUserData()
+    multipart.add_part(
+        ec2.MultipartBody.from_raw_body(content_type='text/cloud-config; charset="utf-8"', body=EVERY_BOOT)
+    )
+    multipart.add_user_data_part(ec2.UserData.custom(script), ec2.MultipartBody.SHELL_SCRIPT, True)
+    return multipart
+
+
+def check_bundle(settings: Inf2Settings) -> None:
+    """The tensor-parallel rules over the model the bundle ships (its manifest records the
+    model's config.json facts) or, for a hub model, the table of known models; and the
+    bundle's serving.properties against the current settings."""
+    ms = settings.model_server
+    manifest = read_manifest(settings.bundle.parent)
+    model = manifest.get("model")
+    if isinstance(model, dict) and isinstance(model.get("facts"), dict):
+        facts = ModelFacts.from_dict(model["facts"])
+        name = str(model.get("name", ms.model_id))
+    else:
+        known = known_model(ms.model_id)
+        if known is None:
+            raise ConfigError(unknown_model_message(ms.model_id))
+        facts, name = known, ms.model_id
+    problems = settings_problems(settings, facts, model_id=name)
+    built = manifest.get("serving_properties")
+    if isinstance(built, dict):
+        # A bundle that ships its model points model_id at its own folder.
+        ships_model = isinstance(model, dict) and model.get("source") == "bundle"
+        wanted = serving_properties(ms, model_id=built.get("option.model_id", "") if ships_model else ms.model_id)
+        stale = stale_properties(built, wanted)
+        if stale:
+            problems.append(
+                f"inf2.bundle={str(settings.bundle)!r} is invalid: it was built from other settings ("
+                + "; ".join(stale)
+                + "); rebuild it with python -m artifacts_builder inf2"
+            )
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 class Inf2Stack(Stack):
@@ -53,6 +113,7 @@ class Inf2Stack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Inf2Settings, **kwargs: Any) -> None:
         kwargs.setdefault("description", "OPT-13B on EC2 inf2 with DJL Serving and transformers-neuronx")
         super().__init__(scope, construct_id, **kwargs)
+        check_bundle(settings)
 
         vpc, subnets = self._network(settings)
         self.security_group = ec2.SecurityGroup(
@@ -97,17 +158,16 @@ class Inf2Stack(Stack):
         )
         role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
 
-        user_data = ec2.UserData.custom(
-            render_user_data(
-                {
-                    "BUNDLE_URL": bundle.s3_object_url,
-                    "BUNDLE_SHA256": bundle.sha256,
-                    "IMAGE_URI": image_uri,
-                    "REGION": self.region,
-                    "LOG_GROUP": log_group.log_group_name,
-                    "PORT": str(settings.port),
-                }
-            )
+        user_data_script = render_user_data(
+            {
+                "BUNDLE_URL": bundle.s3_object_url,
+                "BUNDLE_SHA256": bundle.sha256,
+                "IMAGE_URI": image_uri,
+                "REGION": self.region,
+                "LOG_GROUP": log_group.log_group_name,
+                "PORT": str(settings.port),
+                "LOAD_TIMEOUT_S": str(settings.model_server.model_loading_timeout_s + START_MARGIN_S),
+            }
         )
         self.instance = ec2.Instance(
             self,
@@ -118,7 +178,7 @@ class Inf2Stack(Stack):
             machine_image=ec2.MachineImage.from_ssm_parameter(
                 settings.ami_ssm_parameter, os=ec2.OperatingSystemType.LINUX
             ),
-            user_data=user_data,
+            user_data=user_data(user_data_script),
             role=role,
             security_group=self.security_group,
             require_imdsv2=True,
@@ -167,7 +227,7 @@ class Inf2Stack(Stack):
                 "--document-name AWS-StartPortForwardingSession "
                 f"--parameters portNumber={settings.port},localPortNumber={settings.port} & "
                 f"curl -s -X POST http://127.0.0.1:{settings.port}/invocations -H 'Content-Type: application/json' "
-                "-d '{\"text\": [\"Hello, I am a language model,\"], \"seq_length\": 64}'"
+                '-d \'{"text": ["Hello, I am a language model,"], "seq_length": 64}\''
             ),
         )
 

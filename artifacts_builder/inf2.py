@@ -1,0 +1,221 @@
+"""The inf2 bundle for DJL Serving: ``serving.properties``, ``model.py``, ``requirements.txt``,
+an inner manifest and, with ``--tiny`` or ``--model-dir``, the model itself.
+
+The properties are rendered from the typed settings (cdk.json's ``inf2`` section plus
+``-c inf2.key=value`` overrides, exactly as ``cdk synth`` reads them) and checked against
+the tensor-parallel rules before anything is written. The outer manifest records the
+model's facts and the rendered properties, so that synthesis can check the rules against
+the model actually shipped and refuse a bundle built from other settings.
+
+The tarball is reproducible (sorted names, zero times and owners): the same inputs give
+the same sha256, so an unchanged bundle never restarts the instance's model server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import tarfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from artifacts_builder.manifest import library_versions, write_manifest
+from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_value
+from stacks.inf2_rules import ModelFacts, facts_from_config, known_model, settings_problems, unknown_model_message
+
+SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
+BUNDLE_NAME = "bundle.tar.gz"
+#: Where the container sees the unpacked bundle (run-container.sh mounts it there).
+CONTAINER_MODEL_DIR = "/opt/ml/model"
+#: The bundle's folder for a shipped model; serving.properties then points model_id at it.
+MODEL_FOLDER = "model"
+TINY_NAME = "tiny-random-opt"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tiny", action="store_true", help="ship a tiny random-weight OPT built offline (tests, demo)")
+    parser.add_argument("--out", type=Path, default=Path("artifacts"), help="output folder (default: artifacts)")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        help="ship this local Hugging Face model folder (config.json, weights, tokenizer) instead of "
+        "letting the instance download inf2.model_id from the hub",
+    )
+    parser.add_argument(
+        "-c",
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting override as for `cdk synth -c`, such as inf2.tensor_parallel_degree=4",
+    )
+
+
+def serving_properties(ms: ModelServerSettings, *, model_id: str) -> dict[str, str]:
+    """`serving.properties` as DJL Serving reads it. ``batch_size`` and ``max_batch_delay``
+    are DJL's request batching; ``option.batch_size`` is the compiled batch of the model."""
+    props = {
+        "engine": "Python",
+        "option.entryPoint": ms.entry_point,
+        "option.model_id": model_id,
+        "option.tensor_parallel_degree": str(ms.tensor_parallel_degree),
+        "option.n_positions": str(ms.n_positions),
+        "option.dtype": ms.dtype,
+        "option.model_loading_timeout": str(ms.model_loading_timeout_s),
+        "option.rolling_batch": ms.rolling_batch,
+    }
+    if ms.rolling_batch == "disable":
+        props["option.batch_size"] = props["batch_size"] = str(ms.batch_size)
+        props["max_batch_delay"] = str(ms.max_batch_delay_ms)
+    else:
+        props["option.max_rolling_batch_size"] = str(ms.batch_size)
+    props.update(ms.extra_properties)
+    return props
+
+
+def render_properties(props: Mapping[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def stale_properties(built: Mapping[str, str], wanted: Mapping[str, str]) -> list[str]:
+    """The properties in which a built bundle differs from the current settings."""
+    return [
+        f"{key}: bundle {built.get(key)!r}, settings {wanted.get(key)!r}"
+        for key in sorted(set(built) | set(wanted))
+        if built.get(key) != wanted.get(key)
+    ]
+
+
+def build_tiny_model(target: Path, *, seed: int = 0) -> None:
+    """A random-weight OPT small enough for a CPU, with 24 heads so that every degree the
+    inf2 runtime supports (1, 2, 4, 8, 24) divides them."""
+    import torch
+    from transformers import OPTConfig, OPTForCausalLM
+
+    from artifacts_builder.tiny import train_tokenizer
+
+    tokenizer = train_tokenizer(target)
+    torch.manual_seed(seed)
+    config = OPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=96,
+        word_embed_proj_dim=96,
+        num_hidden_layers=2,
+        ffn_dim=192,
+        num_attention_heads=24,
+        max_position_embeddings=2048,
+        pad_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    OPTForCausalLM(config).save_pretrained(target)
+
+
+def _model(args: argparse.Namespace, settings: Inf2Settings, staging: Path) -> tuple[ModelFacts, str, dict[str, Any]]:
+    """(facts, option.model_id, the manifest's "model" record)."""
+    ms = settings.model_server
+    if args.tiny or args.model_dir is not None:
+        target = staging / MODEL_FOLDER
+        if args.tiny:
+            build_tiny_model(target)
+            name = TINY_NAME
+        else:
+            if not (args.model_dir / "config.json").is_file():
+                raise ConfigError(f"--model-dir {args.model_dir} has no config.json: give a Hugging Face model folder")
+            shutil.copytree(args.model_dir, target)
+            name = args.model_dir.name
+        config = json.loads((target / "config.json").read_text())
+        facts = facts_from_config(config, source=f"config.json of {name} in the bundle")
+        return facts, f"{CONTAINER_MODEL_DIR}/{MODEL_FOLDER}", {"source": "bundle", "name": name}
+    facts_or_none = known_model(ms.model_id)
+    if facts_or_none is None:
+        raise ConfigError(unknown_model_message(ms.model_id))
+    return facts_or_none, ms.model_id, {"source": "hub", "name": ms.model_id}
+
+
+def _requirements(ms: ModelServerSettings) -> str:
+    header = (
+        "# Installed by DJL Serving when the model loads. The image pins torch-neuronx,\n"
+        "# transformers-neuronx and transformers; add only pinned packages it lacks\n"
+        "# (cdk.json: inf2.requirements).\n"
+    )
+    return header + "".join(f"{r}\n" for r in ms.requirements)
+
+
+def _tar_filter(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mtime = 0
+    info.mode = 0o755 if info.isdir() else 0o644
+    return info
+
+
+def pack(staging: Path, bundle: Path) -> None:
+    """A reproducible tar.gz of `staging`'s contents."""
+    tmp = bundle.with_suffix(".tmp")
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(staging.rglob("*")):
+            tar.add(path, arcname=path.relative_to(staging).as_posix(), recursive=False, filter=_tar_filter)
+    os.replace(tmp, bundle)
+
+
+def build(args: argparse.Namespace) -> Path:
+    """Write ``<out>/inf2/bundle.tar.gz`` and its manifest; ConfigError on a bad setting."""
+    overrides = {}
+    for item in args.context:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"-c {item!r} is invalid: allowed is KEY=VALUE such as inf2.tensor_parallel_degree=4")
+        overrides[key] = parse_value(value)
+    settings = from_cdk_json(**overrides).inf2
+    ms = settings.model_server
+    out: Path = args.out / "inf2"
+    staging = out / ".staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        facts, model_id, model_record = _model(args, settings, staging)
+        problems = settings_problems(settings, facts, model_id=model_record["name"])
+        if problems:
+            raise ConfigError("; ".join(problems))
+        props = serving_properties(ms, model_id=model_id)
+        (staging / "serving.properties").write_text(render_properties(props))
+        shutil.copyfile(SERVING_DIR / "model.py", staging / "model.py")
+        (staging / "requirements.txt").write_text(_requirements(ms))
+        files = {p.relative_to(staging).as_posix(): p for p in sorted(staging.rglob("*")) if p.is_file()}
+        write_manifest(staging, "inf2-bundle", files)
+        bundle = out / BUNDLE_NAME
+        pack(staging, bundle)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    write_manifest(
+        out,
+        "inf2",
+        [bundle],
+        model={**model_record, "facts": facts.as_dict()},
+        serving_properties=props,
+        tiny=bool(args.tiny),
+        versions=library_versions(["transformers", "torch", "tokenizers"])
+        if model_record["source"] == "bundle"
+        else {},
+    )
+    return bundle
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        bundle = build(args)
+    except ConfigError as exc:
+        print(f"inf2: {exc}", file=sys.stderr)
+        return 2
+    print(f"inf2: wrote {bundle} ({bundle.stat().st_size} bytes) and its manifest.json")
+    return 0

@@ -1,0 +1,471 @@
+"""DJL Serving handler: a decoder model (OPT) on Inferentia2 through transformers-neuronx.
+
+Request (``POST /invocations`` or ``/predictions/<model>``), as in the seed plus options::
+
+    {"text": ["Hello, I am a language model,", "..."],   # or one string
+     "seq_length": 128,          # total tokens per sequence, prompt included (the seed's field)
+     "max_new_tokens": 64,       # or this, counted after the longest prompt (not both)
+     "do_sample": true, "top_k": 50, "top_p": 1.0, "temperature": 1.0}
+
+Response: ``{"outputs": [prompt + continuation, ...], "details": [{"generated_text",
+"generated_tokens", "finish_reason"}, ...]}``. A bad request gets a 400 with the reason.
+
+The core (settings, parsing, validation, batching, generation call, decoding) imports
+neither ``djl_python`` nor a Neuron package: it runs on a CPU with any generator that
+honours :class:`Generator`. Only :func:`load_neuron` needs the Inferentia2 container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+LOG = logging.getLogger(__name__)
+
+REQUEST_KEYS = ("text", "seq_length", "max_new_tokens", "do_sample", "top_k", "top_p", "temperature")
+# transformers-neuronx names the precision `amp`; serving.properties uses DJL's names.
+AMP = {"fp16": "f16", "bf16": "bf16", "fp32": "f32"}
+INNER_MANIFEST = "manifest.json"
+
+
+class RequestError(ValueError):
+    """A request this server refuses; `code` is the HTTP status."""
+
+    def __init__(self, message: str, code: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SettingsError(ValueError):
+    """A serving.properties value the handler cannot use: the model fails to load."""
+
+
+def _int_property(props: Mapping[str, str], key: str, default: int, lo: int, hi: int) -> int:
+    raw = props.get(key, default)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = lo - 1
+    if not lo <= value <= hi:
+        raise SettingsError(f"serving.properties option.{key}={raw!r} is invalid: allowed is a whole number {lo}-{hi}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """The handler's settings, from ``inputs.get_properties()`` (serving.properties, with
+    DJL's ``option.`` prefix removed, plus ``model_dir``)."""
+
+    model_id: str
+    model_dir: str
+    tensor_parallel_degree: int
+    n_positions: int
+    dtype: str
+    batch_size: int
+    max_new_tokens: int = 64
+    max_texts: int = 64
+    compiled_graph_path: str | None = None
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ServerConfig:
+        dtype = props.get("dtype", "fp16")
+        if dtype not in AMP:
+            raise SettingsError(f"serving.properties option.dtype={dtype!r} is invalid: allowed is fp16, bf16, fp32")
+        model_id = props.get("model_id") or ""
+        if not model_id:
+            raise SettingsError("serving.properties has no option.model_id: set a model id or a folder")
+        n_positions = _int_property(props, "n_positions", 512, 16, 32_768)
+        return cls(
+            model_id=model_id,
+            model_dir=props.get("model_dir", "/opt/ml/model"),
+            tensor_parallel_degree=_int_property(props, "tensor_parallel_degree", 2, 1, 128),
+            n_positions=n_positions,
+            dtype=dtype,
+            batch_size=_int_property(props, "batch_size", 1, 1, 256),
+            max_new_tokens=_int_property(props, "max_new_tokens", min(64, n_positions - 1), 1, n_positions - 1),
+            max_texts=_int_property(props, "max_texts", 64, 1, 4096),
+            compiled_graph_path=props.get("compiled_graph_path") or None,
+        )
+
+    @property
+    def model_source(self) -> str:
+        """A folder when `model_id` names one (absolute, or inside the model dir), else a hub id."""
+        for candidate in (Path(self.model_id), Path(self.model_dir) / self.model_id):
+            if candidate.is_absolute() and candidate.is_dir():
+                return str(candidate)
+        return self.model_id
+
+
+@dataclass(frozen=True)
+class Sampling:
+    do_sample: bool = True
+    top_k: int = 50
+    top_p: float = 1.0
+    temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    texts: tuple[str, ...]
+    seq_length: int | None = None
+    max_new_tokens: int | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+
+
+def _number(body: Mapping[str, Any], key: str, default: Any, kind: type, lo: float, hi: float, what: str) -> Any:
+    value = body.get(key, default)
+    ok_type = isinstance(value, int | float) if kind is float else isinstance(value, kind)
+    if (isinstance(value, bool) and kind is not bool) or not ok_type:
+        raise RequestError(f"{key}={value!r} is invalid: allowed is {what}")
+    if kind is not bool and not lo <= value <= hi:
+        raise RequestError(f"{key}={value!r} is invalid: allowed is {what}")
+    return kind(value)
+
+
+def parse_request(body: Any, config: ServerConfig) -> GenerationRequest:
+    """Validate a decoded JSON body; every refusal names the field, the value and what is allowed."""
+    if not isinstance(body, dict):
+        raise RequestError('the body must be a JSON object such as {"text": ["Hello,"], "max_new_tokens": 32}')
+    unknown = sorted(set(body) - set(REQUEST_KEYS))
+    if unknown:
+        raise RequestError(f"unknown field {unknown[0]!r}: allowed fields are {', '.join(REQUEST_KEYS)}")
+    text = body.get("text")
+    texts = [text] if isinstance(text, str) else text
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+        raise RequestError(f"text={text!r} is invalid: allowed is a non-empty string or a list of them")
+    if len(texts) > config.max_texts:
+        raise RequestError(f"text has {len(texts)} prompts: allowed is at most {config.max_texts} per request")
+    if "seq_length" in body and "max_new_tokens" in body:
+        raise RequestError("seq_length and max_new_tokens were both given: send one of them")
+    positions = config.n_positions
+    seq_length = (
+        _number(body, "seq_length", None, int, 2, positions, f"a whole number from 2 to n_positions={positions}")
+        if "seq_length" in body
+        else None
+    )
+    max_new = (
+        _number(body, "max_new_tokens", None, int, 1, positions - 1, f"a whole number from 1 to {positions - 1}")
+        if "max_new_tokens" in body
+        else None
+    )
+    sampling = Sampling(
+        do_sample=_number(body, "do_sample", True, bool, 0, 1, "true or false"),
+        top_k=_number(body, "top_k", 50, int, 1, 10_000, "a whole number from 1 to 10000"),
+        top_p=_number(body, "top_p", 1.0, float, 1e-6, 1.0, "a number above 0 and at most 1"),
+        temperature=_number(body, "temperature", 1.0, float, 1e-3, 100.0, "a number from 0.001 to 100"),
+    )
+    return GenerationRequest(texts=tuple(texts), seq_length=seq_length, max_new_tokens=max_new, sampling=sampling)
+
+
+class Generator(Protocol):
+    """Generates continuations for a batch of at most `batch_size` token-id prompts."""
+
+    batch_size: int
+
+    def check(self, sampling: Sampling) -> None:
+        """Raise RequestError for sampling settings this generator cannot honour."""
+
+    def generate(self, prompts: Sequence[Sequence[int]], sequence_length: int, sampling: Sampling) -> list[list[int]]:
+        """The new tokens of each prompt; `sequence_length` counts the longest prompt too."""
+
+
+def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[list[list[int]], list[int]]:
+    width = max(len(p) for p in prompts)
+    pads = [width - len(p) for p in prompts]
+    return [[pad_id] * n + list(p) for n, p in zip(pads, prompts, strict=True)], pads
+
+
+def _until_eos(tokens: Sequence[int], eos_id: int | None) -> list[int]:
+    """Rows of a batch keep running after their own end-of-sequence token; cut there."""
+    out = []
+    for token in tokens:
+        out.append(int(token))
+        if token == eos_id:
+            break
+    return out
+
+
+class TransformersGenerator:
+    """A transformers causal LM on the CPU or GPU (tests, and the reference for the Neuron path)."""
+
+    def __init__(self, model: Any, *, pad_id: int, eos_id: int | None, batch_size: int) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.eos_id = eos_id
+        self.batch_size = batch_size
+
+    def check(self, sampling: Sampling) -> None:
+        return None
+
+    def generate(self, prompts: Sequence[Sequence[int]], sequence_length: int, sampling: Sampling) -> list[list[int]]:
+        import torch
+
+        rows, pads = _left_pad(prompts, self.pad_id)
+        input_ids = torch.tensor(rows)
+        mask = torch.tensor([[0] * n + [1] * (len(row) - n) for n, row in zip(pads, rows, strict=True)])
+        options: dict[str, Any] = {"do_sample": sampling.do_sample}
+        if sampling.do_sample:
+            options.update(top_k=sampling.top_k, top_p=sampling.top_p, temperature=sampling.temperature)
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=mask,
+                max_new_tokens=sequence_length - input_ids.shape[1],
+                min_new_tokens=1,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.eos_id,
+                **options,
+            )
+        return [_until_eos(row[input_ids.shape[1] :].tolist(), self.eos_id) for row in out]
+
+
+class NeuronGenerator:
+    """transformers-neuronx's ``<Model>ForSampling.sample``: a fixed compiled batch, left
+    padding marked with ``start_ids``, sampling settings as far as its signature goes."""
+
+    def __init__(self, model: Any, *, pad_id: int, eos_id: int | None, batch_size: int) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.eos_id = eos_id
+        self.batch_size = batch_size
+        # OPT's sampler takes top_k only; newer model classes also top_p and temperature.
+        self.accepts = set(inspect.signature(model.sample).parameters)
+
+    def check(self, sampling: Sampling) -> None:
+        for name, neutral in (("top_p", 1.0), ("temperature", 1.0)):
+            value = getattr(sampling, name)
+            if value != neutral and name not in self.accepts:
+                raise RequestError(f"{name}={value!r} is not supported by this model's Neuron sampler: leave it out")
+
+    def generate(self, prompts: Sequence[Sequence[int]], sequence_length: int, sampling: Sampling) -> list[list[int]]:
+        import torch
+
+        n = len(prompts)
+        # The graphs were compiled for exactly `batch_size` rows: fill with copies, drop them after.
+        filled = list(prompts) + [prompts[-1]] * (self.batch_size - n)
+        rows, pads = _left_pad(filled, self.pad_id)
+        options: dict[str, Any] = {"top_k": sampling.top_k if sampling.do_sample else 1}
+        if sampling.do_sample:
+            options.update({k: getattr(sampling, k) for k in ("top_p", "temperature") if k in self.accepts})
+        with torch.inference_mode():
+            out = self.model.sample(
+                torch.tensor(rows),
+                sequence_length=sequence_length,
+                start_ids=torch.tensor(pads, dtype=torch.int32),
+                **options,
+            )
+        width = len(rows[0])
+        return [_until_eos(row[width:].tolist(), self.eos_id) for row in out[:n]]
+
+
+@dataclass
+class _Prepared:
+    index: int
+    prompts: list[list[int]]
+    request: GenerationRequest
+
+
+class TextGenerator:
+    """Tokenize, check lengths, batch, generate, decode."""
+
+    def __init__(self, tokenizer: Any, generator: Generator, config: ServerConfig) -> None:
+        self.tokenizer = tokenizer
+        self.generator = generator
+        self.config = config
+
+    def _prepare(self, index: int, body: Any) -> _Prepared:
+        request = parse_request(body, self.config)
+        self.generator.check(request.sampling)
+        prompts = [list(self.tokenizer(text)["input_ids"]) for text in request.texts]
+        longest = max(len(p) for p in prompts)
+        limit = self.config.n_positions
+        if request.seq_length is not None and request.seq_length <= longest:
+            raise RequestError(
+                f"seq_length={request.seq_length} is invalid: it counts the prompt, and the longest prompt is "
+                f"{longest} tokens; send a larger seq_length or a shorter prompt"
+            )
+        new = request.max_new_tokens if request.max_new_tokens is not None else self.config.max_new_tokens
+        if request.seq_length is None and longest + new > limit:
+            raise RequestError(
+                f"the longest prompt ({longest} tokens) plus max_new_tokens={new} exceeds n_positions={limit}: "
+                f"shorten the prompt or ask for at most {max(limit - longest, 0)} new tokens",
+                413 if longest >= limit else 400,
+            )
+        return _Prepared(index, prompts, GenerationRequest(request.texts, request.seq_length, new, request.sampling))
+
+    def run(self, bodies: Sequence[Any]) -> list[dict[str, Any] | RequestError]:
+        """One result or refusal per request body. Prompts of requests that share their
+        generation settings are generated together, `batch_size` at a time."""
+        results: list[dict[str, Any] | RequestError] = []
+        accepted: list[_Prepared] = []
+        groups: dict[tuple[Any, ...], list[tuple[_Prepared, int]]] = {}
+        for index, body in enumerate(bodies):
+            try:
+                prepared = self._prepare(index, body)
+            except RequestError as exc:
+                results.append(exc)
+                continue
+            results.append({})
+            accepted.append(prepared)
+            req = prepared.request
+            key = (req.seq_length, req.max_new_tokens, req.sampling)
+            groups.setdefault(key, []).extend((prepared, i) for i in range(len(prepared.prompts)))
+        generated: dict[tuple[int, int], list[int]] = {}
+        for (seq_length, max_new, sampling), rows in groups.items():
+            for start in range(0, len(rows), self.generator.batch_size):
+                chunk = rows[start : start + self.generator.batch_size]
+                prompts = [p.prompts[i] for p, i in chunk]
+                length = seq_length if seq_length is not None else max(map(len, prompts)) + max_new
+                for (p, i), tokens in zip(chunk, self.generator.generate(prompts, length, sampling), strict=True):
+                    generated[(p.index, i)] = tokens
+        for prepared in accepted:
+            results[prepared.index] = self._response(prepared, generated)
+        return results
+
+    def _response(self, prepared: _Prepared, generated: Mapping[tuple[int, int], list[int]]) -> dict[str, Any]:
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        outputs, details = [], []
+        for i, prompt in enumerate(prepared.prompts):
+            new = generated[(prepared.index, i)]
+            outputs.append(self.tokenizer.decode(prompt + new, skip_special_tokens=True))
+            details.append(
+                {
+                    "generated_text": self.tokenizer.decode(new, skip_special_tokens=True),
+                    "generated_tokens": len(new),
+                    "finish_reason": "eos" if new and new[-1] == eos else "length",
+                }
+            )
+        return {"outputs": outputs, "details": details}
+
+
+def verify_bundle(model_dir: Path) -> None:
+    """Check every file the bundle's own manifest lists: refuse to serve an altered bundle."""
+    manifest_path = model_dir / INNER_MANIFEST
+    if not manifest_path.is_file():
+        return
+    for name, entry in json.loads(manifest_path.read_text())["files"].items():
+        if not (model_dir / name).is_file():
+            raise SettingsError(f"{model_dir / name} is listed in the bundle's manifest but missing: redeploy it")
+        digest = hashlib.sha256()
+        with open(model_dir / name, "rb") as f:
+            while chunk := f.read(1 << 23):
+                digest.update(chunk)
+        if digest.hexdigest() != entry["sha256"]:
+            raise SettingsError(f"{model_dir / name} does not match the bundle's manifest: redeploy the bundle")
+
+
+def _split_checkpoint(config: ServerConfig, cache: Path) -> Path:
+    """The checkpoint in transformers-neuronx's split layout, written once to the cache on
+    the instance volume (a restart reuses it instead of converting 26 GB again)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers_neuronx.module import save_pretrained_split
+
+    target = cache / "split" / config.model_id.strip("/").replace("/", "--") / config.dtype
+    if (target / ".complete").is_file():
+        return target
+    model = AutoModelForCausalLM.from_pretrained(config.model_source, low_cpu_mem_usage=True)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[config.dtype]
+    # As the seed does: the blocks and head in the serving precision; the embeddings stay
+    # fp32, they are looked up on the host.
+    for block in model.model.decoder.layers:
+        block.self_attn.to(dtype)
+        block.fc1.to(dtype)
+        block.fc2.to(dtype)
+    model.lm_head.to(dtype)
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    save_pretrained_split(model, str(partial))
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    (target / ".complete").touch()
+    return target
+
+
+def load_neuron(config: ServerConfig) -> TextGenerator:
+    """Load onto the NeuronCores (the Inferentia2 container only)."""
+    from transformers import AutoTokenizer
+    from transformers_neuronx.opt.model import OPTForSampling
+
+    cache = Path(config.compiled_graph_path or os.environ.get("NEURON_CACHE_DIR", "/tmp/neuron-cache"))  # noqa: S108
+    checkpoint = _split_checkpoint(config, cache)
+    model = OPTForSampling.from_pretrained(
+        str(checkpoint),
+        batch_size=config.batch_size,
+        amp=AMP[config.dtype],
+        tp_degree=config.tensor_parallel_degree,
+        n_positions=config.n_positions,
+    )
+    graphs = cache / "graphs" / f"tp{config.tensor_parallel_degree}-n{config.n_positions}-b{config.batch_size}"
+    # Compiling OPT-13B takes tens of minutes; the graphs saved on the volume load in seconds.
+    if hasattr(model, "load") and graphs.is_dir():
+        model.load(str(graphs))
+    model.to_neuron()
+    if hasattr(model, "save") and not graphs.is_dir():
+        model.save(str(graphs))
+    tokenizer = AutoTokenizer.from_pretrained(config.model_source)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    generator = NeuronGenerator(model, pad_id=pad, eos_id=tokenizer.eos_token_id, batch_size=config.batch_size)
+    return TextGenerator(tokenizer, generator, config)
+
+
+def load_service(
+    props: Mapping[str, str], loader: Callable[[ServerConfig], TextGenerator] | None = None
+) -> TextGenerator:
+    config = ServerConfig.from_properties(props)
+    verify_bundle(Path(config.model_dir))
+    LOG.info("loading %s (tp=%d, n_positions=%d, batch=%d)", config.model_id, config.tensor_parallel_degree,
+             config.n_positions, config.batch_size)  # fmt: skip
+    return (loader or load_neuron)(config)
+
+
+def _body(item: Any) -> Any:
+    try:
+        return item.get_as_json()
+    except (ValueError, AttributeError) as exc:
+        return RequestError(f"the body is not valid UTF-8 JSON ({exc})")
+
+
+def respond(service: TextGenerator, inputs: Any, output_type: Any) -> Any:
+    """The DJL response: one request alone, or one slot per request when DJL batched them."""
+    items = inputs.get_batches()
+    bodies = [_body(item) for item in items]
+    valid = [b for b in bodies if not isinstance(b, RequestError)]
+    ran = iter(service.run(valid))
+    results = [b if isinstance(b, RequestError) else next(ran) for b in bodies]
+    if not inputs.is_batch():
+        result = results[0]
+        if isinstance(result, RequestError):
+            return output_type().error(str(result), result.code, message="bad request")
+        return output_type().add_as_json(result)
+    outputs = output_type()
+    for i, result in enumerate(results):
+        # DJL's own handlers report a failed item of a batch this way: a JSON body in its slot.
+        if isinstance(result, RequestError):
+            result = {"code": result.code, "message": "bad request", "error": str(result)}
+        outputs.add_as_json(result, key="data", batch_index=i)
+        outputs.add_property(f"batch_{i}_Content-Type", "application/json")
+    return outputs
+
+
+_service: TextGenerator | None = None
+
+
+def handle(inputs: Any) -> Any:
+    """DJL's entry point: loads on the first call, answers None to the empty warm-up call."""
+    from djl_python import Output
+
+    global _service
+    if _service is None:
+        _service = load_service(inputs.get_properties())
+    if inputs.is_empty():
+        return None
+    return respond(_service, inputs, Output)

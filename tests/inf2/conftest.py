@@ -1,0 +1,116 @@
+"""Fixtures of the inf2 tests: the tiny OPT, the fake djl_python, built artifacts."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def fake_djl() -> ModuleType:
+    return load_module("inf2_fake_djl", HERE / "fake_djl.py")
+
+
+@pytest.fixture
+def djl_python(fake_djl: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """model.py's `from djl_python import Output` finds the fake."""
+    monkeypatch.setitem(sys.modules, "djl_python", fake_djl)
+    return fake_djl
+
+
+@pytest.fixture(scope="session")
+def model_py() -> ModuleType:
+    """serving/inf2/model.py, loaded as DJL loads it: a file in the model folder."""
+    return load_module("inf2_model", ROOT / "serving" / "inf2" / "model.py")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from artifacts_builder.inf2 import build_tiny_model
+
+    target = tmp_path_factory.mktemp("tiny-opt")
+    build_tiny_model(target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir: Path) -> tuple[Any, Any]:
+    from transformers import AutoTokenizer, OPTForCausalLM
+
+    return OPTForCausalLM.from_pretrained(tiny_model_dir).eval(), AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def builder_args(out: Path, *extra: str) -> argparse.Namespace:
+    from artifacts_builder.__main__ import build_parser
+
+    return build_parser().parse_args(["inf2", "--out", str(out), *extra])
+
+
+def stand_in_artifacts(root: Path) -> None:
+    """The other stacks only hash and upload their payloads: small stand-ins do."""
+    from artifacts_builder.manifest import write_manifest
+
+    for component in ("gpt2", "gptj"):
+        folder = root / component
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "model.tar.gz").write_bytes(b"stand-in\n" * 64)
+        write_manifest(folder, component, [folder / "model.tar.gz"])
+
+
+@pytest.fixture(scope="session")
+def tiny_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python -m artifacts_builder inf2 --tiny` with cdk.json's settings."""
+    from artifacts_builder.inf2 import run
+
+    out = tmp_path_factory.mktemp("artifacts")
+    assert run(builder_args(out, "--tiny")) == 0
+    stand_in_artifacts(out)
+    return out
+
+
+def cdk_context(artifacts: Path, **overrides: Any) -> dict[str, Any]:
+    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
+    return {**context, "project.artifacts_dir": str(artifacts), **overrides}
+
+
+@pytest.fixture(scope="session")
+def synth_inf2(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[str, Any]]:
+    """Synthesize the app (cdk-nag included) and return Inf2Stack's template."""
+
+    def run(artifacts: Path, **overrides: Any) -> dict[str, Any]:
+        from aws_cdk import App
+
+        from app import build_app
+
+        outdir = tmp_path_factory.mktemp("cdk.out")
+        app = App(context=cdk_context(artifacts, **overrides), outdir=str(outdir))
+        build_app(app)
+        app.synth()
+        return json.loads((outdir / "Inf2Stack.template.json").read_text())  # type: ignore[no-any-return]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_template(synth_inf2: Callable[..., dict[str, Any]], tiny_artifacts: Path) -> dict[str, Any]:
+    return synth_inf2(tiny_artifacts)

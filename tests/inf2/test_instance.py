@@ -1,0 +1,241 @@
+"""The instance: rendered user data (shellcheck, every step), the systemd unit
+(systemd-analyze verify), the helper scripts run for real, and synthesis checks."""
+
+from __future__ import annotations
+
+import base64
+import email
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.config import ConfigError
+
+from .conftest import ROOT, stand_in_artifacts
+
+SERVING = ROOT / "serving" / "inf2"
+needs_shellcheck = pytest.mark.skipif(shutil.which("shellcheck") is None, reason="make system-deps installs shellcheck")
+
+
+def resolve(value: Any) -> str:
+    """A CloudFormation value as text: intrinsics become fixed placeholders."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(resolve(p) for p in parts)
+    if isinstance(value, dict) and "Fn::Base64" in value:
+        return base64.b64encode(resolve(value["Fn::Base64"]).encode()).decode()
+    if isinstance(value, dict) and "Fn::Sub" in value:
+        return value["Fn::Sub"].replace("${AWS::AccountId}", "123456789012").replace("${AWS::Region}", "us-east-1")
+    (key, arg), *_ = value.items()
+    if key == "Ref":
+        return {"AWS::Region": "us-east-1", "AWS::URLSuffix": "amazonaws.com"}.get(arg, "resource-id")
+    return "111122223333" if key == "Fn::FindInMap" else "resolved"
+
+
+def of_type(template: dict[str, Any], type_name: str) -> list[dict[str, Any]]:
+    return [r for r in template["Resources"].values() if r["Type"] == type_name]
+
+
+@pytest.fixture(scope="module")
+def user_data_parts(tiny_template: dict[str, Any]) -> dict[str, str]:
+    [instance] = of_type(tiny_template, "AWS::EC2::Instance")
+    mime = base64.b64decode(resolve(instance["Properties"]["UserData"])).decode()
+    message = email.message_from_string(mime)
+    return {part.get_content_type(): part.get_payload(decode=True).decode() for part in message.walk()
+            if not part.is_multipart()}  # fmt: skip
+
+
+def test_user_data_runs_at_every_boot(user_data_parts: dict[str, str]) -> None:
+    assert "- [scripts-user, always]" in user_data_parts["text/cloud-config"]
+
+
+@needs_shellcheck
+def test_rendered_user_data_passes_shellcheck(user_data_parts: dict[str, str]) -> None:
+    script = user_data_parts["text/x-shellscript"]
+    result = subprocess.run(
+        ["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout
+
+
+@needs_shellcheck
+@pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh"])
+def test_each_installed_script_passes_shellcheck(name: str) -> None:
+    # The user data carries these inside heredocs, where shellcheck does not look.
+    result = subprocess.run(["shellcheck", str(SERVING / name)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_artifacts: Path) -> None:
+    script = user_data_parts["text/x-shellscript"]
+    sha = json.loads((tiny_artifacts / "inf2" / "manifest.json").read_text())["files"]["bundle.tar.gz"]["sha256"]
+    steps = [
+        f"export BUNDLE_SHA256={sha}",
+        "export BUNDLE_URL='s3://",
+        "/djl-inference:0.29.0-neuronx-sdk2.19.1'",
+        "export LOAD_TIMEOUT_S=4500",
+        "flock --wait",  # one run at a time
+        "modprobe neuron",  # the Neuron driver
+        "systemctl enable --now docker",  # docker from the DLAMI
+        'aws s3 cp --only-show-errors --region "$REGION" "$BUNDLE_URL"',  # the bundle
+        "sha256sum --check --strict",  # ... checked
+        "aws ecr get-login-password",  # ECR login
+        'retry 5 docker pull "$IMAGE_URI"',  # the pinned image
+        'CACHE_DIR="$ROOT/neuron-cache"',  # compiled graphs on the volume
+        "cat > /usr/local/bin/djl-serving-run.tmp",
+        "cat > /usr/local/bin/djl-serving-wait.tmp",
+        "cat > /etc/systemd/system/djl-serving.service.tmp",
+        "systemctl enable djl-serving.service",
+        "systemctl restart --no-block djl-serving.service",
+    ]
+    positions = [script.find(step) for step in steps]
+    assert all(p >= 0 for p in positions), [s for s, p in zip(steps, positions, strict=True) if p < 0]
+    # The unit and scripts are in place before the bootstrap enables them.
+    assert positions[-5] < positions[-2]
+
+
+@pytest.fixture
+def unit_copy(tmp_path: Path) -> Path:
+    """The unit with its absolute paths moved into `tmp_path`, where they exist: verify
+    checks that each command is an executable file and that required units exist, and
+    this machine has neither docker.service nor /usr/local/bin/djl-serving-*."""
+    bin_dir, unit_dir = tmp_path / "bin", tmp_path / "units"
+    bin_dir.mkdir()
+    unit_dir.mkdir()
+    shutil.copy(SERVING / "run-container.sh", bin_dir / "djl-serving-run")
+    shutil.copy(SERVING / "wait-ping.sh", bin_dir / "djl-serving-wait")
+    (bin_dir / "docker").symlink_to(shutil.which("true") or "/bin/true")  # only its path is checked
+    for path in bin_dir.iterdir():
+        path.chmod(0o755)
+    unit = (SERVING / "djl-serving.service").read_text()
+    unit = unit.replace("/usr/local/bin/", f"{bin_dir}/").replace("/usr/bin/docker", f"{bin_dir}/docker")
+    (unit_dir / "djl-serving.service").write_text(unit)
+    (unit_dir / "docker.service").write_text("[Unit]\nDescription=docker\n[Service]\nExecStart=/bin/true\n")
+    return unit_dir / "djl-serving.service"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="make system-deps installs systemd")
+def test_systemd_unit_passes_verify(unit_copy: Path) -> None:
+    env = {**os.environ, "SYSTEMD_UNIT_PATH": f"{unit_copy.parent}:"}
+    result = subprocess.run(["systemd-analyze", "verify", str(unit_copy)], env=env, capture_output=True, text=True,
+                            check=False, timeout=60)  # fmt: skip
+    assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+    # The same check fails on a typo: it really reads the unit.
+    unit_copy.write_text(unit_copy.read_text().replace("Restart=on-failure", "Restrat=on-failure"))
+    result = subprocess.run(["systemd-analyze", "verify", str(unit_copy)], env=env, capture_output=True, text=True,
+                            check=False, timeout=60)  # fmt: skip
+    assert "Unknown key" in result.stderr
+
+
+def test_unit_restarts_on_failure_and_waits_for_ping() -> None:
+    unit = (SERVING / "djl-serving.service").read_text()
+    for line in ("Restart=on-failure", "ExecStartPost=/usr/local/bin/djl-serving-wait", "StartLimitIntervalSec=0",
+                 "Requires=docker.service", "EnvironmentFile=/etc/default/djl-serving"):  # fmt: skip
+        assert line in unit.splitlines()
+
+
+class _Ping(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/ping" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def ping_server() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def run_script(name: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SERVING / name)], env={"PATH": os.environ["PATH"], **env},
+                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is part of the DLAMI and of Debian's base")
+def test_wait_ping_succeeds_once_ping_answers_and_fails_at_the_deadline(ping_server: int) -> None:
+    ok = run_script("wait-ping.sh", PORT=str(ping_server), LOAD_TIMEOUT_S="30")
+    assert ok.returncode == 0 and "answers /ping" in ok.stdout
+    with socket_closed() as port:
+        late = run_script("wait-ping.sh", PORT=str(port), LOAD_TIMEOUT_S="0")
+    assert late.returncode == 1 and "did not answer /ping within 0s" in late.stderr
+
+
+class socket_closed:
+    """A local port nothing listens on."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        return int(self.sock.getsockname()[1])
+
+    def __exit__(self, *args: object) -> None:
+        self.sock.close()
+
+
+@pytest.mark.skipif(Path("/dev/neuron0").exists(), reason="this machine has Neuron devices")
+def test_run_container_refuses_to_start_without_neuron_devices() -> None:
+    env = {k: "x" for k in ("IMAGE_URI", "REGION", "LOG_GROUP", "PORT", "MODEL_DIR", "CACHE_DIR", "LOG_DIR",
+                            "LOAD_TIMEOUT_S")}  # fmt: skip
+    result = run_script("run-container.sh", **env)
+    assert result.returncode == 1 and "no /dev/neuron* device" in result.stderr
+
+
+def test_instance_is_closed_and_hardened_by_default(tiny_template: dict[str, Any]) -> None:
+    [group] = of_type(tiny_template, "AWS::EC2::SecurityGroup")
+    assert "SecurityGroupIngress" not in group["Properties"]
+    assert of_type(tiny_template, "AWS::EC2::SecurityGroupIngress") == []
+    [instance] = of_type(tiny_template, "AWS::EC2::Instance")
+    assert "KeyName" not in instance["Properties"]
+    [template] = of_type(tiny_template, "AWS::EC2::LaunchTemplate")
+    assert template["Properties"]["LaunchTemplateData"]["MetadataOptions"]["HttpTokens"] == "required"
+    [volume] = instance["Properties"]["BlockDeviceMappings"]
+    assert volume["Ebs"]["Encrypted"] is True and volume["Ebs"]["VolumeSize"] == 512
+    [alarm] = of_type(tiny_template, "AWS::CloudWatch::Alarm")
+    assert alarm["Properties"]["MetricName"] == "StatusCheckFailed_System"
+    assert ":automate:" in json.dumps(alarm["Properties"]["AlarmActions"]) and "ec2:recover" in json.dumps(
+        alarm["Properties"]["AlarmActions"]
+    )
+    try_it = tiny_template["Outputs"]["TryIt"]["Value"]
+    assert "AWS-StartPortForwardingSession" in json.dumps(try_it) and "curl" in json.dumps(try_it)
+
+
+def test_synthesis_refuses_a_bundle_built_from_other_settings(
+    synth_inf2: Callable[..., dict[str, Any]], tiny_artifacts: Path
+) -> None:
+    with pytest.raises(ConfigError, match=r"inf2.bundle=.*option.n_positions: bundle '512', settings '256'.*rebuild"):
+        synth_inf2(tiny_artifacts, **{"inf2.n_positions": 256})
+
+
+def test_synthesis_checks_the_bundled_model_heads(
+    synth_inf2: Callable[..., dict[str, Any]], tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    from artifacts_builder.inf2 import run
+
+    from .conftest import builder_args
+
+    config = json.loads((tiny_model_dir / "config.json").read_text())
+    odd = tmp_path / "odd-heads"
+    shutil.copytree(tiny_model_dir, odd)
+    (odd / "config.json").write_text(json.dumps({**config, "num_attention_heads": 12}))
+    # Built for degree 4 (12 heads divide), then synthesized with cdk.json's degree 8.
+    assert run(builder_args(tmp_path, "--model-dir", str(odd), "-c", "inf2.tensor_parallel_degree=4")) == 0
+    stand_in_artifacts(tmp_path)
+    with pytest.raises(ConfigError, match=r"odd-heads has 12 attention heads \(config.json of odd-heads"):
+        synth_inf2(tmp_path)

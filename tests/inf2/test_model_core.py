@@ -1,0 +1,234 @@
+"""model.py's core on the CPU: a tiny random OPT through transformers, DJL faked by the
+mirror of its Input/Output; only the Neuron sampler is replaced (no Neuron device here)."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+PROMPTS = ["Hello, I am a language model,", "Welcome to Amazon Elastic Compute Cloud,", "lithium battery"]
+
+
+@pytest.fixture(scope="module")
+def config(model_py: ModuleType, tiny_model_dir: Path) -> Any:
+    return model_py.ServerConfig.from_properties(
+        {"model_id": str(tiny_model_dir), "n_positions": "64", "batch_size": "2", "tensor_parallel_degree": "8",
+         "dtype": "fp32", "max_new_tokens": "8"}
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def service(model_py: ModuleType, tiny_model: tuple[Any, Any], config: Any) -> Any:
+    model, tokenizer = tiny_model
+    generator = model_py.TransformersGenerator(
+        model, pad_id=tokenizer.eos_token_id, eos_id=tokenizer.eos_token_id, batch_size=config.batch_size
+    )
+    return model_py.TextGenerator(tokenizer, generator, config)
+
+
+def greedy_alone(tiny_model: tuple[Any, Any], prompt: str, new: int) -> list[int]:
+    """The reference: one unpadded prompt through transformers' own generate."""
+    model, tokenizer = tiny_model
+    ids = torch.tensor([tokenizer(prompt)["input_ids"]])
+    out = model.generate(ids, max_new_tokens=new, min_new_tokens=1, do_sample=False,
+                         pad_token_id=tokenizer.eos_token_id)  # fmt: skip
+    tokens = out[0, ids.shape[1] :].tolist()
+    return tokens[: tokens.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in tokens else tokens
+
+
+def test_request_is_parsed_with_defaults(model_py: ModuleType, config: Any) -> None:
+    request = model_py.parse_request({"text": "Hello", "seq_length": 32, "top_k": 5}, config)
+    assert request.texts == ("Hello",)
+    assert request.seq_length == 32 and request.max_new_tokens is None
+    assert request.sampling == model_py.Sampling(do_sample=True, top_k=5, top_p=1.0, temperature=1.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (["Hello"], "JSON object"),
+        ({"prompt": "Hello"}, "'prompt'"),
+        ({"text": ""}, "text="),
+        ({"text": []}, "text="),
+        ({"text": ["ok", 3]}, "text="),
+        ({"text": "Hi", "seq_length": 10, "max_new_tokens": 5}, "both"),
+        ({"text": "Hi", "seq_length": 65}, "seq_length=65"),
+        ({"text": "Hi", "seq_length": "10"}, "seq_length='10'"),
+        ({"text": "Hi", "max_new_tokens": True}, "max_new_tokens=True"),
+        ({"text": "Hi", "max_new_tokens": 0}, "max_new_tokens=0"),
+        ({"text": "Hi", "top_p": 0}, "top_p=0"),
+        ({"text": "Hi", "temperature": -1}, "temperature=-1"),
+        ({"text": "Hi", "do_sample": "yes"}, "do_sample='yes'"),
+        ({"text": ["Hi"] * 65}, "at most 64"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_field(model_py: ModuleType, config: Any, body: Any, named: str) -> None:
+    with pytest.raises(model_py.RequestError) as err:
+        model_py.parse_request(body, config)
+    assert named in str(err.value)
+    assert err.value.code == 400
+
+
+def test_batched_greedy_generation_matches_each_prompt_alone(service: Any, tiny_model: tuple[Any, Any]) -> None:
+    # Three prompts of different lengths with a batch of 2: two generate calls, left padding.
+    [result] = service.run([{"text": PROMPTS, "max_new_tokens": 6, "do_sample": False}])
+    _, tokenizer = tiny_model
+    for prompt, text, detail in zip(PROMPTS, result["outputs"], result["details"], strict=True):
+        expected = greedy_alone(tiny_model, prompt, 6)
+        assert detail["generated_tokens"] == len(expected)
+        assert detail["generated_text"] == tokenizer.decode(expected, skip_special_tokens=True)
+        assert text == tokenizer.decode(tokenizer(prompt)["input_ids"] + expected, skip_special_tokens=True)
+        assert detail["finish_reason"] == ("eos" if expected[-1] == tokenizer.eos_token_id else "length")
+
+
+def test_seq_length_counts_the_prompt_as_in_the_seed(service: Any, tiny_model: tuple[Any, Any]) -> None:
+    _, tokenizer = tiny_model
+    longest = max(len(tokenizer(p)["input_ids"]) for p in PROMPTS[:2])
+    [result] = service.run([{"text": PROMPTS[:2], "seq_length": longest + 4, "do_sample": False}])
+    for detail in result["details"]:
+        assert 1 <= detail["generated_tokens"] <= 4
+        assert detail["finish_reason"] == "eos" or detail["generated_tokens"] == 4
+
+
+def test_sampling_settings_reach_the_generator(service: Any) -> None:
+    torch.manual_seed(0)
+    [a] = service.run([{"text": "Hello", "max_new_tokens": 8, "top_k": 1}])
+    [b] = service.run([{"text": "Hello", "max_new_tokens": 8, "do_sample": False}])
+    assert a["outputs"] == b["outputs"]  # top_k=1 sampling is greedy
+
+
+def test_too_long_requests_are_refused(service: Any, model_py: ModuleType) -> None:
+    short, long_prompt, bad_seq = service.run(
+        [
+            {"text": "Hello", "max_new_tokens": 2, "do_sample": False},
+            {"text": "Hello " * 80, "max_new_tokens": 8},
+            {"text": "Hello, I am a language model,", "seq_length": 3},
+        ]
+    )
+    assert isinstance(short, dict)
+    assert isinstance(long_prompt, model_py.RequestError) and "n_positions=64" in str(long_prompt)
+    assert long_prompt.code == 413
+    assert isinstance(bad_seq, model_py.RequestError) and "seq_length=3" in str(bad_seq)
+
+
+class FakeNeuronSampler:
+    """transformers-neuronx's OPTForSampling.sample, signature and output layout: the
+    (left-padded) prompt followed by the sampled tokens, one row per compiled batch slot."""
+
+    def __init__(self, continuation: list[int]) -> None:
+        self.continuation = continuation
+        self.calls: list[dict[str, Any]] = []
+
+    def sample(self, input_ids: torch.Tensor, sequence_length: int, start_ids: Any = None, top_k: int = 50) -> Any:
+        self.calls.append({"input_ids": input_ids.tolist(), "sequence_length": sequence_length,
+                           "start_ids": start_ids.tolist(), "top_k": top_k})  # fmt: skip
+        new = self.continuation[: sequence_length - input_ids.shape[1]]
+        return torch.cat([input_ids, torch.tensor([new] * input_ids.shape[0])], dim=1)
+
+
+def test_neuron_generator_fills_the_compiled_batch_and_marks_padding(model_py: ModuleType) -> None:
+    sampler = FakeNeuronSampler([7, 8, 2, 9, 9])
+    generator = model_py.NeuronGenerator(sampler, pad_id=1, eos_id=2, batch_size=4)
+    out = generator.generate([[5, 6, 7], [5]], 8, model_py.Sampling(do_sample=False))
+    call = sampler.calls[0]
+    assert call["input_ids"] == [[5, 6, 7], [1, 1, 5], [1, 1, 5], [1, 1, 5]]
+    assert call["start_ids"] == [0, 2, 2, 2]
+    assert call["top_k"] == 1 and call["sequence_length"] == 8
+    assert out == [[7, 8, 2], [7, 8, 2]]  # cut after the end-of-sequence token, fill rows dropped
+
+
+def test_neuron_generator_refuses_settings_its_sampler_lacks(model_py: ModuleType) -> None:
+    generator = model_py.NeuronGenerator(FakeNeuronSampler([1]), pad_id=1, eos_id=2, batch_size=1)
+    generator.check(model_py.Sampling(top_k=10))
+    with pytest.raises(model_py.RequestError, match=r"temperature=0\.5"):
+        generator.check(model_py.Sampling(temperature=0.5))
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"model_id": "m", "dtype": "int8"}, "option.dtype='int8'"),
+        ({"model_id": "m", "n_positions": "many"}, "option.n_positions='many'"),
+        ({"model_id": "m", "batch_size": "0"}, "option.batch_size='0'"),
+        ({}, "option.model_id"),
+    ],
+)
+def test_bad_properties_fail_the_load(model_py: ModuleType, props: dict[str, str], named: str) -> None:
+    with pytest.raises(model_py.SettingsError, match=named.replace(".", r"\.").replace("(", r"\(")):
+        model_py.ServerConfig.from_properties(props)
+
+
+def test_a_bundled_model_folder_is_found_in_the_model_dir(model_py: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    bundled = model_py.ServerConfig.from_properties({"model_id": "model", "model_dir": str(tmp_path)})
+    assert bundled.model_source == str(tmp_path / "model")
+    hub = model_py.ServerConfig.from_properties({"model_id": "facebook/opt-13b", "model_dir": str(tmp_path)})
+    assert hub.model_source == "facebook/opt-13b"
+
+
+@pytest.fixture
+def served(model_py: ModuleType, service: Any, djl_python: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """handle() with the Neuron load replaced by the CPU service; records each load."""
+    loads: list[Any] = []
+
+    def load_on_cpu(config: Any) -> Any:
+        loads.append(config)
+        return service
+
+    monkeypatch.setattr(model_py, "load_neuron", load_on_cpu)
+    monkeypatch.setattr(model_py, "_service", None)
+    return loads
+
+
+def test_handle_loads_on_the_warm_up_call_and_answers_requests(
+    model_py: ModuleType, djl_python: ModuleType, served: list[Any], tiny_model_dir: Path
+) -> None:
+    props = {"model_id": str(tiny_model_dir), "model_dir": str(tiny_model_dir), "n_positions": "64"}
+    assert model_py.handle(djl_python.Input(props)) is None
+    assert len(served) == 1 and served[0].n_positions == 64
+    out = model_py.handle(djl_python.Input.request({"text": ["Hello"], "seq_length": 12}))
+    assert out.code == 200
+    assert len(out.json()["outputs"]) == 1 and out.json()["outputs"][0].startswith("Hello")
+    assert len(served) == 1  # loaded once
+
+
+@pytest.mark.parametrize(("raw", "named"), [(b"{not json", "not valid UTF-8 JSON"), (b'{"text": 5}', "text=5")])
+def test_handle_answers_bad_requests_with_400(
+    model_py: ModuleType, djl_python: ModuleType, served: list[Any], raw: bytes, named: str
+) -> None:
+    model_py.handle(djl_python.Input({"model_id": "x", "model_dir": "/nonexistent"}))
+    out = model_py.handle(djl_python.Input.request(raw))
+    assert out.code == 400
+    assert out.properties["content-type"] == "application/json"
+    assert named in out.json()["error"]
+
+
+def test_handle_answers_each_request_of_a_djl_batch(
+    model_py: ModuleType, djl_python: ModuleType, served: list[Any]
+) -> None:
+    model_py.handle(djl_python.Input({"model_id": "x", "model_dir": "/nonexistent"}))
+    out = model_py.handle(
+        djl_python.Input.batch([{"text": "Hello", "max_new_tokens": 3}, {"text": 7}, {"text": ["a", "b"]}])
+    )
+    assert [key for key, _ in out.content] == ["batch_0.data", "batch_1.data", "batch_2.data"]
+    assert len(out.json(0)["outputs"]) == 1 and len(out.json(2)["outputs"]) == 2
+    assert out.json(1)["code"] == 400 and "text=7" in out.json(1)["error"]
+    assert out.properties["batch_1_Content-Type"] == "application/json"
+
+
+def test_an_altered_bundle_is_refused(model_py: ModuleType, tiny_artifacts: Path, tmp_path: Path) -> None:
+    with tarfile.open(tiny_artifacts / "inf2" / "bundle.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    model_py.verify_bundle(tmp_path)
+    with open(tmp_path / "serving.properties", "a") as f:
+        f.write("option.tensor_parallel_degree=2\n")
+    with pytest.raises(model_py.SettingsError, match=r"serving\.properties does not match"):
+        model_py.verify_bundle(tmp_path)
+    (tmp_path / "serving.properties").unlink()
+    with pytest.raises(model_py.SettingsError, match="missing"):
+        model_py.verify_bundle(tmp_path)

@@ -1,0 +1,124 @@
+"""The tensor-parallel rules: each one passes and fails, at configuration or synthesis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.config import ConfigError, from_cdk_json
+from stacks.inf2_ec2 import check_bundle
+from stacks.inf2_rules import KNOWN_MODELS, facts_from_config, memory_bytes, settings_problems
+
+
+def settings(**overrides: Any) -> Any:
+    return from_cdk_json(**{f"inf2.{k}": v for k, v in overrides.items()}).inf2
+
+
+def problems(model: str = "facebook/opt-13b", **overrides: Any) -> list[str]:
+    return settings_problems(settings(model_id=model, **overrides), KNOWN_MODELS[model], model_id=model)
+
+
+def test_opt_13b_with_degree_8_on_inf2_48xlarge_passes() -> None:
+    assert problems(tensor_parallel_degree=8) == []
+
+
+@pytest.mark.parametrize("degree", [3, 16])
+def test_opt_13b_degrees_the_runtime_lacks_fail_at_configuration(degree: int) -> None:
+    with pytest.raises(ConfigError) as err:
+        settings(tensor_parallel_degree=degree)
+    message = str(err.value)
+    assert f"inf2.tensor_parallel_degree={degree}" in message and "1, 2, 4, 8, 24" in message
+
+
+def test_degrees_must_divide_the_attention_heads() -> None:
+    # OPT-13B has 40 heads: 24 is a supported degree, but 40 heads do not split over 24 cores.
+    [message] = problems(tensor_parallel_degree=24)
+    assert "40 attention heads" in message and "use one of 1, 2, 4, 8" in message
+    assert problems("facebook/opt-30b", tensor_parallel_degree=8) == []  # 56 heads
+
+
+def test_the_degree_cannot_exceed_the_instance_neuron_cores() -> None:
+    with pytest.raises(ConfigError, match=r"inf2.xlarge has only 2 NeuronCores.*inf2.24xlarge or inf2.48xlarge"):
+        settings(instance_type="inf2.xlarge", tensor_parallel_degree=8)
+    assert settings(instance_type="inf2.24xlarge", tensor_parallel_degree=8).model_server.tensor_parallel_degree == 8
+
+
+def test_the_instance_must_be_an_inf2_type() -> None:
+    with pytest.raises(ConfigError, match=r"inf2.instance_type='trn1.32xlarge' is invalid.*inf2.xlarge"):
+        settings(instance_type="trn1.32xlarge")
+
+
+def test_a_model_too_large_for_the_degree_fails() -> None:
+    # OPT-66B in fp16: 122 GiB of weights plus 4.5 GiB of KV cache > 4 x 16 GiB.
+    [message] = problems("facebook/opt-66b", tensor_parallel_degree=4)
+    assert "inf2.tensor_parallel_degree=4" in message and "more than the 64 GiB" in message
+    assert "122.4 GiB of fp16 weights" in message and "raise the degree to 8" in message
+    assert problems("facebook/opt-66b", tensor_parallel_degree=8) == []
+    # OPT-13B on the two cores of an inf2.xlarge: 24 GiB of weights fit in 32 GiB with a
+    # small KV cache; 2048 positions for 8 sequences (12.5 GiB more) do not.
+    assert problems(instance_type="inf2.xlarge", tensor_parallel_degree=2, n_positions=512) == []
+    [long_context] = problems(instance_type="inf2.xlarge", tensor_parallel_degree=2, n_positions=2048, batch_size=8)
+    assert "KV cache" in long_context and "lower n_positions or batch_size" in long_context
+
+
+def test_memory_follows_dtype_positions_and_batch() -> None:
+    weights, cache = memory_bytes(KNOWN_MODELS["facebook/opt-13b"], dtype="fp16", n_positions=512, batch_size=4)
+    assert round(weights / 2**30, 1) == 23.9  # ~25.7 GB: the seed's "26 GB of fp16 weights"
+    assert cache == 2 * 40 * 512 * 4 * 5120 * 2
+    weights32, cache32 = memory_bytes(KNOWN_MODELS["facebook/opt-13b"], dtype="fp32", n_positions=1024, batch_size=4)
+    assert weights32 == 2 * weights and cache32 == 4 * cache
+
+
+def test_n_positions_cannot_exceed_the_model() -> None:
+    [message] = problems(n_positions=4096, tensor_parallel_degree=8, batch_size=1)
+    assert "inf2.n_positions=4096" in message and "at most 2048" in message
+
+
+def test_facts_from_config_json_match_the_published_size() -> None:
+    config = {"num_attention_heads": 40, "hidden_size": 5120, "num_hidden_layers": 40, "ffn_dim": 20480,
+              "vocab_size": 50272, "max_position_embeddings": 2048}  # fmt: skip
+    facts = facts_from_config(config, source="config.json")
+    assert abs(facts.num_parameters - KNOWN_MODELS["facebook/opt-13b"].num_parameters) / 12.85e9 < 0.01
+    with pytest.raises(ValueError, match="num_attention_heads"):
+        facts_from_config({"hidden_size": 8}, source="config.json")
+
+
+def bundle_manifest(tmp_path: Path, **content: Any) -> Path:
+    folder = tmp_path / "inf2"
+    folder.mkdir()
+    (folder / "bundle.tar.gz").write_bytes(b"x")
+    body = {"schema": 1, "component": "inf2", "files": {"bundle.tar.gz": {"sha256": "0" * 64, "size": 1}}, **content}
+    (folder / "manifest.json").write_text(json.dumps(body))
+    return folder / "bundle.tar.gz"
+
+
+def test_synthesis_reads_head_counts_from_the_bundled_config(tmp_path: Path) -> None:
+    config = {"num_attention_heads": 12, "hidden_size": 96, "num_hidden_layers": 2, "vocab_size": 512,
+              "max_position_embeddings": 2048}  # fmt: skip
+    facts = facts_from_config(config, source="config.json of m")
+    bundle = bundle_manifest(tmp_path, model={"source": "bundle", "name": "m", "facts": facts.as_dict()})
+    check_bundle(settings(bundle=str(bundle), tensor_parallel_degree=4))
+    with pytest.raises(ConfigError, match=r"m has 12 attention heads \(config.json of m\)"):
+        check_bundle(settings(bundle=str(bundle), tensor_parallel_degree=8))
+
+
+def test_synthesis_needs_facts_for_an_unknown_hub_model(tmp_path: Path) -> None:
+    bundle = bundle_manifest(tmp_path)
+    with pytest.raises(ConfigError, match=r"inf2.model_id='acme/secret-7b'.*--model-dir"):
+        check_bundle(settings(bundle=str(bundle), model_id="acme/secret-7b"))
+    check_bundle(settings(bundle=str(bundle), model_id="facebook/opt-6.7b", tensor_parallel_degree=4))
+
+
+def test_model_server_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"inf2.rolling_batch='auto' is invalid.*djl_python.transformers_neuronx"):
+        settings(rolling_batch="auto")
+    assert settings(rolling_batch="auto", entry_point="djl_python.transformers_neuronx").model_server.rolling_batch
+    with pytest.raises(ConfigError, match=r"inf2.extra_properties=.*option.tensor_parallel_degree"):
+        settings(extra_properties={"option.tensor_parallel_degree": "2"})
+    with pytest.raises(ConfigError, match=r"inf2.requirements=\['sentencepiece'\].*pinned"):
+        settings(requirements=["sentencepiece"])
+    with pytest.raises(ConfigError, match=r"inf2.entry_point='handler.py'"):
+        settings(entry_point="handler.py")
