@@ -15,8 +15,6 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_CLI_NOTICES := false
 
-SYSTEM_PACKAGES := nginx shellcheck systemd
-
 .PHONY: help setup system-deps artifacts synth demo test lint serve-gpt2 bench clean
 
 help:
@@ -26,12 +24,13 @@ help:
 	@echo "make bench       run the benchmarks under bench/"
 	@echo "make lint        ruff, mypy and hadolint"
 
-# Debian packages the tests run for real (nginx, shellcheck, systemd-analyze).
+# Debian packages the tests run for real (nginx, shellcheck, systemd-analyze, curl).
 system-deps:
 	@missing=""; \
 	command -v nginx >/dev/null || missing="$$missing nginx"; \
 	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	command -v curl >/dev/null || missing="$$missing curl"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -41,6 +40,14 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+# The GPT-J handler's tests serve the payload under the Hugging Face image's own transformers
+# and toolkit (serving/gptj/requirements-container.txt says why torch differs from the image).
+.venv-hf/.installed: serving/gptj/requirements-container.txt
+	$(PYTHON) -m venv .venv-hf
+	.venv-hf/bin/pip install -q --upgrade pip
+	.venv-hf/bin/pip install -q --no-deps -r serving/gptj/requirements-container.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -59,7 +66,7 @@ synth: artifacts
 demo: synth
 	@echo "cdk.out holds the three synthesized stacks; deploy one with: npx cdk deploy GptjStack"
 
-test: setup
+test: setup .venv-hf/.installed
 	$(BIN)/python -m pytest
 
 lint: setup
