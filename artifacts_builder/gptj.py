@@ -1,0 +1,559 @@
+"""GPT-J payload: fp16 weights, tokenizer, ``code/inference.py`` and a manifest, streamed into
+``model.tar.gz`` for the Hugging Face inference container.
+
+Formats (``--format``):
+
+* ``safetensors`` (default): ``model.safetensors`` written tensor by tensor straight into the
+  archive. It loads under any transformers version and unpickles nothing. It is also the
+  fastest to cold-load: see the GPT-J section of docs/BENCHMARKS.md.
+* ``torch-save``: the seed's ``torch.save(model)`` pickle, kept for parity. A pickle only loads
+  under the transformers (and torch) it was written with, so it is refused unless the local
+  versions equal those of the container image configured in cdk.json.
+
+Memory stays bounded by one tensor (plus a read buffer) for safetensors: nothing holds the
+whole model, and the archive is written as a stream, never staged as a folder first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import os
+import re
+import resource
+import struct
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from artifacts_builder.manifest import SCHEMA, library_versions, write_manifest
+
+COMPONENT = "gptj"
+DEFAULT_MODEL = "EleutherAI/gpt-j-6B"
+DEFAULT_REVISION = "float16"
+FORMATS = {"safetensors": "model.safetensors", "torch-save": "model.pt"}
+PAYLOAD_MANIFEST = "manifest.json"
+INFERENCE_PY = Path(__file__).resolve().parent.parent / "serving" / "gptj" / "code" / "inference.py"
+# Everything a tokenizer or config may need at load time; weights are handled separately.
+SIDE_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+)
+VERSIONED = ("torch", "transformers", "tokenizers", "safetensors")
+_CHUNK = 8 * 1024 * 1024
+# safetensors dtype codes for the torch dtypes a causal LM checkpoint holds.
+_ST_DTYPES = {
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F32": "float32",
+    "F64": "float64",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
+_ST_CODES = {v: k for k, v in _ST_DTYPES.items()}
+_ST_ITEMSIZE = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+class BuildError(RuntimeError):
+    """A payload that cannot be built as asked; the message says why and what to do."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"a Hugging Face model id or a local folder with config, tokenizer and weights (default: {DEFAULT_MODEL})",
+    )
+    parser.add_argument(
+        "--revision", default=DEFAULT_REVISION, help=f"hub revision (default: {DEFAULT_REVISION}, fp16 weights)"
+    )
+    parser.add_argument("--tiny", action="store_true", help="a tiny random-weight GPT-J built offline (tests, demo)")
+    parser.add_argument(
+        "--format", choices=sorted(FORMATS), default="safetensors", help="weights format (default: safetensors)"
+    )
+    parser.add_argument("--out", type=Path, default=Path("artifacts"), help="output folder (default: artifacts)")
+    parser.add_argument(
+        "--compresslevel",
+        type=int,
+        choices=range(10),
+        default=0,
+        metavar="0-9",
+        help="gzip level of model.tar.gz (default: 0, stored: fp16 weights barely compress, and level 1 "
+        "already costs minutes per 10 GB to build and seconds of every cold start to inflate)",
+    )
+    parser.add_argument(
+        "--context",
+        "-c",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a cdk.json setting as `cdk synth -c` does, e.g. gptj.transformers_version=4.51.3",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        tar_path = build(
+            model=args.model,
+            revision=args.revision,
+            tiny=args.tiny,
+            fmt=args.format,
+            out=args.out,
+            compresslevel=args.compresslevel,
+            context=_parse_context(args.context),
+        )
+    except BuildError as exc:
+        print(f"gptj: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"gptj: wrote {tar_path} ({tar_path.stat().st_size / 1e9:.3f} GB); peak RSS {_peak_rss() / 1e9:.3f} GB")
+    return 0
+
+
+def build(
+    *,
+    model: str,
+    revision: str,
+    tiny: bool,
+    fmt: str,
+    out: Path,
+    compresslevel: int = 0,
+    context: dict[str, str] | None = None,
+) -> Path:
+    """Build ``<out>/gptj/model.tar.gz`` and ``<out>/gptj/manifest.json``; returns the archive."""
+    versions = library_versions(VERSIONED)
+    if fmt == "torch-save":
+        check_torch_save_versions(versions, container_versions(context or {}))
+    folder = out / COMPONENT
+    folder.mkdir(parents=True, exist_ok=True)
+    tar_path = folder / "model.tar.gz"
+    with tempfile.TemporaryDirectory(prefix=".work-", dir=folder) as work_dir:
+        work = Path(work_dir)
+        if tiny:
+            source, model_info = make_random_model(work / "source", **TINY), {"source": "tiny-random", "tiny": True}
+        else:
+            source, model_info = resolve_source(model, revision, work), {"source": model, "revision": revision}
+        entries = [*_side_entries(source), _file_entry("code/inference.py", INFERENCE_PY)]
+        if fmt == "safetensors":
+            entries.append(safetensors_entry(source))
+        else:
+            entries.append(torch_save_entry(source, work))
+        partial = tar_path.with_name(tar_path.name + ".partial")
+        payload = write_payload(
+            partial,
+            entries,
+            compresslevel=compresslevel,
+            extra={"format": fmt, "weights": FORMATS[fmt], "versions": versions, "model": model_info},
+        )
+        os.replace(partial, tar_path)
+    write_manifest(folder, COMPONENT, [tar_path], format=fmt, versions=versions, model=model_info, payload=payload)
+    return tar_path
+
+
+# --- versions and the torch-save refusal --------------------------------------------------
+
+
+def _parse_context(pairs: Sequence[str]) -> dict[str, str]:
+    context: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"gptj: error: --context {pair!r} is not KEY=VALUE, e.g. gptj.transformers_version=4.51.3")
+        context[key] = value
+    return context
+
+
+def container_versions(context: dict[str, str]) -> dict[str, str]:
+    """torch and transformers of the Hugging Face image the stack deploys, from cdk.json
+    (plus `-c` overrides), parsed by the same code as at synthesis."""
+    from stacks.config import PROJECT_ROOT, ConfigError, from_cdk_json
+
+    try:
+        image = from_cdk_json(PROJECT_ROOT / "cdk.json", **context).gptj.hf_image
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
+    return {"torch": image.pytorch_version, "transformers": image.transformers_version}
+
+
+def _release(version: str | None) -> tuple[int, ...] | None:
+    """`2.6.0+cu124` and `2.6` are the same release for unpickling; a local tag is not."""
+    if version is None:
+        return None
+    match = re.match(r"^(\d+(?:\.\d+)*)", version)
+    if match is None:
+        return None
+    parts = [int(p) for p in match.group(1).split(".")]
+    while len(parts) < 3:
+        parts.append(0)
+    return tuple(parts)
+
+
+def check_torch_save_versions(local: dict[str, str | None], container: dict[str, str]) -> None:
+    mismatched = [
+        f"{name} {local.get(name)} here vs {want} in the image"
+        for name, want in container.items()
+        if _release(local.get(name)) != _release(want)
+    ]
+    if mismatched:
+        wanted = " ".join(f"{name}=={want}" for name, want in container.items())
+        raise BuildError(
+            "--format torch-save is refused: a pickled model only loads under the torch and transformers it "
+            f"was saved with, and {'; '.join(mismatched)}. Build with the default --format safetensors "
+            f"(loads under any version), or run the builder in an environment with {wanted} (the versions "
+            "are gptj.pytorch_version and gptj.transformers_version in cdk.json)"
+        )
+
+
+# --- sources --------------------------------------------------------------------------------
+
+#: The tiny model of tests and the demo: every GPT-J code path, a few hundred KB.
+TINY: dict[str, Any] = {"n_layer": 2, "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 256}
+
+
+def make_random_model(
+    out_dir: Path,
+    *,
+    n_layer: int,
+    n_embd: int,
+    n_head: int,
+    rotary_dim: int,
+    n_positions: int,
+    vocab_size: int | None = None,
+    seed: int = 0,
+) -> Path:
+    """A GPT-J-architecture fp16 model with random weights and the offline tokenizer of
+    `artifacts_builder.tiny`, saved as a hub snapshot would be (safetensors)."""
+    import torch
+    from transformers import GPTJConfig, GPTJForCausalLM
+
+    from artifacts_builder.tiny import train_tokenizer
+
+    tokenizer = train_tokenizer(out_dir)
+    eos = tokenizer.eos_token_id
+    config = GPTJConfig(
+        vocab_size=vocab_size or len(tokenizer),
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        rotary_dim=rotary_dim,
+        bos_token_id=eos,
+        eos_token_id=eos,
+    )
+    torch.manual_seed(seed)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float16)  # initialise in fp16: a float32 copy would double the memory
+    try:
+        model = GPTJForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
+    model.generation_config.pad_token_id = eos
+    model.save_pretrained(out_dir)
+    return out_dir
+
+
+def resolve_source(model: str, revision: str, work: Path) -> Path:
+    """A local folder as is; otherwise a hub snapshot of config, tokenizer and weights only
+    (safetensors when the revision has them, else the PyTorch .bin)."""
+    path = Path(model)
+    if path.is_dir():
+        return path
+    if path.exists() or model.startswith((".", "/")):
+        raise BuildError(f"--model {model!r} is not a folder: give a model folder or a Hugging Face model id")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    base = ["*.json", "*.txt"]
+    try:
+        folder = Path(snapshot_download(model, revision=revision, allow_patterns=[*base, "*.safetensors"]))
+        if not any(folder.glob("*.safetensors")):
+            folder = Path(snapshot_download(model, revision=revision, allow_patterns=[*base, "pytorch_model*.bin"]))
+    except (HfHubHTTPError, OSError) as exc:
+        raise BuildError(
+            f"cannot download {model!r} at revision {revision!r} from the Hugging Face hub ({exc}); check the id "
+            "and revision and the network, or pass --model with a local folder (or --tiny for an offline model)"
+        ) from None
+    return folder
+
+
+# --- archive entries --------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One file of the archive: its name, size, and a function that yields its bytes once."""
+
+    name: str
+    size: int
+    chunks: Callable[[], Iterator[bytes | memoryview]]
+
+
+def _file_chunks(path: Path, start: int = 0, length: int | None = None) -> Callable[[], Iterator[bytes]]:
+    def chunks() -> Iterator[bytes]:
+        remaining = path.stat().st_size - start if length is None else length
+        with open(path, "rb") as f:
+            f.seek(start)
+            while remaining > 0:
+                chunk = f.read(min(_CHUNK, remaining))
+                if not chunk:
+                    raise BuildError(f"{path} ended early (was it modified during the build?)")
+                remaining -= len(chunk)
+                yield chunk
+
+    return chunks
+
+
+def _file_entry(name: str, path: Path) -> Entry:
+    return Entry(name, path.stat().st_size, _file_chunks(path))
+
+
+def _side_entries(source: Path) -> list[Entry]:
+    # Copied verbatim rather than re-saved: a tokenizer re-saved by transformers 5 can name a
+    # class that the image's transformers 4.x does not have.
+    entries = [_file_entry(name, source / name) for name in SIDE_FILES if (source / name).is_file()]
+    missing = {"config.json"} - {e.name for e in entries}
+    if missing or not any(e.name.startswith(("tokenizer", "vocab")) for e in entries):
+        raise BuildError(f"{source} lacks config.json or tokenizer files: give a complete model folder")
+    return entries
+
+
+@dataclass
+class _Tensor:
+    name: str
+    dtype: str  # safetensors code of the stored dtype
+    shape: list[int]
+    data: Callable[[], Iterator[bytes | memoryview]]
+
+
+def _read_safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+    header.pop("__metadata__", None)
+    return 8 + length, header
+
+
+def _source_tensors(source: Path) -> tuple[list[_Tensor], list[Any]]:
+    """The checkpoint's tensors, readable one at a time. Safetensors are streamed as raw bytes
+    straight from the file (no mmap, so the build's RSS does not grow with the model);
+    a PyTorch .bin is opened with mmap and `weights_only=True`."""
+    shards = sorted(source.glob("*.safetensors"))
+    if shards:
+        tensors: list[_Tensor] = []
+        for shard in shards:
+            base, header = _read_safetensors_header(shard)
+            for name, info in header.items():
+                start, end = info["data_offsets"]
+                chunks = _file_chunks(shard, base + start, end - start)
+                tensors.append(_Tensor(name, info["dtype"], list(info["shape"]), chunks))
+        return tensors, []
+    bins = sorted(source.glob("pytorch_model*.bin"))
+    if not bins:
+        raise BuildError(f"{source} has no *.safetensors or pytorch_model*.bin weights")
+    import torch
+
+    keep_alive = []
+    tensors = []
+    for shard in bins:
+        state = torch.load(shard, map_location="cpu", mmap=True, weights_only=True)
+        keep_alive.append(state)
+        for name, tensor in state.items():
+            code = _ST_CODES[str(tensor.dtype).removeprefix("torch.")]
+            tensors.append(_Tensor(name, code, list(tensor.shape), _tensor_chunks(tensor)))
+    return tensors, keep_alive
+
+
+def _tensor_chunks(tensor: Any) -> Callable[[], Iterator[memoryview]]:
+    def chunks() -> Iterator[memoryview]:
+        import torch
+
+        flat = tensor.contiguous().reshape(-1).view(torch.uint8)
+        yield memoryview(flat.numpy())
+
+    return chunks
+
+
+def _to_fp16(t: _Tensor) -> _Tensor:
+    """fp32/bf16 checkpoints become fp16 one tensor at a time (the payload is fp16 by design)."""
+    if t.dtype not in ("F32", "BF16", "F64"):
+        return t
+
+    def chunks() -> Iterator[memoryview]:
+        import torch
+
+        raw = bytearray().join(t.data())
+        src = torch.frombuffer(raw, dtype=getattr(torch, _ST_DTYPES[t.dtype])) if raw else torch.empty(0)
+        yield from _tensor_chunks(src.to(torch.float16))()
+
+    return _Tensor(t.name, "F16", t.shape, chunks)
+
+
+def _expected_keys(source: Path) -> set[str]:
+    """The state-dict keys the model class has, from its config on the meta device (no memory)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(source)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+    return set(model.state_dict())
+
+
+def safetensors_entry(source: Path) -> Entry:
+    """``model.safetensors`` as a stream: a header computed from shapes alone, then each
+    tensor's bytes in turn. Keys the model does not have (GPT-J's old `attn.bias` and
+    `attn.masked_bias` buffers) are dropped; a missing key fails the build here, not at load."""
+    tensors, keep_alive = _source_tensors(source)
+    expected = _expected_keys(source)
+    present = {t.name for t in tensors}
+    missing = sorted(expected - present)
+    if missing:
+        raise BuildError(
+            f"{source} lacks {len(missing)} weights the model needs ({', '.join(missing[:5])}...): "
+            "the checkpoint does not match its config.json"
+        )
+    tensors = sorted((_to_fp16(t) for t in tensors if t.name in expected), key=lambda t: t.name)
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for t in tensors:
+        nbytes = _ST_ITEMSIZE[t.dtype]
+        for dim in t.shape:
+            nbytes *= dim
+        header[t.name] = {"dtype": t.dtype, "shape": t.shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)  # the format wants the data 8-byte aligned
+    prefix = struct.pack("<Q", len(encoded)) + encoded
+
+    def chunks() -> Iterator[bytes | memoryview]:
+        _ = keep_alive  # the mmapped .bin state dicts must outlive the stream
+        yield prefix
+        for t in tensors:
+            yield from t.data()
+
+    return Entry(FORMATS["safetensors"], len(prefix) + offset, chunks)
+
+
+def torch_save_entry(source: Path, work: Path) -> Entry:
+    """The seed's pickle of the whole module. Needs the model in memory once (no more)."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    # `dtype` replaced `torch_dtype` in transformers 4.56; this path runs under the image's version.
+    key = "dtype" if _release(transformers.__version__) >= (4, 56, 0) else "torch_dtype"  # type: ignore[operator]
+    model = AutoModelForCausalLM.from_pretrained(source, **{key: torch.float16})
+    path = work / FORMATS["torch-save"]
+    torch.save(model, path)
+    del model
+    return _file_entry(FORMATS["torch-save"], path)
+
+
+# --- the archive --------------------------------------------------------------------------------
+
+
+class _Progress:
+    def __init__(self, total: int, stream: IO[str] = sys.stderr) -> None:
+        self.total, self.done, self.stream = total, 0, stream
+        self.started = self.last = time.monotonic()
+
+    def add(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= 2 or self.done == self.total:
+            self.last = now
+            rate = self.done / max(now - self.started, 1e-9) / 1e6
+            pct = 100 * self.done / max(self.total, 1)
+            print(
+                f"gptj: packed {self.done / 1e9:.2f}/{self.total / 1e9:.2f} GB ({pct:.0f}%, {rate:.0f} MB/s)",
+                file=self.stream,
+                flush=True,
+            )
+
+
+class _StreamReader(io.RawIOBase):
+    """File-like view of an entry's chunks for `tarfile.addfile`, hashing as it is read."""
+
+    def __init__(self, entry: Entry, progress: _Progress) -> None:
+        import hashlib
+
+        self._chunks = entry.chunks()
+        self._pending = memoryview(b"")
+        self.digest = hashlib.sha256()
+        self.count = 0
+        self._progress = progress
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        # Fills the whole buffer (tarfile treats a short read as the end of the data).
+        view = memoryview(buffer).cast("B")
+        filled = 0
+        while filled < len(view):
+            if not self._pending:
+                chunk = next(self._chunks, None)
+                if chunk is None:
+                    break
+                self._pending = memoryview(chunk).cast("B")
+                continue
+            n = min(len(view) - filled, len(self._pending))
+            view[filled : filled + n] = self._pending[:n]
+            self.digest.update(self._pending[:n])
+            self._pending = self._pending[n:]
+            filled += n
+        self.count += filled
+        self._progress.add(filled)
+        return filled
+
+
+def write_payload(path: Path, entries: list[Entry], *, compresslevel: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """Stream `entries` and a manifest of their sha256 and size into a gzipped tar at `path`.
+    Returns the payload manifest."""
+    progress = _Progress(sum(e.size for e in entries))
+    files: dict[str, dict[str, Any]] = {}
+    # GzipFile by hand: tarfile's own stamps the build time into the gzip header, and the same
+    # inputs must give the same bytes (the archive's sha256 is the stack's asset hash).
+    with (
+        open(path, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", compresslevel=compresslevel, fileobj=raw, mtime=0) as gz,
+        tarfile.TarFile(fileobj=gz, mode="w", copybufsize=_CHUNK) as tar,
+    ):
+        for entry in entries:
+            reader = _StreamReader(entry, progress)
+            tar.addfile(_tarinfo(entry.name, entry.size), reader)
+            if reader.count != entry.size or reader.read(1):
+                raise BuildError(f"{entry.name}: expected {entry.size} bytes, the source gave a different amount")
+            files[entry.name] = {"sha256": reader.digest.hexdigest(), "size": entry.size}
+        manifest = {"schema": SCHEMA, "component": "gptj-payload", "files": files, **extra}
+        data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        tar.addfile(_tarinfo(PAYLOAD_MANIFEST, len(data)), io.BytesIO(data))
+    return manifest
+
+
+def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mode = 0o644
+    info.mtime = 0  # same inputs, same archive bytes, same asset hash
+    return info
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,0 +1,393 @@
+"""GPT-J text generation for the Hugging Face inference toolkit (SageMaker).
+
+The toolkit imports this module from ``/opt/ml/model/code`` and calls ``model_fn`` once,
+then ``input_fn -> predict_fn -> output_fn`` per request. An exception raised by any of the
+last three becomes a 400 response carrying ``str(exc)``: that is the toolkit's error
+mechanism, so every bad request raises :class:`RequestError` with a message that names the
+value and the fix.
+
+Request (as in the seed)::
+
+    {"inputs": "prompt", "parameters": {"max_new_tokens": 32, "num_beams": 5, "stop": ["###"], ...}}
+
+Response: ``[{"generated_text": "..."}]``.
+
+This file runs inside the image, where the project's ``artifacts_builder`` is not installed,
+so it carries its own small sha256 check of the payload's ``manifest.json`` (standard
+library only) instead of importing the builder's.
+
+Settings (environment of the SageMaker model):
+
+* ``GPTJ_DTYPE``: ``auto`` (fp16 on a GPU, float32 on a CPU, where fp16 kernels are slow), or
+  ``float16`` / ``bfloat16`` / ``float32``.
+* ``GPTJ_MAX_NEW_TOKENS``: the most tokens one request may ask for (default 512), which keeps a
+  request inside the model server's 60 s timeout.
+* ``GPTJ_MAX_BEAMS``: the most beams (default 8): beams multiply the KV cache on the GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+WEIGHTS = {"safetensors": "model.safetensors", "torch-save": "model.pt"}
+_CHUNK = 16 * 1024 * 1024
+JSON = "application/json"
+DTYPES = ("auto", "float16", "bfloat16", "float32")
+
+
+class IntegrityError(RuntimeError):
+    """The payload on disk is not the one the builder wrote."""
+
+
+class RequestError(ValueError):
+    """A request that cannot be served as sent; the toolkit answers it with a 400."""
+
+
+# --- integrity -------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buffer):
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def verify_payload(model_dir: str | Path) -> dict[str, Any]:
+    """Check every file the manifest lists (size, then sha256) and return the manifest.
+    Raises IntegrityError naming the first file that differs."""
+    root = Path(model_dir).resolve()
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise IntegrityError(
+            f"{root / MANIFEST} cannot be read ({exc}): model.tar.gz was not built by "
+            "`python -m artifacts_builder gptj`; rebuild and redeploy it"
+        ) from None
+    files = manifest.get("files")
+    fmt = manifest.get("format")
+    if not isinstance(files, dict) or fmt not in WEIGHTS or WEIGHTS[fmt] not in files:
+        raise IntegrityError(
+            f"{root / MANIFEST} lists no weights of a known format (format={fmt!r}, expected one of "
+            f"{sorted(WEIGHTS)}): rebuild the payload with `python -m artifacts_builder gptj`"
+        )
+    for name, entry in sorted(files.items()):
+        path = (root / name).resolve()
+        if root not in path.parents:
+            raise IntegrityError(f"{root / MANIFEST} names {name!r}, outside the model folder: refusing to load")
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise IntegrityError(f"{path} is listed in the manifest but missing: the archive is incomplete") from None
+        if size != entry["size"]:
+            raise IntegrityError(
+                f"{path} is {size} bytes, the manifest says {entry['size']}: the file was altered or truncated; "
+                "refusing to load it (rebuild and redeploy model.tar.gz)"
+            )
+        actual = _sha256(path)
+        if actual != entry["sha256"]:
+            raise IntegrityError(
+                f"{path} has sha256 {actual}, the manifest says {entry['sha256']}: the file was altered; "
+                "refusing to load it (rebuild and redeploy model.tar.gz)"
+            )
+    return dict(manifest)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split("+")[0].split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit()) or "0"
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _dtype(torch: Any, on_gpu: bool) -> Any:
+    name = os.environ.get("GPTJ_DTYPE", "auto")
+    if name not in DTYPES:
+        raise ValueError(f"GPTJ_DTYPE={name!r} is invalid: use one of {', '.join(DTYPES)}")
+    if name == "auto":
+        return torch.float16 if on_gpu else torch.float32
+    return getattr(torch, name)
+
+
+def _env_int(name: str, default: int, lo: int, hi: int) -> int:
+    raw = os.environ.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = lo - 1
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}={raw!r} is invalid: use a whole number from {lo} to {hi}")
+    return value
+
+
+def model_fn(model_dir: str) -> dict[str, Any]:
+    """Verify, then load the weights (fp16 straight onto the GPU where there is one) and the
+    tokenizer, and warm up with one token so the first request does not pay for it."""
+    started = time.perf_counter()
+    manifest = verify_payload(model_dir)
+    verified = time.perf_counter()
+
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    on_gpu = torch.cuda.is_available()
+    device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")
+    dtype = _dtype(torch, on_gpu)
+    weights = Path(model_dir) / WEIGHTS[manifest["format"]]
+    if manifest["format"] == "torch-save":
+        # Safe only because the sha256 of this exact file matched the manifest just above.
+        model = torch.load(weights, map_location=device, weights_only=False, mmap=not on_gpu)
+    else:
+        key = "dtype" if _release(transformers.__version__) >= (4, 56, 0) else "torch_dtype"
+        kwargs: dict[str, Any] = {key: dtype, "local_files_only": True, "use_safetensors": True}
+        if on_gpu and importlib.util.find_spec("accelerate") is not None:
+            # Straight to GPU memory: a g4dn.xlarge has 16 GB of RAM for 12 GB of weights.
+            # (transformers 4.x needs accelerate for a device_map; without it the weights pass
+            # through host memory once, then move.)
+            kwargs["device_map"] = {"": 0}
+        model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
+    model = model.to(device=device, dtype=dtype).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    loaded = time.perf_counter()
+    with torch.inference_mode():
+        warm = tokenizer("Hello", return_tensors="pt").to(device)
+        model.generate(**warm, max_new_tokens=1, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+    timings = {
+        "verify_s": verified - started,
+        "load_s": loaded - verified,
+        "first_token_s": time.perf_counter() - loaded,
+    }
+    logger.info("GPT-J ready on %s (%s, %s): %s", device, manifest["format"], dtype, timings)
+    return {
+        "timings": timings,
+        "model": model,
+        "tokenizer": tokenizer,
+        "device": device,
+        "max_positions": int(model.config.n_positions),
+        "vocab_size": int(model.config.vocab_size),
+        "max_new_tokens": _env_int("GPTJ_MAX_NEW_TOKENS", 512, 1, 2048),
+        "max_beams": _env_int("GPTJ_MAX_BEAMS", 8, 1, 32),
+    }
+
+
+# --- requests ------------------------------------------------------------------------------------
+
+
+def input_fn(input_data: str | bytes, content_type: str) -> dict[str, Any]:
+    """Decode the JSON body; everything else about it is checked in `predict_fn`, which
+    knows the model's limits."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != JSON:
+        raise RequestError(f"Content-Type {content_type!r} is not supported: send {JSON}")
+    if isinstance(input_data, bytes | bytearray):
+        try:
+            input_data = input_data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RequestError(f"the body is not UTF-8 ({exc}): send UTF-8 encoded JSON") from None
+    try:
+        body = json.loads(input_data)
+    except ValueError as exc:
+        raise RequestError(f'the body is not valid JSON ({exc}): send {{"inputs": "..."}}') from None
+    if not isinstance(body, dict):
+        raise RequestError(f'the body is a JSON {type(body).__name__}, expected an object such as {{"inputs": "..."}}')
+    return body
+
+
+def _int(params: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise RequestError(f"parameters.{name}={value!r} is invalid: use a whole number from {lo} to {hi}")
+    return value
+
+
+def _float(params: dict[str, Any], name: str, lo: float, hi: float, *, lo_open: bool = False) -> float | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    if not ok or value > hi or value < lo or (lo_open and value == lo):
+        low = f"greater than {lo:g} and" if lo_open else f"from {lo:g} to"
+        raise RequestError(f"parameters.{name}={value!r} is invalid: use a number {low} at most {hi:g}")
+    return float(value)
+
+
+def _bool(params: dict[str, Any], name: str) -> bool | None:
+    value = params.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise RequestError(f"parameters.{name}={value!r} is invalid: use true or false")
+    return value
+
+
+PARAMETERS = (
+    "max_length",
+    "max_new_tokens",
+    "min_length",
+    "num_beams",
+    "temperature",
+    "top_k",
+    "top_p",
+    "do_sample",
+    "eos_token_id",
+    "stop",
+    "return_full_text",
+)
+SAMPLING = ("temperature", "top_k", "top_p")
+
+
+def parse_request(body: dict[str, Any], model: dict[str, Any], prompt_tokens: Any) -> dict[str, Any]:
+    """Check `body["parameters"]` against the model's limits and turn it into `generate`
+    arguments plus the two output options (`stop`, `return_full_text`)."""
+    params = body.get("parameters", {})
+    if not isinstance(params, dict):
+        raise RequestError(f'parameters={params!r} is invalid: use a JSON object such as {{"max_new_tokens": 32}}')
+    unknown = sorted(set(params) - set(PARAMETERS))
+    if unknown:
+        raise RequestError(f"parameters {unknown} are not supported: use only {', '.join(PARAMETERS)}")
+    n_prompt = int(prompt_tokens)
+    positions = model["max_positions"]
+    cap = model["max_new_tokens"]
+    out: dict[str, Any] = {}
+
+    max_length = _int(params, "max_length", 1, positions)
+    max_new = _int(params, "max_new_tokens", 1, cap)
+    if max_length is not None and max_new is not None:
+        raise RequestError("parameters max_length and max_new_tokens were both given: give only one")
+    if max_length is not None:
+        if max_length <= n_prompt:
+            raise RequestError(
+                f"parameters.max_length={max_length} leaves no room after the prompt's {n_prompt} tokens: "
+                f"raise it above {n_prompt}, or use max_new_tokens"
+            )
+        if max_length - n_prompt > cap:
+            raise RequestError(
+                f"parameters.max_length={max_length} asks for {max_length - n_prompt} new tokens, more than "
+                f"the {cap} allowed: lower it to at most {n_prompt + cap}"
+            )
+        max_new = max_length - n_prompt
+    if max_new is None:
+        max_new = min(50, cap)
+    if n_prompt + max_new > positions:
+        raise RequestError(
+            f"the prompt's {n_prompt} tokens plus {max_new} new tokens exceed the model's {positions} "
+            f"positions: shorten the prompt or ask for at most {max(positions - n_prompt, 0)} new tokens"
+        )
+    out["max_new_tokens"] = max_new
+
+    min_length = _int(params, "min_length", 0, positions)
+    if min_length is not None:
+        if min_length > n_prompt + max_new:
+            raise RequestError(
+                f"parameters.min_length={min_length} is more than the prompt ({n_prompt} tokens) plus the "
+                f"{max_new} new tokens allowed: lower it or raise max_new_tokens"
+            )
+        out["min_length"] = min_length
+
+    out["num_beams"] = _int(params, "num_beams", 1, model["max_beams"]) or 1
+    do_sample = _bool(params, "do_sample")
+    sampling = {name: params[name] for name in SAMPLING if params.get(name) is not None}
+    if do_sample is False and sampling:
+        raise RequestError(
+            f"parameters {sorted(sampling)} only apply when sampling, and do_sample is false: "
+            "drop them, or set do_sample to true"
+        )
+    # As GPT-J's text-generation defaults did in the seed: asking for a temperature means sampling.
+    out["do_sample"] = bool(do_sample) or bool(sampling)
+    temperature = _float(params, "temperature", 0.0, 100.0, lo_open=True)
+    if temperature is not None:
+        out["temperature"] = temperature
+    top_k = _int(params, "top_k", 0, model["vocab_size"])
+    if top_k is not None:
+        out["top_k"] = top_k
+    top_p = _float(params, "top_p", 0.0, 1.0, lo_open=True)
+    if top_p is not None:
+        out["top_p"] = top_p
+
+    eos = params.get("eos_token_id")
+    if eos is not None:
+        ids = eos if isinstance(eos, list) else [eos]
+        vocab = model["vocab_size"]
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab]
+        if not ids or bad or len(ids) > 16:
+            raise RequestError(
+                f"parameters.eos_token_id={eos!r} is invalid: use a token id from 0 to {vocab - 1}, or a list "
+                "of 1 to 16 of them"
+            )
+        out["eos_token_id"] = ids
+
+    stop = params.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        ok = isinstance(stops, list) and 1 <= len(stops) <= 8
+        if not ok or not all(isinstance(s, str) and 1 <= len(s) <= 64 for s in stops):
+            raise RequestError(
+                f'parameters.stop={stop!r} is invalid: use a string such as "###", or a list of 1 to 8 '
+                "strings of 1 to 64 characters"
+            )
+        out["stop"] = stops
+    full_text = _bool(params, "return_full_text")
+    out["return_full_text"] = True if full_text is None else full_text
+    return out
+
+
+def predict_fn(data: dict[str, Any], model: dict[str, Any]) -> list[dict[str, str]]:
+    unknown = sorted(set(data) - {"inputs", "parameters"})
+    if unknown:
+        raise RequestError(f'the body has unknown fields {unknown}: send only "inputs" and "parameters"')
+    if "inputs" not in data:
+        raise RequestError('the body has no "inputs": send {"inputs": "your prompt"}')
+    prompt = data["inputs"]
+    if not isinstance(prompt, str) or not prompt:
+        raise RequestError(f"inputs={prompt!r} is invalid: send the prompt as a non-empty string")
+
+    import torch
+
+    tokenizer = model["tokenizer"]
+    encoded = tokenizer(prompt, return_tensors="pt")
+    n_prompt = encoded["input_ids"].shape[1]
+    if n_prompt == 0:
+        raise RequestError("inputs encodes to no tokens: send a non-empty prompt")
+    options = parse_request(data, model, n_prompt)
+    stops: list[str] = options.pop("stop", [])
+    full_text: bool = options.pop("return_full_text")
+    kwargs = {**options, "pad_token_id": tokenizer.eos_token_id}
+    if stops:
+        kwargs.update(stop_strings=stops, tokenizer=tokenizer)
+    with torch.inference_mode():
+        output = model["model"].generate(**encoded.to(model["device"]), **kwargs)
+    generated = output[0, n_prompt:]
+    # The requested eos token ended the text, like a stop sequence: leave it out the same way.
+    if "eos_token_id" in options and len(generated) and int(generated[-1]) in options["eos_token_id"]:
+        generated = generated[:-1]
+    text = tokenizer.decode(generated, skip_special_tokens=True)
+    # Cut at the first stop sequence and leave it out, as the seed's few-shot prompts expect.
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=len(text))
+    text = text[:cut]
+    return [{"generated_text": prompt + text if full_text else text}]
+
+
+def output_fn(prediction: list[dict[str, str]], accept: str) -> str:
+    media = (accept or JSON).split(";")[0].strip().lower()
+    if media not in (JSON, "*/*"):
+        raise RequestError(f"Accept {accept!r} is not supported: accept {JSON}")
+    return json.dumps(prediction)
