@@ -18,7 +18,7 @@ export CDK_CLI_NOTICES := false
 .PHONY: help setup system-deps artifacts synth demo test lint serve-gpt2 bench clean
 
 help:
-	@echo "make demo        set up, build tiny artifacts, synthesize the three stacks into cdk.out"
+	@echo "make demo        set up, build tiny artifacts, deploy and destroy the three stacks on a local AWS"
 	@echo "make test        set up and run every test"
 	@echo "make serve-gpt2  serve the GPT-2 container code on the host (PORT=$(PORT))"
 	@echo "make bench       run the benchmarks under bench/"
@@ -63,8 +63,9 @@ synth: artifacts
 	cdk synth --all --quiet -c project.artifacts_dir=$(ARTIFACTS)
 	@ls -l cdk.out/*.template.json
 
-demo: synth
-	@echo "cdk.out holds the three synthesized stacks; deploy one with: npx cdk deploy GptjStack"
+# Deploys and destroys the three stacks for real against a local AWS on 127.0.0.1 (moto).
+demo: artifacts
+	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
 test: setup .venv-hf/.installed
 	$(BIN)/python -m pytest
@@ -72,7 +73,7 @@ test: setup .venv-hf/.installed
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stacks artifacts_builder app.py
+	$(BIN)/mypy stacks artifacts_builder local_aws app.py
 	$(BIN)/hadolint serving/gpt2/Dockerfile
 
 serve-gpt2: setup

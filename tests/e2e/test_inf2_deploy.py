@@ -1,0 +1,82 @@
+"""`cdk deploy` / update / `cdk destroy` of Inf2Stack against the local AWS: the instance
+as AWS would report it, its AMI from the public SSM parameter, then a clean teardown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from artifacts_builder.manifest import sha256_file
+from local_aws import LocalAws
+from local_aws.cdk import Cdk
+from tests.e2e.conftest import (
+    Assembly,
+    deploy_update_destroy,
+    resources_of_stack,
+    s3_object_sha256,
+)
+
+pytestmark = pytest.mark.e2e
+STACK = "Inf2Stack"
+
+
+def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[str, Any]:
+    settings = assembly.config.inf2
+    outputs = aws.stack_outputs(STACK)
+    ec2 = aws.client("ec2")
+    (reservation,) = ec2.describe_instances(InstanceIds=[outputs["InstanceId"]])["Reservations"]
+    (instance,) = reservation["Instances"]
+    assert instance["State"]["Name"] == "running"
+    assert instance["InstanceType"] == settings.instance_type
+    # The AMI is whatever the public Neuron DLAMI parameter names at deploy time.
+    published = aws.client("ssm").get_parameter(Name=settings.ami_ssm_parameter)["Parameter"]["Value"]
+    assert instance["ImageId"] == published == neuron_ami
+    assert instance["MetadataOptions"]["HttpTokens"] == "required"  # IMDSv2 only
+    assert instance["Monitoring"]["State"] == "enabled"
+    assert "PublicIpAddress" not in instance
+
+    (device,) = instance["BlockDeviceMappings"]
+    (volume,) = ec2.describe_volumes(VolumeIds=[device["Ebs"]["VolumeId"]])["Volumes"]
+    assert (volume["Size"], volume["VolumeType"], volume["Encrypted"]) == (settings.volume_size_gb, "gp3", True)
+    assert device["Ebs"]["DeleteOnTermination"] is True
+
+    resources = resources_of_stack(aws, STACK)
+    groups = [physical for kind, physical in resources.values() if kind == "AWS::EC2::SecurityGroup"]
+    assert [g["GroupId"] for g in instance["SecurityGroups"]] == groups, "its own security group, only"
+    (group,) = ec2.describe_security_groups(GroupIds=groups)["SecurityGroups"]
+    assert group["IpPermissions"] == [], "no ingress unless inf2.ingress_cidr is set"
+    vpcs = [physical for kind, physical in resources.values() if kind == "AWS::EC2::VPC"]
+    assert [group["VpcId"], instance["VpcId"]] == vpcs * 2
+
+    iam = aws.client("iam")
+    profile_name = instance["IamInstanceProfile"]["Arn"].rsplit("/", 1)[-1]
+    (role,) = iam.get_instance_profile(InstanceProfileName=profile_name)["InstanceProfile"]["Roles"]
+    attached = iam.list_attached_role_policies(RoleName=role["RoleName"])["AttachedPolicies"]
+    assert [p["PolicyName"] for p in attached] == ["AmazonSSMManagedInstanceCore"]
+
+    (alarm,) = [
+        a
+        for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+        if a["Dimensions"] == [{"Name": "InstanceId", "Value": instance["InstanceId"]}]
+    ]
+    assert alarm["MetricName"] == "StatusCheckFailed_System"
+    assert [a.split(":")[-1] for a in alarm["AlarmActions"]] == ["recover"]
+
+    # The object the instance will download is, byte for byte, the bundle built here.
+    url = assembly.asset_url(STACK, settings.bundle, aws)
+    assert s3_object_sha256(aws, url) == sha256_file(settings.bundle)
+    return {"instance": instance["InstanceId"], "volume": volume["VolumeId"]}
+
+
+def test_deploy_update_destroy(
+    bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, updated: Assembly, neuron_ami: str
+) -> None:
+    # A new root volume size replaces the instance, as CloudFormation does for BlockDeviceMappings.
+    assert updated.config.inf2.volume_size_gb != base.config.inf2.volume_size_gb
+    first, second = deploy_update_destroy(
+        bootstrapped, STACK, base, updated, lambda assembly: check_instance(local_aws, assembly, neuron_ami)
+    )
+    assert second["instance"] != first["instance"]
+    (old,) = local_aws.client("ec2").describe_instances(InstanceIds=[first["instance"]])["Reservations"]
+    assert old["Instances"][0]["State"]["Name"] == "terminated"

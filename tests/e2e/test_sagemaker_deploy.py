@@ -1,0 +1,127 @@
+"""`cdk deploy` / update / `cdk destroy` of GptjStack and Gpt2Stack against the local AWS,
+checked through boto3 as a user would check them in their account."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from artifacts_builder.manifest import sha256_file
+from local_aws import LocalAws
+from local_aws.cdk import Cdk
+from stacks.config import AppConfig, EndpointSettings
+from stacks.images import huggingface_inference
+from stacks.sagemaker_endpoint import VARIANT_NAME
+from tests.e2e.conftest import (
+    Assembly,
+    deploy_update_destroy,
+    gpt2_image,
+    role_statements,
+    s3_object_sha256,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def expected_container(stack: str, config: AppConfig, aws: LocalAws) -> tuple[str, dict[str, str]]:
+    """The image URI and (part of) the environment the stack's settings call for."""
+    if stack == "Gpt2Stack":
+        return gpt2_image(aws), config.gpt2.container_environment()
+    hf = config.gptj.hf_image
+    dlc = huggingface_inference(
+        transformers_version=hf.transformers_version, pytorch_version=hf.pytorch_version, py_version=hf.py_version
+    )
+    image = f"{dlc.registries[aws.region]}.dkr.ecr.{aws.region}.amazonaws.com/{dlc.repository}:{dlc.tag}"
+    return image, {
+        "SAGEMAKER_PROGRAM": "inference.py",
+        "SAGEMAKER_REGION": aws.region,
+        "SAGEMAKER_MODEL_SERVER_WORKERS": str(config.gptj.model_server_workers),
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT": str(config.gptj.model_server_timeout_s),
+    }
+
+
+def endpoint_settings(stack: str, config: AppConfig) -> EndpointSettings:
+    return config.gpt2.endpoint if stack == "Gpt2Stack" else config.gptj.endpoint
+
+
+def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, Any]:
+    """Every resource of the endpoint stack, as deployed; returns what later steps compare."""
+    config, settings = assembly.config, endpoint_settings(stack, assembly.config)
+    outputs = aws.stack_outputs(stack)
+    sm = aws.client("sagemaker")
+    endpoint = sm.describe_endpoint(EndpointName=outputs["EndpointName"])
+    assert endpoint["EndpointStatus"] == "InService"
+    endpoint_config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+    (variant,) = endpoint_config["ProductionVariants"]
+    assert variant["VariantName"] == VARIANT_NAME
+    assert variant["InstanceType"] == settings.instance_type
+    assert variant["InitialInstanceCount"] == settings.initial_instance_count
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == settings.startup_health_check_timeout_s
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == settings.model_data_download_timeout_s
+    assert ("VolumeSizeInGB" in variant) == (settings.volume_size_gb is not None)
+
+    model = sm.describe_model(ModelName=variant["ModelName"])
+    image, environment = expected_container(stack, config, aws)
+    container = model["PrimaryContainer"]
+    assert container["Image"] == image
+    assert container["ModelDataUrl"] == outputs["ModelDataUrl"]
+    assert environment.items() <= container["Environment"].items()
+    assert model["EnableNetworkIsolation"] is settings.enable_network_isolation
+
+    # The object the endpoint will download is, byte for byte, the file built here.
+    local_file = config.gpt2.model_data if stack == "Gpt2Stack" else config.gptj.model_data
+    assert s3_object_sha256(aws, outputs["ModelDataUrl"]) == sha256_file(local_file)
+
+    role_name = model["ExecutionRoleArn"].rsplit("/", 1)[-1]
+    role = aws.client("iam").get_role(RoleName=role_name)["Role"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+    bucket, key = outputs["ModelDataUrl"].removeprefix("s3://").split("/", 1)
+    reads = [s for s in role_statements(aws, role_name) if "s3:GetObject" in s["Action"]]
+    assert [s["Resource"] for s in reads] == [f"arn:aws:s3:::{bucket}/{key}"], "read its own model object only"
+    pulls = [s for s in role_statements(aws, role_name) if "ecr:BatchGetImage" in s["Action"]]
+    repository = image.split("/", 1)[1].split(":")[0]
+    assert [s["Resource"].rsplit("/", 1)[-1] for s in pulls] == [repository]
+
+    resource_id = f"endpoint/{outputs['EndpointName']}/variant/{VARIANT_NAME}"
+    scaling = aws.client("application-autoscaling")
+    (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[resource_id])[
+        "ScalableTargets"
+    ]
+    assert target["ScalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (
+        settings.autoscaling.min_capacity,
+        settings.autoscaling.max_capacity,
+    )
+    (policy,) = scaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource_id)[
+        "ScalingPolicies"
+    ]
+    tracking = policy["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["TargetValue"] == settings.autoscaling.target_invocations_per_instance
+    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
+
+    dimensions = [
+        {"Name": "EndpointName", "Value": outputs["EndpointName"]},
+        {"Name": "VariantName", "Value": VARIANT_NAME},
+    ]
+    alarms = {
+        a["MetricName"]: a
+        for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+        if sorted(a["Dimensions"], key=lambda d: d["Name"]) == dimensions
+    }
+    assert set(alarms) == {"ModelLatency", "Invocation5XXErrors"}
+    assert all(a["Namespace"] == "AWS/SageMaker" for a in alarms.values())
+    assert alarms["ModelLatency"]["Threshold"] == settings.alarms.latency_ms * 1000  # published in microseconds
+    assert alarms["Invocation5XXErrors"]["Threshold"] == settings.alarms.errors_5xx
+    return {"endpoint": outputs["EndpointName"], "model": variant["ModelName"]}
+
+
+@pytest.mark.parametrize("stack", ["GptjStack", "Gpt2Stack"])
+def test_deploy_update_destroy(
+    bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, updated: Assembly, stack: str
+) -> None:
+    assert endpoint_settings(stack, updated.config) != endpoint_settings(stack, base.config)
+    first, after = deploy_update_destroy(
+        bootstrapped, stack, base, updated, lambda assembly: check_endpoint(local_aws, stack, assembly)
+    )
+    assert after == first, "a scaling change updates the target in place; the endpoint stays"
