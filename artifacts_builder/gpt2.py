@@ -1,0 +1,477 @@
+"""GPT-2: ONNX export with a KV cache, TensorRT engine where a GPU is present, parity gate,
+``model.tar.gz``.
+
+One graph serves both shapes: prefill (the padded prompt, an empty past) and decode (one
+token on a past), exported fp32 for ONNX Runtime and fp16 (LayerNorm kept in fp32, as
+NVIDIA's GPT-2 demo did) for TensorRT. Before anything deployable is written the parity
+gate runs the serving backends themselves against PyTorch on fixed prompts; a failure
+exits non-zero and leaves the output folder as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from artifacts_builder.manifest import library_versions, write_manifest
+
+COMPONENT = "gpt2"
+PARITY_PROMPTS = (
+    "amazon",
+    "patent search query",
+    "lithium battery cathode",
+    "neural network accelerator chip architecture for",
+)
+VERSIONED = ("torch", "transformers", "tokenizers", "onnx", "onnxruntime", "tensorrt")
+OPSET = 17
+
+
+class ParityError(RuntimeError):
+    pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--model", default="gpt2", help="hub id or local folder of a GPT-2 model (default: gpt2)")
+    source.add_argument(
+        "--tiny", action="store_true", help="tiny random-weight GPT-2 and a tokenizer trained offline (tests, demo)"
+    )
+    source.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="the 124M GPT-2 architecture (GPT2Config() defaults) with random weights, offline (benchmarks)",
+    )
+    parser.add_argument("--out", type=Path, default=Path("artifacts"), help="output folder (default: artifacts)")
+    parser.add_argument(
+        "--max-batch-size", type=_positive, default=10, help="largest batch the server runs (default: 10)"
+    )
+    parser.add_argument(
+        "--max-length", type=_positive, default=42, help="largest prompt + completion, in tokens (default: 42)"
+    )
+    parser.add_argument(
+        "--default-max-new-tokens", type=_positive, default=16, help="completion length when a request gives none"
+    )
+    parser.add_argument(
+        "--fp32-tolerance", type=float, default=1e-3, help="parity: max |logit difference|, fp32 ONNX (default 1e-3)"
+    )
+    parser.add_argument(
+        "--fp16-tolerance",
+        type=float,
+        default=2e-2,
+        help="parity: max |logit difference| of the fp16 ONNX, relative to max |logit| (default 2e-2)",
+    )
+    parser.add_argument("--parity-tokens", type=_positive, default=8, help="greedy tokens compared per prompt")
+    parser.add_argument("--no-tensorrt", action="store_true", help="skip the engine build even on a GPU")
+    parser.add_argument("--workspace-gb", type=_positive, default=4, help="TensorRT builder workspace (default: 4)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive: give 1 or more")
+    return value
+
+
+def _step(message: str) -> None:
+    print(f"[gpt2] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _timed(message: str) -> Iterator[None]:
+    _step(message + " ...")
+    started = time.monotonic()
+    yield
+    _step(f"{message}: done in {time.monotonic() - started:.1f} s")
+
+
+def _load(args: argparse.Namespace, work: Path) -> tuple[Any, Any, str]:
+    """The PyTorch model (fp32, eval) and its tokenizer; `work` receives a trained tokenizer."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    from artifacts_builder.tiny import train_tokenizer
+
+    if args.tiny or args.random_weights:
+        import torch
+
+        tokenizer = train_tokenizer(work / "trained-tokenizer")
+        torch.manual_seed(0)
+        if args.tiny:
+            # Wider initial weights than GPT-2's 0.02 give peaked logits, so that greedy
+            # choices in the parity gate are decided by the model, not by rounding.
+            config = GPT2Config(
+                vocab_size=len(tokenizer),
+                n_positions=128,
+                n_embd=64,
+                n_layer=2,
+                n_head=4,
+                initializer_range=0.2,
+                bos_token_id=tokenizer.eos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+            name = "tiny-random-gpt2"
+        else:
+            # The trained tokenizer covers the first 512 ids; the others decode to nothing,
+            # which is all a benchmark of the 124M architecture needs.
+            config = GPT2Config(bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+            name = "random-gpt2-124m"
+        return GPT2LMHeadModel(config).eval(), tokenizer, name  # type: ignore[no-untyped-call]
+    source = args.model
+    _step(f"loading {source} (from the hub unless it is a local folder)")
+    model = GPT2LMHeadModel.from_pretrained(source, dtype="float32").eval()  # type: ignore[no-untyped-call]
+    return model, AutoTokenizer.from_pretrained(source), str(source)
+
+
+def model_info(model: Any, tokenizer: Any, name: str, args: argparse.Namespace) -> Any:
+    from serving.gpt2.generation import ModelInfo
+
+    config = model.config
+    if args.max_length > config.n_positions:
+        raise ValueError(
+            f"--max-length {args.max_length} exceeds the model's {config.n_positions} positions: "
+            f"give at most {config.n_positions}"
+        )
+    if args.default_max_new_tokens >= args.max_length:
+        raise ValueError(
+            f"--default-max-new-tokens {args.default_max_new_tokens} leaves no room for a prompt within "
+            f"--max-length {args.max_length}: give less than {args.max_length}"
+        )
+    return ModelInfo(
+        model=name,
+        n_layer=config.n_layer,
+        n_head=config.n_head,
+        head_dim=config.n_embd // config.n_head,
+        vocab_size=config.vocab_size,
+        n_positions=config.n_positions,
+        eos_token_id=int(tokenizer.eos_token_id),
+        max_batch_size=args.max_batch_size,
+        max_total_length=args.max_length,
+        default_max_new_tokens=args.default_max_new_tokens,
+    )
+
+
+def export_onnx(model: Any, info: Any, path: Path, *, fp16: bool) -> None:
+    """Export the step graph. Past keys/values are plain tensors: a `DynamicCache` input
+    cannot be exported, so a wrapper rebuilds one inside the traced function."""
+    import copy
+    import types
+
+    import torch
+    from transformers import DynamicCache
+
+    from serving.gpt2.generation import input_names, output_names
+
+    model = copy.deepcopy(model)
+    model.config._attn_implementation = "eager"
+    dtype = torch.float16 if fp16 else torch.float32
+    if fp16:
+        model = model.half()
+
+        def layer_norm_fp32(self: torch.nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+            out = torch.nn.functional.layer_norm(x.float(), self.normalized_shape, self.weight, self.bias, self.eps)
+            return out.to(x.dtype)
+
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.float()
+                module.forward = types.MethodType(layer_norm_fp32, module)  # type: ignore[method-assign]
+
+    n_layer = info.n_layer
+
+    class Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(
+            self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, *past: torch.Tensor
+        ) -> tuple[torch.Tensor, ...]:
+            cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(n_layer)])
+            out = self.model.transformer(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=cache,
+                use_cache=True,
+            )
+            # Only the last position's logits are ever used: skipping the others spares the
+            # vocabulary projection of every prompt token.
+            logits = self.model.lm_head(out.last_hidden_state[:, -1, :]).float()
+            present = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+            return (logits, *present)
+
+    batch, seq, past_len = 2, 3, 4
+    sample = (
+        torch.ones((batch, seq), dtype=torch.int64),
+        torch.ones((batch, past_len + seq), dtype=torch.int64),
+        torch.arange(past_len, past_len + seq).expand(batch, seq).contiguous(),
+        *[torch.zeros((batch, info.n_head, past_len, info.head_dim), dtype=dtype) for _ in range(2 * n_layer)],
+    )
+    inputs, outputs = input_names(n_layer), output_names(n_layer)
+    axes: dict[str, dict[int, str]] = {
+        "input_ids": {0: "batch", 1: "sequence"},
+        "attention_mask": {0: "batch", 1: "total"},
+        "position_ids": {0: "batch", 1: "sequence"},
+        "logits": {0: "batch"},
+    }
+    axes.update({name: {0: "batch", 2: "past"} for name in inputs[3:]})
+    axes.update({name: {0: "batch", 2: "total"} for name in outputs[1:]})
+    with warnings.catch_warnings(), torch.no_grad():
+        # The tracer warns about every Python branch on shapes; the parity gate checks the result.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Step().eval(),
+            sample,
+            str(path),
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+
+
+@dataclass
+class ParityReport:
+    onnx: str
+    max_abs_logit_diff: float
+    tolerance: float
+    greedy_identical: bool
+    detail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.greedy_identical and self.max_abs_logit_diff <= self.tolerance
+
+
+def _reference(model: Any, prompts: list[list[int]], new_tokens: int, eos: int) -> list[list[int]]:
+    """Greedy tokens of PyTorch `generate`, one unpadded prompt at a time."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for prompt in prompts:
+            ids = torch.tensor([prompt])
+            gen = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=eos,
+                eos_token_id=eos,
+            )
+            tokens = gen[0, len(prompt) :].tolist()
+            out.append(tokens[: tokens.index(eos)] if eos in tokens else tokens)
+    return out
+
+
+def parity_gate(
+    model: Any, tokenizer: Any, model_dir: Path, info: Any, *, new_tokens: int, tol32: float, tol16: float
+) -> list[ParityReport]:
+    """Compare the serving backend on each ONNX file with PyTorch.
+
+    fp32: free-running greedy tokens of the batched, left-padded server path must equal
+    PyTorch's (each prompt alone), and teacher-forced logits must agree within `tol32`.
+    fp16: teacher-forced logits within `tol16` x max |logit|, and the same argmax at every
+    step except where PyTorch's own top two are closer than that tolerance (a tie in fp16).
+    """
+    import numpy as np
+    import torch
+
+    from serving.gpt2.backends import OnnxRuntimeBackend
+    from serving.gpt2.generation import ONNX_FP16, ONNX_FP32, SamplingParams
+
+    prompts = [tokenizer(p).input_ids for p in PARITY_PROMPTS]
+    new_tokens = min(new_tokens, info.max_total_length - max(len(p) for p in prompts))
+    expected = _reference(model, prompts, new_tokens, info.eos_token_id)
+    reports = []
+    for onnx_file, fp16 in ((ONNX_FP32, False), (ONNX_FP16, True)):
+        backend = OnnxRuntimeBackend(model_dir, info, onnx_file=onnx_file)
+        worst, scale, greedy_ok, detail = 0.0, 1.0, True, "ok"
+        for prompt, tokens in zip(prompts, expected, strict=True):
+            sequence = [*prompt, *tokens]
+            with torch.inference_mode():
+                ref_all = model(torch.tensor([sequence])).logits[0].numpy()
+            ref = ref_all[len(prompt) - 1 : len(sequence)]
+            scale = max(scale, float(np.abs(ref).max()))
+            ids = np.array([prompt], dtype=np.int64)
+            logits, past = backend.forward(ids, np.ones_like(ids), np.arange(len(prompt))[None], None)
+            got = [logits[0]]
+            for step, token in enumerate(tokens):
+                pos = len(prompt) + step
+                logits, past = backend.forward(
+                    np.array([[token]]), np.ones((1, pos + 1), dtype=np.int64), np.array([[pos]]), past
+                )
+                got.append(logits[0])
+            diff = np.abs(np.stack(got) - ref)
+            worst = max(worst, float(diff.max()))
+            if fp16:
+                top2 = np.sort(ref, axis=-1)[:, -2:]
+                decided = (top2[:, 1] - top2[:, 0]) > tol16 * scale
+                disagree = (np.stack(got).argmax(-1) != ref.argmax(-1)) & decided
+                if disagree.any():
+                    greedy_ok = False
+                    steps = np.nonzero(disagree)[0].tolist()
+                    detail = f"prompt {tokenizer.decode(prompt)!r}: argmax differs at steps {steps}"
+        if not fp16:
+            params = [SamplingParams(max_new_tokens=new_tokens)] * len(prompts)
+            served = [c.tokens for c in backend.generate(prompts, params)]
+            for prompt, want, have in zip(prompts, expected, served, strict=True):
+                if want != have:
+                    greedy_ok = False
+                    detail = f"prompt {tokenizer.decode(prompt)!r}: PyTorch greedy {want}, served greedy {have}"
+                    break
+        tolerance = tol16 * scale if fp16 else tol32
+        reports.append(ParityReport(onnx_file, worst, tolerance, greedy_ok, detail))
+    return reports
+
+
+def _tensorrt_ready() -> bool:
+    import importlib.util
+
+    from serving.gpt2.backends import cuda_available
+
+    return importlib.util.find_spec("tensorrt") is not None and cuda_available()
+
+
+def _package(staging: Path, tar_path: Path) -> None:
+    """Write the tarball next to its final name, then rename: a reader never sees half a file."""
+    files = sorted(p for p in staging.rglob("*") if p.is_file())
+    total = sum(p.stat().st_size for p in files)
+    done = 0
+    tmp = tar_path.with_name(tar_path.name + ".partial")
+
+    # Level 1: ONNX weights barely compress, and the large models would take minutes at 9.
+    def normalize(member: tarfile.TarInfo) -> tarfile.TarInfo:
+        # Readable by the container's user whatever the builder's umask; no builder user names.
+        member.mode, member.uid, member.gid, member.uname, member.gname = 0o644, 0, 0, "", ""
+        return member
+
+    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+        for path in files:
+            tar.add(path, arcname=str(path.relative_to(staging)), filter=normalize)
+            done += path.stat().st_size
+            if total > 50 << 20:
+                _step(f"packaging {done / total:4.0%} ({done >> 20} of {total >> 20} MiB)")
+    os.replace(tmp, tar_path)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from serving.gpt2.generation import (
+        ENGINE_FILE,
+        GENERATION_FILE,
+        ONNX_FP16,
+        ONNX_FP32,
+        TOKENIZER_DIR,
+        TORCH_DIR,
+    )
+
+    out_dir: Path = args.out / COMPONENT
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".staging-", dir=out_dir) as tmp:
+        work = Path(tmp)
+        staging = work / "model"
+        staging.mkdir()
+        with _timed("loading the model"):
+            model, tokenizer, name = _load(args, work)
+        try:
+            info = model_info(model, tokenizer, name, args)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        with _timed("exporting fp32 ONNX (prefill + decode, KV cache)"):
+            export_onnx(model, info, staging / ONNX_FP32, fp16=False)
+        with _timed("exporting fp16 ONNX for TensorRT"):
+            export_onnx(model, info, staging / ONNX_FP16, fp16=True)
+        tokenizer.save_pretrained(staging / TOKENIZER_DIR)
+        model.save_pretrained(staging / TORCH_DIR)
+        (staging / GENERATION_FILE).write_text(json.dumps(info.to_json(), indent=2) + "\n")
+
+        with _timed("parity gate: ONNX Runtime against PyTorch"):
+            reports = parity_gate(
+                model,
+                tokenizer,
+                staging,
+                info,
+                new_tokens=args.parity_tokens,
+                tol32=args.fp32_tolerance,
+                tol16=args.fp16_tolerance,
+            )
+        for r in reports:
+            _step(
+                f"parity {r.onnx}: max |logit diff| {r.max_abs_logit_diff:.2e} (tolerance {r.tolerance:.2e}), "
+                f"greedy {'identical' if r.greedy_identical else 'DIFFERENT'}: {r.detail}"
+            )
+        if not all(r.passed for r in reports):
+            failed = ", ".join(r.onnx for r in reports if not r.passed)
+            print(
+                f"error: parity gate failed for {failed}: nothing was written to {out_dir}; the export does "
+                "not reproduce PyTorch (see the lines above for the prompt and step)",
+                file=sys.stderr,
+            )
+            return 1
+
+        tensorrt: dict[str, Any] | None = None
+        if args.no_tensorrt:
+            _step("TensorRT engine skipped (--no-tensorrt)")
+        elif _tensorrt_ready():
+            from serving.gpt2.trt_engine import build_engine
+
+            with _timed("building the TensorRT engine (two optimization profiles)"):
+                tensorrt = build_engine(
+                    staging / ONNX_FP16, staging / ENGINE_FILE, info, workspace_bytes=args.workspace_gb << 30
+                )
+        else:
+            _step("TensorRT engine not built (no CUDA GPU or no tensorrt here); the container builds it at start")
+
+        versions = library_versions(VERSIONED)
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+        parity = [{**r.__dict__, "passed": r.passed} for r in reports]
+        inner = {str(p.relative_to(staging)): p for p in sorted(staging.rglob("*")) if p.is_file()}
+        write_manifest(
+            staging, COMPONENT, inner, model=name, versions=versions, gpu=gpu, tensorrt=tensorrt, parity=parity
+        )
+        tar_path = out_dir / "model.tar.gz"
+        with _timed(f"packaging {tar_path}"):
+            _package(staging, tar_path)
+        write_manifest(
+            out_dir,
+            COMPONENT,
+            [tar_path],
+            model=name,
+            versions=versions,
+            gpu=gpu,
+            tensorrt=tensorrt,
+            parity=parity,
+            generation=info.to_json(),
+        )
+        shutil.rmtree(staging)
+    _step(f"wrote {tar_path} and {out_dir / 'manifest.json'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """This component alone (``python -m artifacts_builder.gpt2``), as the dispatcher runs it."""
+    parser = argparse.ArgumentParser(prog="python -m artifacts_builder.gpt2", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Strict request validation for ``POST /invocations``.
+
+Every problem becomes an :class:`ApiError` with a 4xx status and a message that names the
+field, the value and what is allowed; nothing a client sends can reach the model unchecked.
+The limits here are the ones ``openapi.json`` documents (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from serving.gpt2.generation import ModelInfo, SamplingParams
+
+MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+MAX_STOP_SEQUENCES = 4
+MAX_STOP_CHARS = 64
+MAX_TEMPERATURE = 100.0
+PARAMETERS = ("max_new_tokens", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "stop")
+TOP_LEVEL = ("input", "inputs", "parameters")
+
+
+@dataclass
+class ApiError(Exception):
+    status: int
+    code: str
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+def invalid(message: str) -> ApiError:
+    return ApiError(400, "invalid_request", message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationRequest:
+    prompts: list[str]
+    #: None: the model's default, shortened to what the prompt leaves room for.
+    max_new_tokens: int | None
+    num_return_sequences: int
+    do_sample: bool
+    temperature: float
+    top_k: int
+    top_p: float
+    stop: list[str]
+
+    def params(self, max_new_tokens: int) -> SamplingParams:
+        return SamplingParams(
+            max_new_tokens=max_new_tokens,
+            do_sample=self.do_sample,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+        )
+
+
+def check_content_type(content_type: str | None) -> None:
+    media, _, rest = (content_type or "").partition(";")
+    if media.strip().lower() != "application/json":
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"Content-Type {content_type or '(none)'!r} is not supported: send the body as JSON with "
+            "Content-Type: application/json",
+        )
+    for param in rest.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                f"charset {value.strip()!r} is not supported: send UTF-8 "
+                "(Content-Type: application/json; charset=utf-8)",
+            )
+
+
+def decode_body(raw: bytes) -> Any:
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        raise ApiError(
+            413, "payload_too_large", f"the body is {len(raw)} bytes; at most {MAX_PAYLOAD_BYTES} (6 MB) are accepted"
+        )
+    if not raw.strip():
+        raise invalid('the body is empty: send a JSON object such as {"inputs": "amazon"}')
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid(f"the body is not valid UTF-8 (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise invalid(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise invalid("the body nests arrays or objects too deeply: send a flat request object") from None
+
+
+def _text(value: str, where: str) -> None:
+    """JSON escapes can carry lone surrogates (\\ud800), which are not Unicode text and
+    cannot be tokenized or sent back."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise invalid(
+            f"{where} contains {value[exc.start : exc.end]!r}, an unpaired UTF-16 surrogate: send valid Unicode text"
+        ) from None
+
+
+def _reject_constant(name: str) -> Any:
+    # json.loads would otherwise accept NaN and Infinity, which are not JSON.
+    raise invalid(f"the body is not valid JSON: {name} is not a JSON number")
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _integer(params: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise invalid(f"parameters.{name}={json.dumps(value)} is invalid: allowed is a whole number from {lo} to {hi}")
+    return value
+
+
+def _number(params: dict[str, Any], name: str, default: float, *, above: float, upto: float) -> float:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (above < value <= upto):
+        raise invalid(
+            f"parameters.{name}={json.dumps(value)} is invalid: allowed is a number greater than {above} "
+            f"and at most {upto}"
+        )
+    return float(value)
+
+
+def parse_request(payload: Any, info: ModelInfo, max_rows: int) -> GenerationRequest:
+    """Check the JSON document; `max_rows` is the largest batch the server runs."""
+    if not isinstance(payload, dict):
+        raise invalid(f'the body is a JSON {_type_name(payload)}; send an object such as {{"inputs": "amazon"}}')
+    unknown = sorted(set(payload) - set(TOP_LEVEL))
+    if unknown:
+        raise invalid(f"unknown field {unknown[0]!r}: allowed fields are input, inputs and parameters")
+    if ("input" in payload) == ("inputs" in payload):
+        raise invalid('give exactly one of "input" (the seed\'s form) or "inputs" (a string or a list of strings)')
+    key = "input" if "input" in payload else "inputs"
+    value = payload[key]
+    prompts = [value] if isinstance(value, str) or key == "input" else value
+    if not isinstance(prompts, list) or not prompts:
+        raise invalid(f"{key} is {json.dumps(value)[:80]}: give a non-empty string or a non-empty list of strings")
+    for i, prompt in enumerate(prompts):
+        where = key if len(prompts) == 1 and not isinstance(value, list) else f"{key}[{i}]"
+        if not isinstance(prompt, str):
+            raise invalid(f"{where} is a JSON {_type_name(prompt)}: give a string")
+        if not prompt:
+            raise invalid(f"{where} is an empty string: give the text to complete")
+        _text(prompt, where)
+
+    params = payload.get("parameters", {})
+    if not isinstance(params, dict):
+        raise invalid(f"parameters is a JSON {_type_name(params)}: give an object")
+    unknown = sorted(set(params) - set(PARAMETERS))
+    if unknown:
+        raise invalid(f"unknown parameter {unknown[0]!r}: allowed are {', '.join(PARAMETERS)}")
+    max_new = None
+    if "max_new_tokens" in params:
+        max_new = _integer(params, "max_new_tokens", 1, 1, info.max_total_length - 1)
+    n = _integer(params, "num_return_sequences", 1, 1, max_rows)
+    do_sample = params.get("do_sample", False)
+    if not isinstance(do_sample, bool):
+        raise invalid(f"parameters.do_sample={json.dumps(do_sample)} is invalid: allowed is true or false")
+    if n > 1 and not do_sample:
+        raise invalid(
+            f"parameters.num_return_sequences={n} needs parameters.do_sample=true: greedy decoding would "
+            f"return {n} identical completions"
+        )
+    temperature = _number(params, "temperature", 1.0, above=0.0, upto=MAX_TEMPERATURE)
+    top_k = _integer(params, "top_k", 0, 0, info.vocab_size)
+    top_p = _number(params, "top_p", 1.0, above=0.0, upto=1.0)
+    stop = params.get("stop", [])
+    stop_list = [stop] if isinstance(stop, str) else stop
+    if (
+        not isinstance(stop_list, list)
+        or len(stop_list) > MAX_STOP_SEQUENCES
+        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stop_list)
+    ):
+        raise invalid(
+            f"parameters.stop={json.dumps(stop)[:120]} is invalid: allowed is a string or a list of at most "
+            f"{MAX_STOP_SEQUENCES} strings of 1 to {MAX_STOP_CHARS} characters"
+        )
+    for i, text in enumerate(stop_list):
+        _text(text, f"parameters.stop[{i}]")
+    if len(prompts) * n > max_rows:
+        raise invalid(
+            f"{len(prompts)} inputs x num_return_sequences {n} = {len(prompts) * n} completions; this server "
+            f"runs at most {max_rows} per request: send fewer inputs per request"
+        )
+    return GenerationRequest(
+        prompts=prompts,
+        max_new_tokens=max_new,
+        num_return_sequences=n,
+        do_sample=do_sample,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        stop=stop_list,
+    )
+
+
+def completion_budget(prompt_tokens: int, requested: int | None, info: ModelInfo, where: str) -> int:
+    """max_new_tokens for one prompt: the request's, or the default shortened to fit."""
+    room = info.max_total_length - prompt_tokens
+    if room < 1:
+        raise ApiError(
+            400,
+            "input_too_long",
+            f"{where} is {prompt_tokens} tokens; this model takes at most {info.max_total_length} tokens of prompt "
+            f"and completion together: shorten it to at most {info.max_total_length - 1} tokens",
+        )
+    if requested is None:
+        return min(info.default_max_new_tokens, room)
+    if requested > room:
+        raise invalid(
+            f"{where} is {prompt_tokens} tokens and parameters.max_new_tokens={requested}: together they exceed "
+            f"the model's {info.max_total_length} tokens; ask for at most {room} new tokens or shorten the input"
+        )
+    return requested

@@ -1,0 +1,178 @@
+"""Dynamic batching, as Triton's ``max_batch_size`` and ``max_queue_delay_microseconds``.
+
+Request threads submit jobs (one row per completion); one thread merges queued jobs into a
+batch of at most ``max_batch_size`` rows, waiting at most ``max_queue_delay`` after the
+oldest job arrived for more to join, and runs the backend. The queue is bounded (a full
+queue refuses at once, so the caller can answer 503 with Retry-After), and a job whose
+deadline passes while it waits is dropped instead of run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from serving.gpt2.generation import Backend, Completion, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(RuntimeError):
+    pass
+
+
+class DeadlineExceeded(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    completions: list[Completion]
+    #: Rows in the batch that served the job (the job's own included).
+    batch_rows: int
+
+
+@dataclass(eq=False)
+class Job:
+    prompts: list[list[int]]
+    params: list[SamplingParams]
+    deadline: float
+    #: Called with (row of this job, tokens so far): True ends the row (a stop string).
+    stop: Callable[[int, list[int]], bool] | None = None
+    future: Future[BatchResult] = field(default_factory=Future)
+    enqueued: float = field(default_factory=time.monotonic)
+
+    @property
+    def rows(self) -> int:
+        return len(self.prompts)
+
+
+class DynamicBatcher:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        max_batch_size: int,
+        max_queue_delay_s: float,
+        max_queue_rows: int,
+        max_total_length: int,
+    ) -> None:
+        self.backend = backend
+        self.max_batch_size = max_batch_size
+        self.max_queue_delay_s = max_queue_delay_s
+        self.max_queue_rows = max_queue_rows
+        self.max_total_length = max_total_length
+        self._queue: deque[Job] = deque()
+        self._queued_rows = 0
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> Future[BatchResult]:
+        if job.rows > self.max_batch_size:
+            raise ValueError(f"a job of {job.rows} rows cannot fit a batch of {self.max_batch_size}")
+        with self._cond:
+            if self._queued_rows + job.rows > self.max_queue_rows:
+                raise QueueFull(f"{self._queued_rows} completions are queued (limit {self.max_queue_rows})")
+            self._queue.append(job)
+            self._queued_rows += job.rows
+            self._cond.notify()
+        return job.future
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join(timeout=5)
+
+    def _fits(self, batch: list[Job], job: Job) -> bool:
+        """Rows share one padded prompt width and one step count: a TensorRT profile is
+        built for at most max_total_length positions, so the merged batch must stay inside."""
+        if not batch:
+            return True
+        jobs = [*batch, job]
+        rows = sum(j.rows for j in jobs)
+        longest_prompt = max(len(p) for j in jobs for p in j.prompts)
+        longest_new = max(p.max_new_tokens for j in jobs for p in j.params)
+        return rows <= self.max_batch_size and longest_prompt + longest_new <= self.max_total_length
+
+    def _take(self) -> list[Job]:
+        """Block until a batch is ready; an empty list means stop. Jobs stay in the queue
+        until their batch leaves, so that a caller who gives up can withdraw its job."""
+        with self._cond:
+            while True:
+                if self._stopped:
+                    return []
+                if not self._queue:
+                    self._cond.wait()
+                    continue
+                count = 0
+                batch: list[Job] = []
+                for job in self._queue:
+                    if not self._fits(batch, job):
+                        break
+                    batch.append(job)
+                    count += 1
+                rows = sum(j.rows for j in batch)
+                full = rows >= self.max_batch_size or count < len(self._queue)
+                remaining = self._queue[0].enqueued + self.max_queue_delay_s - time.monotonic()
+                if full or remaining <= 0:
+                    for _ in range(count):
+                        self._queue.popleft()
+                    self._queued_rows -= rows
+                    return batch
+                self._cond.wait(timeout=remaining)
+
+    def withdraw(self, job: Job) -> None:
+        """Drop a job whose caller stopped waiting: its rows free the queue at once."""
+        with self._cond:
+            try:
+                self._queue.remove(job)
+            except ValueError:
+                return  # already taken into a batch
+            self._queued_rows -= job.rows
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._take()
+            if not batch:
+                return
+            now = time.monotonic()
+            live = []
+            for job in batch:
+                if not job.future.set_running_or_notify_cancel():
+                    continue  # its caller gave up waiting
+                if now > job.deadline:
+                    job.future.set_exception(DeadlineExceeded("the request waited in the queue past its deadline"))
+                    continue
+                live.append(job)
+            if live:
+                self._run(live)
+
+    def _run(self, jobs: list[Job]) -> None:
+        prompts = [p for j in jobs for p in j.prompts]
+        params = [p for j in jobs for p in j.params]
+        owners = [(j, row) for j in jobs for row in range(j.rows)]
+
+        def stop(row: int, tokens: list[int]) -> bool:
+            job, local = owners[row]
+            return job.stop is not None and job.stop(local, tokens)
+
+        try:
+            completions = self.backend.generate(prompts, params, stop)
+        except Exception as exc:
+            log.exception("batch of %d rows failed", len(prompts))
+            for job in jobs:
+                job.future.set_exception(exc)
+            return
+        start = 0
+        for job in jobs:
+            job.future.set_result(BatchResult(completions[start : start + job.rows], len(prompts)))
+            start += job.rows

@@ -1,0 +1,201 @@
+"""The model folder's contract and the decoding loop every step-wise backend shares.
+
+A step-wise backend (ONNX Runtime, TensorRT) only knows how to run one forward pass of the
+exported graph: ``input_ids`` (B, S), ``attention_mask`` (B, past + S), ``position_ids``
+(B, S) and the past keys/values in, the last position's logits and the new keys/values
+out. Prefill is the same graph with an empty past. Everything else (left padding, greedy
+or sampled token choice, EOS, stop strings, per-row limits) lives here once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+GENERATION_FILE = "generation.json"
+ONNX_FP32 = "model.onnx"
+ONNX_FP16 = "model_fp16.onnx"
+ENGINE_FILE = "model.engine"
+ENGINE_INFO = "engine.json"
+TOKENIZER_DIR = "tokenizer"
+TORCH_DIR = "pytorch"
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float32]
+
+
+def input_names(n_layer: int) -> list[str]:
+    return [
+        "input_ids",
+        "attention_mask",
+        "position_ids",
+        *(f"past_key_values.{i}.{kv}" for i in range(n_layer) for kv in ("key", "value")),
+    ]
+
+
+def output_names(n_layer: int) -> list[str]:
+    return ["logits", *(f"present.{i}.{kv}" for i in range(n_layer) for kv in ("key", "value"))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelInfo:
+    """``generation.json``: what the builder exported, with the limits it was built for."""
+
+    model: str
+    n_layer: int
+    n_head: int
+    head_dim: int
+    vocab_size: int
+    n_positions: int
+    eos_token_id: int
+    #: The TensorRT profiles and the request validation both use these two.
+    max_batch_size: int
+    max_total_length: int
+    default_max_new_tokens: int
+
+    @classmethod
+    def load(cls, model_dir: Path) -> ModelInfo:
+        path = model_dir / GENERATION_FILE
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"{path} does not exist: {model_dir} is not a GPT-2 model folder built by "
+                "`python -m artifacts_builder gpt2`"
+            ) from None
+        return cls(**{k: raw[k] for k in cls.__dataclass_fields__})
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplingParams:
+    max_new_tokens: int
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def key(self) -> tuple[bool, float, int, float]:
+        """Rows with equal keys can share one `generate` call of a whole-sequence backend."""
+        return (self.do_sample, self.temperature, self.top_k, self.top_p)
+
+
+@dataclass
+class Completion:
+    tokens: list[int] = field(default_factory=list)
+    #: "length" (max_new_tokens reached), "eos" (end-of-text token) or "stop" (a stop string).
+    finish_reason: str = "length"
+
+
+#: Called with (row, tokens so far); True ends that row (a stop string was produced).
+StopCheck = Callable[[int, list[int]], bool]
+
+
+class Backend(Protocol):
+    """What the batcher and the predictor need from any backend."""
+
+    name: str
+    info: ModelInfo
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams], stop: StopCheck | None = None
+    ) -> list[Completion]: ...
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[IntArray, IntArray, IntArray]:
+    """Left padding keeps every row's last real token at the last position, so one
+    "last position" logits output serves the whole batch; positions count real tokens only."""
+    width = max(len(p) for p in prompts)
+    ids = np.full((len(prompts), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(prompts), width), dtype=np.int64)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = prompt
+        mask[row, width - len(prompt) :] = 1
+    positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None)
+    return ids, mask, positions
+
+
+def _softmax(x: FloatArray) -> FloatArray:
+    z = np.exp(x - np.max(x))
+    out: FloatArray = z / z.sum()
+    return out
+
+
+def choose_tokens(logits: FloatArray, params: Sequence[SamplingParams], rng: np.random.Generator) -> IntArray:
+    """Greedy rows take the argmax; sampled rows apply temperature, top-k and top-p (nucleus)."""
+    chosen: IntArray = np.argmax(logits, axis=-1).astype(np.int64)
+    for row, p in enumerate(params):
+        if not p.do_sample:
+            continue
+        scores = logits[row].astype(np.float64) / p.temperature
+        if 0 < p.top_k < scores.shape[0]:
+            kth = np.partition(scores, -p.top_k)[-p.top_k]
+            scores = np.where(scores < kth, -np.inf, scores)
+        probs = _softmax(scores)
+        if p.top_p < 1.0:
+            order = np.argsort(-probs)
+            cumulative = np.cumsum(probs[order])
+            # Keep the smallest prefix whose mass reaches top_p (at least one token).
+            keep = order[: int(np.searchsorted(cumulative, p.top_p)) + 1]
+            trimmed = np.zeros_like(probs)
+            trimmed[keep] = probs[keep]
+            probs = trimmed / trimmed.sum()
+        chosen[row] = int(rng.choice(probs.shape[0], p=probs))
+    return chosen
+
+
+class StepModel(Protocol):
+    def forward(
+        self, input_ids: IntArray, attention_mask: IntArray, position_ids: IntArray, past: Any | None
+    ) -> tuple[FloatArray, Any]:
+        """Logits of the last position (B, vocab) as float32, and the new past."""
+        ...
+
+
+def decode_loop(
+    model: StepModel,
+    prompts: Sequence[Sequence[int]],
+    params: Sequence[SamplingParams],
+    *,
+    eos_token_id: int,
+    rng: np.random.Generator,
+    stop: StopCheck | None = None,
+) -> list[Completion]:
+    """Prefill once, then one token per step for the whole batch until every row is done."""
+    if len(prompts) != len(params) or not prompts:
+        raise ValueError(f"{len(prompts)} prompts and {len(params)} parameter sets: need one per prompt, at least one")
+    ids, mask, positions = left_pad(prompts, eos_token_id)
+    logits, past = model.forward(ids, mask, positions, None)
+    results = [Completion() for _ in prompts]
+    done = np.zeros(len(prompts), dtype=bool)
+    last_pos = positions[:, -1:]
+    for _ in range(max(p.max_new_tokens for p in params)):
+        tokens = choose_tokens(logits, params, rng)
+        for row, token in enumerate(tokens.tolist()):
+            if done[row]:
+                continue
+            result = results[row]
+            if token == eos_token_id:
+                result.finish_reason, done[row] = "eos", True
+                continue
+            result.tokens.append(token)
+            if stop is not None and stop(row, result.tokens):
+                result.finish_reason, done[row] = "stop", True
+            elif len(result.tokens) >= params[row].max_new_tokens:
+                result.finish_reason, done[row] = "length", True
+        if done.all():
+            break
+        # Finished rows keep stepping (the batch shape is fixed); their tokens are ignored.
+        step_ids = np.where(done, eos_token_id, tokens)[:, None].astype(np.int64)
+        mask = np.concatenate([mask, np.ones((len(prompts), 1), dtype=np.int64)], axis=1)
+        last_pos = last_pos + 1
+        logits, past = model.forward(step_ids, mask, last_pos, past)
+    return results

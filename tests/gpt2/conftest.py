@@ -1,0 +1,76 @@
+"""Shared fixtures: one tiny GPT-2 build per session, and real `serve` processes over it."""
+
+from __future__ import annotations
+
+import socket
+import tarfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+import pytest
+
+from artifacts_builder import gpt2 as builder
+from serving.gpt2.local import LocalServer
+
+
+def build(out: Path, *extra: str) -> int:
+    """The builder's own parser and entry point (what `python -m artifacts_builder gpt2` runs)."""
+    return builder.main(["--tiny", "--out", str(out), *extra])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(name="build")
+def build_fixture() -> Callable[..., int]:
+    return build
+
+
+@pytest.fixture(name="free_port")
+def free_port_fixture() -> Callable[[], int]:
+    return free_port
+
+
+@pytest.fixture(scope="session")
+def tiny_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("artifacts")
+    assert build(out) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def model_tar(tiny_out: Path) -> Path:
+    return tiny_out / "gpt2" / "model.tar.gz"
+
+
+@pytest.fixture(scope="session")
+def model_dir(model_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("model")
+    with tarfile.open(model_tar) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+@contextmanager
+def running(model_tar: Path, env: dict[str, str]) -> Iterator[LocalServer]:
+    """`serve` on a free port over `model_tar`, ready (/ping 200), stopped on exit."""
+    with LocalServer(model_tar, port=free_port(), env={"GPT2_BACKEND": "onnxruntime", **env}) as srv:
+        srv.wait_ready(timeout=90)
+        yield srv
+
+
+@pytest.fixture(name="running")
+def running_fixture(model_tar: Path) -> Callable[[dict[str, str]], AbstractContextManager[LocalServer]]:
+    return lambda env: running(model_tar, env)
+
+
+@pytest.fixture(scope="session")
+def server(model_tar: Path) -> Iterator[LocalServer]:
+    """The container's `serve` (nginx + gunicorn) on the tiny model, ONNX Runtime on the CPU.
+    A 100 ms queue delay makes the batching of concurrent requests certain in tests."""
+    with running(model_tar, {"GPT2_MAX_QUEUE_DELAY_US": "100000", "GPT2_THREADS": "1"}) as srv:
+        yield srv

@@ -1,0 +1,106 @@
+"""The artifacts builder: what it packages, the manifests, and the parity gate's refusal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from artifacts_builder import gpt2 as builder
+from artifacts_builder.manifest import read_manifest, sha256_file, verify_files
+from serving.gpt2.generation import GENERATION_FILE, ONNX_FP16, ONNX_FP32, ModelInfo, input_names, output_names
+
+
+def test_parser_contract() -> None:
+    parser = argparse.ArgumentParser()
+    builder.add_arguments(parser)
+    args = parser.parse_args(["--tiny"])
+    assert args.tiny and args.out == Path("artifacts")
+    assert (args.max_batch_size, args.max_length) == (10, 42)  # the seed's batch 10, length 42
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--max-batch-size", "0"])
+
+
+def test_outer_manifest_hashes_the_tarball(tiny_out: Path, model_tar: Path) -> None:
+    manifest = read_manifest(tiny_out / "gpt2")
+    entry = manifest["files"]["model.tar.gz"]
+    assert entry == {"sha256": sha256_file(model_tar), "size": model_tar.stat().st_size}
+    assert manifest["component"] == "gpt2"
+    assert manifest["versions"]["onnxruntime"] and manifest["versions"]["torch"]
+    assert manifest["tensorrt"] is None and manifest["gpu"] is None  # no GPU here
+    assert all(r["passed"] for r in manifest["parity"])
+    assert not list((tiny_out / "gpt2").glob(".staging-*")), "the staging folder must not be left behind"
+
+
+def test_inner_manifest_lists_every_file_with_its_sha256(model_tar: Path, model_dir: Path) -> None:
+    with tarfile.open(model_tar) as tar:
+        names = {m.name for m in tar.getmembers() if m.isfile()}
+    inner = read_manifest(model_dir)
+    assert set(inner["files"]) == names - {"manifest.json"}
+    verify_files(model_dir, inner)  # raises on any mismatch
+    for expected in (ONNX_FP32, ONNX_FP16, GENERATION_FILE, "tokenizer/tokenizer.json", "pytorch/model.safetensors"):
+        assert expected in names
+
+
+def test_onnx_graphs_take_and_return_the_kv_cache(model_dir: Path) -> None:
+    import onnx
+
+    info = ModelInfo.load(model_dir)
+    for name, past_type in ((ONNX_FP32, onnx.TensorProto.FLOAT), (ONNX_FP16, onnx.TensorProto.FLOAT16)):
+        graph = onnx.load(str(model_dir / name), load_external_data=False).graph
+        assert [i.name for i in graph.input] == input_names(info.n_layer)
+        assert [o.name for o in graph.output] == output_names(info.n_layer)
+        past = graph.input[3].type.tensor_type
+        assert past.elem_type == past_type
+        # batch and past length are dynamic; heads and head size are fixed
+        dims = [d.dim_param or d.dim_value for d in past.shape.dim]
+        assert dims == ["batch", info.n_head, "past", info.head_dim]
+        # logits stay fp32 even in the fp16 graph
+        assert graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+
+
+def test_parity_gate_failure_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], build: Callable[..., int]
+) -> None:
+    # A zero tolerance cannot be met (fp32 ONNX differs from PyTorch by ~1e-6): the gate must refuse.
+    out = tmp_path / "out"
+    (out / "gpt2").mkdir(parents=True)
+    previous = out / "gpt2" / "model.tar.gz"
+    previous.write_bytes(b"previous good build")
+    assert build(out, "--fp32-tolerance", "0") == 1
+    err = capsys.readouterr().err
+    assert "parity gate failed for model.onnx" in err
+    assert previous.read_bytes() == b"previous good build"
+    assert not (out / "gpt2" / "manifest.json").exists()
+    assert sorted(p.name for p in (out / "gpt2").iterdir()) == ["model.tar.gz"]
+
+
+def test_bad_lengths_are_refused_with_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], build: Callable[..., int]
+) -> None:
+    assert build(tmp_path, "--max-length", "4096") == 2
+    assert "--max-length 4096 exceeds the model's 128 positions" in capsys.readouterr().err
+
+
+def test_generation_json_carries_the_limits(model_dir: Path) -> None:
+    raw = json.loads((model_dir / GENERATION_FILE).read_text())
+    assert raw["max_batch_size"] == 10 and raw["max_total_length"] == 42
+    assert raw["eos_token_id"] == 0 and raw["model"] == "tiny-random-gpt2"
+
+
+def test_documented_command_line(tmp_path: Path) -> None:
+    """`python -m artifacts_builder gpt2 --tiny --out DIR`, as the Makefile and the stack expect."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "artifacts_builder", "gpt2", "--tiny", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tar = tmp_path / "gpt2" / "model.tar.gz"
+    assert read_manifest(tmp_path / "gpt2")["files"]["model.tar.gz"]["sha256"] == sha256_file(tar)
+    assert "parity model.onnx" in done.stderr  # the long steps report their progress
