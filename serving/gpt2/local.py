@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -33,6 +34,13 @@ from types import TracebackType
 from typing import Any
 
 SERVE = Path(__file__).with_name("serve")
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def extract_model(tar_path: Path, model_dir: Path) -> Path:

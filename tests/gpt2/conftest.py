@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -11,18 +10,12 @@ from pathlib import Path
 import pytest
 
 from artifacts_builder import gpt2 as builder
-from serving.gpt2.local import LocalServer
+from serving.gpt2.local import LocalServer, free_port
 
 
 def build(out: Path, *extra: str) -> int:
     """The builder's own parser and entry point (what `python -m artifacts_builder gpt2` runs)."""
     return builder.main(["--tiny", "--out", str(out), *extra])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(name="build")
