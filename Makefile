@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 ARTIFACTS ?= artifacts
 PORT ?= 8080
-# The venv's python is the `python3` that cdk.json's app command finds.
+# The venv first on PATH: its tools (ruff, mypy, pytest) and the CDK CLI from node_modules.
 export PATH := $(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 # Node 20 runs jsii fine today; its end-of-life banner would bury our own output.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -19,7 +19,7 @@ export CDK_CLI_NOTICES := false
 
 help:
 	@echo "make demo        set up, build tiny artifacts, deploy and destroy the three stacks on a local AWS"
-	@echo "make test        set up and run every test"
+	@echo "make test        set up, lint, and run every test"
 	@echo "make serve-gpt2  serve the GPT-2 container code on the host (PORT=$(PORT))"
 	@echo "make bench       run the benchmarks under bench/"
 	@echo "make lint        ruff, mypy and hadolint"
@@ -67,7 +67,8 @@ synth: artifacts
 demo: artifacts
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
-test: setup .venv-hf/.installed
+# Lint first: a style or type error fails the same command CI runs.
+test: lint .venv-hf/.installed
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -56,6 +56,7 @@ _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _AZ = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")
+_SECTION_LIKE = re.compile(r"^[a-z][a-z0-9_]*$")
 _HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _ENTRY_POINT = re.compile(r"^(model\.py|(?!.*\.py$)[A-Za-z_]\w*(\.[A-Za-z_]\w*)+)$")
 _PROPERTY_KEY = re.compile(r"^(option\.)?[A-Za-z_][A-Za-z0-9_.]{0,127}$")
@@ -306,13 +307,13 @@ class Inf2Settings:
     #: A CIDR that may reach port 8080 (None: no ingress at all; use SSM port forwarding).
     ingress_cidr: str | None = None
     port: int = 8080
-    bundle: Path = Path("artifacts/inf2/bundle.tar.gz")
+    bundle: Path = PROJECT_ROOT / "artifacts" / "inf2" / "bundle.tar.gz"
     model_server: ModelServerSettings = field(default_factory=ModelServerSettings)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectSettings:
-    artifacts_dir: Path = Path("artifacts")
+    artifacts_dir: Path = PROJECT_ROOT / "artifacts"
     tags: Mapping[str, str] = field(default_factory=dict)
     #: Account and region to pin the stacks to (None: environment-agnostic stacks).
     account: str | None = None
@@ -524,6 +525,11 @@ def _inf2(s: _Section, artifacts: Path) -> Inf2Settings:
             ok = ipaddress.IPv4Network(ingress).prefixlen > 0
         except ValueError:
             ok = False
+            try:  # host bits set: name the network the user most likely meant
+                meant: ipaddress.IPv4Network | None = ipaddress.IPv4Network(ingress, strict=False)
+            except ValueError:
+                meant = None
+            s.check("ingress_cidr", ingress, meant is None, f"a network address: did you mean {meant}?")
         s.check(
             "ingress_cidr",
             ingress,
@@ -639,6 +645,16 @@ def parse_value(raw: str) -> Any:
 def load_config(context: Mapping[str, Any]) -> AppConfig:
     """Parse every section of `context` (``app.node.get_all_context()``): the sections of
     cdk.json and the dotted overrides (``gptj.instance_type``) given with ``-c``."""
+
+    for key in context:
+        head, dot, _ = key.partition(".")
+        # A dotted key that looks like ours but names no section is a typo (`gtpj.max_capacity`);
+        # CDK's own keys (`aws:cdk:...`, `@aws-cdk/...`) never take this shape.
+        if dot and head not in SECTIONS and _SECTION_LIKE.match(head):
+            raise ConfigError(
+                f"{key}={context[key]!r} is invalid: {head!r} is no section; allowed sections are "
+                + ", ".join(SECTIONS)
+            )
 
     def section(name: str) -> _Section:
         raw = context.get(name)

@@ -25,8 +25,8 @@ from stacks.config import ConfigError, Inf2Settings
 from stacks.images import djl_neuronx
 from stacks.inf2_rules import ModelFacts, known_model, settings_problems, unknown_model_message
 from stacks.model_asset import ModelAsset
+from stacks.model_image import ModelImage
 from stacks.nag import acknowledge
-from stacks.sagemaker_endpoint import ecr_repository_arn
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
 ROOT_DEVICE = "/dev/sda1"  # the root device name of the Ubuntu-based Neuron DLAMIs
@@ -132,11 +132,10 @@ class Inf2Stack(Stack):
 
         bundle = ModelAsset(self, "Bundle", path=settings.bundle)
         if settings.model_server.image_uri is not None:
-            image_uri = settings.model_server.image_uri
-            repository_arn = ecr_repository_arn(self, image_uri)
+            image = ModelImage.from_uri(self, "ImageRepository", settings.model_server.image_uri)
         else:
-            dlc = djl_neuronx(settings.model_server.image_version)
-            image_uri, repository_arn = dlc.uri(self), dlc.repository_arn(self)
+            image = ModelImage.from_dlc(self, "ImageRepository", djl_neuronx(settings.model_server.image_version))
+        image_uri = image.uri
 
         log_group = logs.LogGroup(
             self, "ServerLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
@@ -150,13 +149,7 @@ class Inf2Stack(Stack):
         )
         bundle.grant_read_object(role)
         log_group.grant_write(role)
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                resources=[repository_arn],
-            )
-        )
-        role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        image.grant_pull(role)
 
         user_data_script = render_user_data(
             {
@@ -256,7 +249,19 @@ class Inf2Stack(Stack):
                 ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
                 ec2.SubnetConfiguration(name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
             ],
-            flow_logs={"FlowLogs": ec2.FlowLogOptions(destination=ec2.FlowLogDestination.to_cloud_watch_logs())},
+            flow_logs={
+                "FlowLogs": ec2.FlowLogOptions(
+                    # An explicit group: CDK's default one is retained forever after `cdk destroy`.
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                        logs.LogGroup(
+                            self,
+                            "FlowLogsGroup",
+                            retention=logs.RetentionDays.THREE_MONTHS,
+                            removal_policy=RemovalPolicy.DESTROY,
+                        )
+                    )
+                )
+            },
         )
         return vpc, ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
 

@@ -8,9 +8,8 @@ container environment. L1 resources are used on purpose: the alpha L2 module gra
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -18,21 +17,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from stacks.config import ECR_IMAGE, EndpointSettings
+from stacks.config import EndpointSettings
 from stacks.model_asset import ModelAsset
+from stacks.model_image import ModelImage
 from stacks.nag import acknowledge, nag_arn
 
 VARIANT_NAME = "AllTraffic"
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelImage:
-    """The container image and how the execution role may pull it."""
-
-    uri: str
-    #: ARN of the ECR repository the image lives in; the role gets pull on it alone.
-    repository_arn: str
 
 
 class SageMakerEndpoint(Construct):
@@ -65,10 +56,17 @@ class SageMakerEndpoint(Construct):
             description="SageMaker execution role: reads its model data, pulls its image, writes its logs",
         )
         model_data.grant_read_object(self.role)
-        self._grant_image_pull(image.repository_arn)
+        image.grant_pull(self.role)
         self._grant_logs_and_metrics(stack)
 
-        env = {**(environment or {}), **settings.environment}
+        env = dict(environment or {})
+        clashes = sorted(set(env) & set(settings.environment))
+        if clashes:
+            raise ValueError(
+                f"environment={dict(settings.environment)!r} is invalid: {', '.join(clashes)} is set by the stack "
+                "from its typed settings; change that setting instead of the variable"
+            )
+        env.update(settings.environment)
         self.model = sagemaker.CfnModel(
             self,
             "Model",
@@ -89,6 +87,9 @@ class SageMakerEndpoint(Construct):
                 self,
                 "VolumeKey",
                 enable_key_rotation=True,
+                # The key encrypts only the endpoint's scratch volumes, which die with the stack.
+                removal_policy=RemovalPolicy.DESTROY,
+                pending_window=Duration.days(7),
                 description="Encrypts the ML storage volume of the endpoint's instances",
             )
             # What EBS volume encryption uses, without the wildcards of grant_encrypt_decrypt.
@@ -114,22 +115,17 @@ class SageMakerEndpoint(Construct):
             kms_key_id=volume_key.key_arn if volume_key else None,
         )
         self.endpoint = sagemaker.CfnEndpoint(
-            self, "Endpoint", endpoint_config_name=self.endpoint_config.attr_endpoint_config_name
+            self,
+            "Endpoint",
+            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            # An update (new model or config) keeps the instance count autoscaling has set,
+            # instead of dropping back to InitialInstanceCount under load.
+            retain_all_variant_properties=True,
         )
         self.endpoint_name = self.endpoint.attr_endpoint_name
 
         self._autoscaling(settings)
         self.latency_alarm, self.errors_alarm = self._alarms(settings)
-
-    def _grant_image_pull(self, repository_arn: str) -> None:
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                resources=[repository_arn],
-            )
-        )
-        # ecr:GetAuthorizationToken accepts no narrower resource than "*".
-        self.role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
 
     def _grant_logs_and_metrics(self, stack: Stack) -> None:
         log_groups = stack.format_arn(
@@ -232,19 +228,3 @@ class SageMakerEndpoint(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         return latency, errors
-
-
-def ecr_repository_arn(scope: Construct, image_uri: str) -> str:
-    """The ARN of the ECR repository an image URI points into (validated by the config)."""
-    match = ECR_IMAGE.match(image_uri)
-    if match is None:
-        raise ValueError(
-            f"{image_uri!r} is not an ECR image URI: <account>.dkr.ecr.<region>.amazonaws.com/<repo>:<tag>"
-        )
-    return Stack.of(scope).format_arn(
-        service="ecr",
-        region=match["region"],
-        account=match["account"],
-        resource="repository",
-        resource_name=match["repository"],
-    )

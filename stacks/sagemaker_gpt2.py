@@ -14,7 +14,8 @@ from constructs import Construct
 
 from stacks.config import Gpt2Settings
 from stacks.model_asset import ModelAsset
-from stacks.sagemaker_endpoint import ModelImage, SageMakerEndpoint, ecr_repository_arn
+from stacks.model_image import ModelImage
+from stacks.sagemaker_endpoint import SageMakerEndpoint
 
 
 class Gpt2Stack(Stack):
@@ -26,12 +27,13 @@ class Gpt2Stack(Stack):
 
         model_data = ModelAsset(self, "ModelData", path=settings.model_data)
         if settings.image_uri is not None:
-            image = ModelImage(uri=settings.image_uri, repository_arn=ecr_repository_arn(self, settings.image_uri))
+            image = ModelImage.from_uri(self, "ImageRepository", settings.image_uri)
         else:
-            asset = ecr_assets.DockerImageAsset(
-                self, "Image", directory=str(settings.container_dir), platform=ecr_assets.Platform.LINUX_AMD64
+            image = ModelImage.from_asset(
+                ecr_assets.DockerImageAsset(
+                    self, "Image", directory=str(settings.container_dir), platform=ecr_assets.Platform.LINUX_AMD64
+                )
             )
-            image = ModelImage(uri=asset.image_uri, repository_arn=asset.repository.repository_arn)
 
         self.endpoint = SageMakerEndpoint(
             self,

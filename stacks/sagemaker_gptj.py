@@ -15,7 +15,8 @@ from constructs import Construct
 from stacks.config import GptjSettings
 from stacks.images import huggingface_inference
 from stacks.model_asset import ModelAsset
-from stacks.sagemaker_endpoint import ModelImage, SageMakerEndpoint, ecr_repository_arn
+from stacks.model_image import ModelImage
+from stacks.sagemaker_endpoint import SageMakerEndpoint
 
 
 class GptjStack(Stack):
@@ -27,14 +28,15 @@ class GptjStack(Stack):
 
         model_data = ModelAsset(self, "ModelData", path=settings.model_data)
         if settings.image_uri is not None:
-            image = ModelImage(uri=settings.image_uri, repository_arn=ecr_repository_arn(self, settings.image_uri))
+            image = ModelImage.from_uri(self, "ImageRepository", settings.image_uri)
         else:
+            hf = settings.hf_image
             dlc = huggingface_inference(
-                transformers_version=settings.hf_image.transformers_version,
-                pytorch_version=settings.hf_image.pytorch_version,
-                py_version=settings.hf_image.py_version,
+                transformers_version=hf.transformers_version,
+                pytorch_version=hf.pytorch_version,
+                py_version=hf.py_version,
             )
-            image = ModelImage(uri=dlc.uri(self), repository_arn=dlc.repository_arn(self))
+            image = ModelImage.from_dlc(self, "ImageRepository", dlc)
 
         self.endpoint = SageMakerEndpoint(
             self,

@@ -206,13 +206,14 @@ def _gone(aws: LocalAws, resource_type: str, physical_id: str) -> bool:
 
 
 def assert_destroyed(aws: LocalAws, name: str, before: dict[str, tuple[str, str]], template: dict[str, Any]) -> None:
-    """Nothing of the stack is left, except what its template retains on purpose."""
+    """Nothing of the stack is left: `cdk destroy` must not leave orphans (log groups, keys)."""
     assert _missing(lambda: stack_of(aws, name), "ValidationError")
-    retained = {k for k, v in template["Resources"].items() if v.get("DeletionPolicy") == "Retain"}
+    retained = sorted(k for k, v in template["Resources"].items() if v.get("DeletionPolicy") == "Retain")
+    assert not retained, f"{name} retains {', '.join(retained)} after destroy"
     left = [
         f"{logical} ({kind} {physical})"
         for logical, (kind, physical) in before.items()
-        if logical not in retained and kind != "AWS::CDK::Metadata" and not _gone(aws, kind, physical)
+        if kind != "AWS::CDK::Metadata" and not _gone(aws, kind, physical)
     ]
     assert not left, f"{name} was destroyed but left: {', '.join(left)}"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +76,7 @@ BAD_VALUES = [
     ("inf2.instance_type", "trn1.32xlarge", "inf2 type"),
     ("inf2.ingress_cidr", "0.0.0.0/0", "narrower than 0.0.0.0/0"),
     ("inf2.ingress_cidr", "10.0.0.300/24", "IPv4 CIDR"),
+    ("inf2.ingress_cidr", "10.0.0.1/24", "did you mean 10.0.0.0/24"),
     ("inf2.vpc_cidr", "10.0.0.0/8", "/16 to /24"),
     ("inf2.subnet_id", "subnet-0123abcd", "unless vpc_id"),
     ("inf2.volume_size_gb", 100, "from 200"),
@@ -96,6 +96,13 @@ def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, all
     assert message.startswith(f"{key}="), message
     assert str(value) in message or repr(value) in message, message
     assert allowed in message, message
+
+
+def test_a_typo_in_a_section_name_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^gtpj.max_capacity='3' is invalid: 'gtpj' is no section"):
+        config(**{"gtpj.max_capacity": "3"})
+    # CDK's own context keys pass through untouched.
+    config(**{"@aws-cdk/aws-ec2:uniqueImdsv2TemplateName": True, "aws:cdk:enable-path-metadata": True})
 
 
 def test_vpc_id_needs_its_subnet_and_zone() -> None:
@@ -122,8 +129,7 @@ def test_the_cdk_cli_fails_synthesis_with_the_message(tmp_path: Path) -> None:
     cdk = ROOT / "node_modules" / ".bin" / "cdk"
     if not cdk.exists():
         pytest.skip("run `npm ci` (make setup) for the pinned CDK CLI")
-    # cdk.json runs `python3 app.py`: the venv's python must come first on PATH.
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = dict(os.environ)
     command = [str(cdk), "synth", "GptjStack", "--quiet", "-o", str(tmp_path / "out")]
     command += ["-c", "gptj.instance_type=ml.p3.2xlarge", "-c", "gpt2.instance_type=ml.p3.2xlarge"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)

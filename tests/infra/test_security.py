@@ -28,13 +28,9 @@ def variant(request: pytest.FixtureRequest, synth: Callable[..., Synthesized]) -
 
 def test_cdk_nag_has_no_unacknowledged_finding(variant: Synthesized) -> None:
     # synthesize() already raised on any error-level finding; the report must agree.
-    report_path = variant.outdir / "validation-report.json"
-    if report_path.exists():
-        report = json.loads(report_path.read_text())
-        failures = [
-            violation for plugin in report.get("pluginReports", []) for violation in plugin.get("violations", [])
-        ]
-        assert failures == []
+    report = json.loads((variant.outdir / "validation-report.json").read_text())
+    failures = [violation for plugin in report["pluginReports"] for violation in plugin.get("violations", [])]
+    assert failures == []
 
 
 def test_every_acknowledgement_states_a_reason(variant: Synthesized) -> None:
