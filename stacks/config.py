@@ -56,6 +56,7 @@ _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _AZ = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")
+SNS_TOPIC_ARN = re.compile(r"^arn:aws(-cn|-us-gov|-iso[a-z]*)?:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$")
 _SECTION_LIKE = re.compile(r"^[a-z][a-z0-9_]*$")
 _HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _ENTRY_POINT = re.compile(r"^(model\.py|(?!.*\.py$)[A-Za-z_]\w*(\.[A-Za-z_]\w*)+)$")
@@ -190,6 +191,8 @@ class AlarmSettings:
     errors_5xx: int = 5
     period_s: int = 60
     evaluation_periods: int = 3
+    #: An SNS topic notified when an alarm fires or clears (None: the alarms notify no one).
+    topic_arn: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,7 +402,14 @@ def _endpoint(
             errors_5xx=s.integer("errors_5xx_alarm_threshold", 5, lo=1, hi=1_000_000),
             period_s=_alarm_period(s),
             evaluation_periods=s.integer("alarm_evaluation_periods", 3, lo=1, hi=100),
+            topic_arn=_alarm_topic(s),
         ),
+    )
+
+
+def _alarm_topic(s: _Section) -> str | None:
+    return s.optional_string(
+        "alarm_topic_arn", pattern=SNS_TOPIC_ARN, what="an SNS topic ARN: arn:aws:sns:<region>:<account>:<topic>"
     )
 
 

@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from stacks.config import EndpointSettings
@@ -227,4 +229,9 @@ class SageMakerEndpoint(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        if alarms.topic_arn is not None:
+            topic = cw_actions.SnsAction(sns.Topic.from_topic_arn(self, "AlarmTopic", alarms.topic_arn))
+            for alarm in (latency, errors):
+                alarm.add_alarm_action(topic)
+                alarm.add_ok_action(topic)
         return latency, errors

@@ -12,10 +12,23 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
-from stacks.config import Gpt2Settings
+from artifacts_builder.manifest import read_manifest
+from stacks.config import ConfigError, Gpt2Settings
 from stacks.model_asset import ModelAsset
 from stacks.model_image import ModelImage
 from stacks.sagemaker_endpoint import SageMakerEndpoint
+
+
+def _check_batch_size(settings: Gpt2Settings) -> None:
+    """The ONNX graph and engine accept batches up to the size they were built for: a larger
+    setting would only fail when the endpoint starts, minutes into the deploy."""
+    built = read_manifest(settings.model_data.parent).get("generation", {}).get("max_batch_size")
+    if built is not None and settings.max_batch_size > built:
+        raise ConfigError(
+            f"gpt2.max_batch_size={settings.max_batch_size} is invalid: {settings.model_data} was built for "
+            f"batches of at most {built}; lower the setting or rebuild with "
+            f"`python -m artifacts_builder gpt2 --max-batch-size {settings.max_batch_size}`"
+        )
 
 
 class Gpt2Stack(Stack):
@@ -26,6 +39,7 @@ class Gpt2Stack(Stack):
         super().__init__(scope, construct_id, **kwargs)
 
         model_data = ModelAsset(self, "ModelData", path=settings.model_data)
+        _check_batch_size(settings)
         if settings.image_uri is not None:
             image = ModelImage.from_uri(self, "ImageRepository", settings.image_uri)
         else:

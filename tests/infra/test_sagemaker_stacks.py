@@ -313,3 +313,27 @@ def test_updates_keep_the_autoscaled_instance_count(default: Synthesized) -> Non
         default.template(stack).has_resource_properties(
             "AWS::SageMaker::Endpoint", {"RetainAllVariantProperties": True}
         )
+
+
+def test_alarms_notify_the_configured_topic(synth: Callable[..., Synthesized]) -> None:
+    topic = "arn:aws:sns:eu-west-1:111122223333:oncall"
+    template = synth(**{"gptj.alarm_topic_arn": topic}).template_json("GptjStack")
+    alarms = resources_of(template, "AWS::CloudWatch::Alarm").values()
+    assert [a["Properties"]["AlarmActions"] for a in alarms] == [[topic], [topic]]
+    assert [a["Properties"]["OKActions"] for a in alarms] == [[topic], [topic]]
+    # Without a topic the alarms still exist, notifying no one.
+    default = synth().template_json("GptjStack")
+    assert all("AlarmActions" not in a["Properties"] for a in resources_of(default, "AWS::CloudWatch::Alarm").values())
+
+
+def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any) -> None:
+    from artifacts_builder.manifest import write_manifest
+    from stacks.config import ConfigError
+    from tests.infra.conftest import make_artifacts, synthesize
+
+    artifacts = make_artifacts(tmp_path / "artifacts")
+    tar = artifacts / "gpt2" / "model.tar.gz"
+    write_manifest(tar.parent, "gpt2", [tar], generation={"max_batch_size": 4})
+    with pytest.raises(ConfigError, match=r"gpt2.max_batch_size=8 is invalid: .* at most 4; .*--max-batch-size 8"):
+        synthesize(tmp_path / "out", artifacts, **{"gpt2.max_batch_size": 8})
+    synthesize(tmp_path / "out-ok", artifacts, **{"gpt2.max_batch_size": 4})
