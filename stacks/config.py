@@ -305,6 +305,7 @@ class Inf2Settings:
     #: An existing VPC (None: a new VPC with one NAT gateway).
     vpc_id: str | None = None
     subnet_id: str | None = None
+    #: The zone of `subnet_id`; for a new VPC, the one zone it spans (None: the first two).
     availability_zone: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
     #: A CIDR that may reach port 8080 (None: no ingress at all; use SSM port forwarding).

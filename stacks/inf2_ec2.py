@@ -243,7 +243,12 @@ class Inf2Stack(Stack):
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(settings.vpc_cidr),
-            max_azs=2,
+            # inf2 is not offered in every zone: a configured zone holds the whole VPC.
+            **(
+                {"availability_zones": [settings.availability_zone]}
+                if settings.availability_zone is not None
+                else {"max_azs": 2}
+            ),
             nat_gateways=1,
             subnet_configuration=[
                 ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),

@@ -155,3 +155,11 @@ def test_outputs(default: Synthesized) -> None:
 def test_policies_do_not_mention_ssh(default: Synthesized) -> None:
     for statement in policy_statements(default.template_json("Inf2Stack")):
         assert not any(a.startswith("ec2-instance-connect") for a in actions_of(statement))
+
+
+def test_a_new_vpc_can_be_placed_in_one_zone(synth: Callable[..., Synthesized]) -> None:
+    template = synth(**{"inf2.availability_zone": "us-east-2b"}).template_json("Inf2Stack")
+    zones = {s["Properties"]["AvailabilityZone"] for s in resources_of(template, "AWS::EC2::Subnet").values()}
+    assert zones == {"us-east-2b"}
+    instance = next(iter(resources_of(template, "AWS::EC2::Instance").values()))
+    assert instance["Properties"]["AvailabilityZone"] == "us-east-2b"
