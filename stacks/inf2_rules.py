@@ -6,7 +6,10 @@ The rules come from the Neuron documentation that the seed quotes:
   NeuronCore holds whole heads);
 * the Neuron runtime supports only some degrees (inf2: 1, 2, 4, 8, 24; trn1: 1, 2, 8, 32),
   and a degree cannot exceed the NeuronCores of the instance;
-* weights plus KV cache must fit in 16 GiB of HBM per NeuronCore times the degree.
+* weights plus KV cache must fit in 16 GiB of HBM per NeuronCore times the degree;
+* the weights in the serving precision, with a margin for the split copy the handler
+  writes, must fit in the instance's host memory (the handler loads the whole model on
+  the host before sharding it).
 
 A model's head count and size come from its ``config.json`` when the bundle carries the
 model (the artifacts builder records them in the bundle's manifest), else from
@@ -28,6 +31,10 @@ NEURON_CORES = {"inf2.xlarge": 2, "inf2.8xlarge": 2, "inf2.24xlarge": 12, "inf2.
 #: Degrees the Neuron runtime supports for tensor parallelism, per instance family.
 ALLOWED_DEGREES = {"inf2": (1, 2, 4, 8, 24), "trn1": (1, 2, 8, 32)}
 HBM_PER_CORE_BYTES = 16 * 2**30
+#: Host memory (GiB) per instance type.
+HOST_MEMORY_GIB = {"inf2.xlarge": 16, "inf2.8xlarge": 128, "inf2.24xlarge": 384, "inf2.48xlarge": 768}
+#: Host memory needed per byte of weights: the loaded model plus the split copy being written.
+HOST_MEMORY_MARGIN = 1.2
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 GIB = 2**30
 
@@ -176,6 +183,28 @@ def model_problems(
     return problems
 
 
+def host_memory_problems(facts: ModelFacts, *, model_id: str, instance_type: str, dtype: str) -> list[str]:
+    """The weights, loaded on the host in `dtype`, with the margin, must fit in its memory."""
+    if instance_type not in HOST_MEMORY_GIB:
+        return []  # instance_problems names the instance type
+    weights = facts.num_parameters * DTYPE_BYTES[dtype]
+    needed = weights * HOST_MEMORY_MARGIN
+    available = HOST_MEMORY_GIB[instance_type] * GIB
+    if needed <= available:
+        return []
+    bigger = [t for t, gib in HOST_MEMORY_GIB.items() if gib * GIB >= needed]
+    fixes = [f"use {' or '.join(bigger)}"] if bigger else []
+    smaller = [d for d, width in DTYPE_BYTES.items() if width < DTYPE_BYTES[dtype]]
+    if smaller and facts.num_parameters * DTYPE_BYTES[smaller[0]] * HOST_MEMORY_MARGIN <= available:
+        fixes.append(f"set inf2.dtype={smaller[0]}")
+    fixes.append("use a smaller model")
+    return [
+        f"inf2.instance_type={instance_type!r} is invalid: {model_id} needs about {needed / GIB:.1f} GiB of host "
+        f"memory to load its {weights / GIB:.1f} GiB of {dtype} weights (x{HOST_MEMORY_MARGIN} for the split copy), "
+        f"more than the {HOST_MEMORY_GIB[instance_type]} GiB of {instance_type}; {', or '.join(fixes)}"
+    ]
+
+
 def known_model(model_id: str) -> ModelFacts | None:
     return KNOWN_MODELS.get(model_id)
 
@@ -191,11 +220,15 @@ def unknown_model_message(model_id: str) -> str:
 def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: str) -> list[str]:
     """Every rule over `settings` for the model described by `facts`."""
     ms = settings.model_server
-    return instance_problems(instance_type=settings.instance_type, degree=ms.tensor_parallel_degree) + model_problems(
-        facts,
-        model_id=model_id,
-        degree=ms.tensor_parallel_degree,
-        dtype=ms.dtype,
-        n_positions=ms.n_positions,
-        batch_size=ms.batch_size,
+    return (
+        instance_problems(instance_type=settings.instance_type, degree=ms.tensor_parallel_degree)
+        + model_problems(
+            facts,
+            model_id=model_id,
+            degree=ms.tensor_parallel_degree,
+            dtype=ms.dtype,
+            n_positions=ms.n_positions,
+            batch_size=ms.batch_size,
+        )
+        + host_memory_problems(facts, model_id=model_id, instance_type=settings.instance_type, dtype=ms.dtype)
     )

@@ -34,6 +34,9 @@ REQUEST_KEYS = ("text", "seq_length", "max_new_tokens", "do_sample", "top_k", "t
 # transformers-neuronx names the precision `amp`; serving.properties uses DJL's names.
 AMP = {"fp16": "f16", "bf16": "bf16", "fp32": "f32"}
 INNER_MANIFEST = "manifest.json"
+#: The marker of a finished cache entry: written after the entry's folder got its final name.
+COMPLETE = ".complete"
+TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
 class RequestError(ValueError):
@@ -73,6 +76,8 @@ class ServerConfig:
     max_new_tokens: int = 64
     max_texts: int = 64
     compiled_graph_path: str | None = None
+    #: A hub revision (branch, tag or commit) for a hub model id; part of the cache keys.
+    revision: str | None = None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ServerConfig:
@@ -93,6 +98,7 @@ class ServerConfig:
             max_new_tokens=_int_property(props, "max_new_tokens", min(64, n_positions - 1), 1, n_positions - 1),
             max_texts=_int_property(props, "max_texts", 64, 1, 4096),
             compiled_graph_path=props.get("compiled_graph_path") or None,
+            revision=props.get("revision") or None,
         )
 
     @property
@@ -346,6 +352,14 @@ class TextGenerator:
         return {"outputs": outputs, "details": details}
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 23):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def verify_bundle(model_dir: Path) -> None:
     """Check every file the bundle's own manifest lists: refuse to serve an altered bundle."""
     manifest_path = model_dir / INNER_MANIFEST
@@ -354,49 +368,144 @@ def verify_bundle(model_dir: Path) -> None:
     for name, entry in json.loads(manifest_path.read_text())["files"].items():
         if not (model_dir / name).is_file():
             raise SettingsError(f"{model_dir / name} is listed in the bundle's manifest but missing: redeploy it")
-        digest = hashlib.sha256()
-        with open(model_dir / name, "rb") as f:
-            while chunk := f.read(1 << 23):
-                digest.update(chunk)
-        if digest.hexdigest() != entry["sha256"]:
+        if _sha256(model_dir / name) != entry["sha256"]:
             raise SettingsError(f"{model_dir / name} does not match the bundle's manifest: redeploy the bundle")
 
 
-def _split_checkpoint(config: ServerConfig, cache: Path) -> Path:
-    """The checkpoint in transformers-neuronx's split layout, written once to the cache on
-    the instance volume (a restart reuses it instead of converting 26 GB again)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    from transformers_neuronx.module import save_pretrained_split
+def model_identity(config: ServerConfig) -> dict[str, Any]:
+    """What determines the weights: for a model folder, the sha256 of each of its files (from
+    the bundle's own manifest when it lists them, which :func:`verify_bundle` checked, else
+    read here); for a hub id, the id and the revision."""
+    source = config.model_source
+    folder = Path(source)
+    if not folder.is_dir():
+        return {"hub": config.model_id, "revision": config.revision or "main"}
+    model_dir = Path(config.model_dir)
+    manifest_path = model_dir / INNER_MANIFEST
+    if manifest_path.is_file() and folder.resolve().is_relative_to(model_dir.resolve()):
+        prefix = folder.resolve().relative_to(model_dir.resolve()).as_posix()
+        prefix = "" if prefix == "." else prefix + "/"
+        listed = json.loads(manifest_path.read_text())["files"]
+        files = {name[len(prefix) :]: entry["sha256"] for name, entry in listed.items() if name.startswith(prefix)}
+        if "config.json" in files:
+            return {"files": dict(sorted(files.items()))}
+    files = {
+        path.relative_to(folder).as_posix(): _sha256(path)
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != INNER_MANIFEST
+    }
+    return {"files": files}
 
-    target = cache / "split" / config.model_id.strip("/").replace("/", "--") / config.dtype
-    if (target / ".complete").is_file():
+
+def neuronx_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("transformers-neuronx")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def cache_keys(config: ServerConfig, *, identity: Mapping[str, Any], neuronx: str) -> tuple[str, str]:
+    """(split checkpoint, compiled graphs) folder names: a readable prefix and a digest of
+    everything that determines the entry, so that other weights, another dtype or other
+    compile settings never reuse an entry made for different ones."""
+
+    def digest(parts: Mapping[str, Any]) -> str:
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+    split_parts = {"model": identity, "dtype": config.dtype, "transformers_neuronx": neuronx}
+    graph_parts = {
+        **split_parts,
+        "tensor_parallel_degree": config.tensor_parallel_degree,
+        "n_positions": config.n_positions,
+        "batch_size": config.batch_size,
+    }
+    split = f"{config.dtype}-{digest(split_parts)}"
+    graphs = (
+        f"tp{config.tensor_parallel_degree}-n{config.n_positions}-b{config.batch_size}-{config.dtype}-"
+        f"{digest(graph_parts)}"
+    )
+    return split, graphs
+
+
+def is_complete(target: Path) -> bool:
+    return (target / COMPLETE).is_file()
+
+
+def build_once(target: Path, build: Callable[[Path], None], *, prune: bool = False) -> Path:
+    """`target`, built by `build` into ``<target>.partial`` unless complete already: the
+    folder is renamed when `build` returns and only then marked complete, so an interrupted
+    build leaves a ``.partial`` folder or an unmarked one, both rebuilt the next time.
+    With `prune`, a new entry removes the other entries of its folder (a split OPT-13B is
+    26 GB: a few redeployed bundles would fill the volume)."""
+    if is_complete(target):
         return target
-    model = AutoModelForCausalLM.from_pretrained(config.model_source, low_cpu_mem_usage=True)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[config.dtype]
-    # As the seed does: the blocks and head in the serving precision; the embeddings stay
-    # fp32, they are looked up on the host.
-    for block in model.model.decoder.layers:
-        block.self_attn.to(dtype)
-        block.fc1.to(dtype)
-        block.fc2.to(dtype)
-    model.lm_head.to(dtype)
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    save_pretrained_split(model, str(partial))
+    partial.mkdir(parents=True)
+    build(partial)
     shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    (target / ".complete").touch()
+    os.replace(partial, target)
+    with open(target / COMPLETE, "w") as f:
+        f.write("complete\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if prune:
+        for other in target.parent.iterdir():
+            if other != target and other.is_dir():
+                shutil.rmtree(other, ignore_errors=True)
     return target
+
+
+def dtype_argument(transformers_version: str) -> str:
+    """``from_pretrained``'s precision keyword: ``dtype`` from transformers 4.56, before it
+    ``torch_dtype`` (the DJL neuronx images ship 4.3x-4.4x)."""
+    major, minor = (int("".join(c for c in part if c.isdigit()) or 0) for part in transformers_version.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
+def _hub_options(config: ServerConfig) -> dict[str, str]:
+    return {"revision": config.revision} if config.revision and not Path(config.model_source).is_dir() else {}
+
+
+def load_for_split(config: ServerConfig) -> Any:
+    """The transformers model, loaded straight in the serving precision (OPT-13B: ~26 GB of
+    host memory, not ~52 GB in fp32). As the seed left them: the blocks' attention and MLP
+    and the head in that precision, the rest (layer norms, position embeddings) in fp32;
+    transformers-neuronx casts the host-side embedding output to the serving precision."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    dtype = getattr(torch, TORCH_DTYPES[config.dtype])
+    options: dict[str, Any] = {"low_cpu_mem_usage": True, dtype_argument(transformers.__version__): dtype}
+    model = AutoModelForCausalLM.from_pretrained(config.model_source, **options, **_hub_options(config))
+    serving = {id(p) for p in model.lm_head.parameters()}
+    for block in model.model.decoder.layers:
+        for module in (block.self_attn, block.fc1, block.fc2):
+            serving.update(id(p) for p in module.parameters())
+    for param in model.parameters():
+        if id(param) not in serving:
+            param.data = param.data.to(torch.float32)
+    return model
 
 
 def load_neuron(config: ServerConfig) -> TextGenerator:
     """Load onto the NeuronCores (the Inferentia2 container only)."""
     from transformers import AutoTokenizer
+    from transformers_neuronx.module import save_pretrained_split
     from transformers_neuronx.opt.model import OPTForSampling
 
     cache = Path(config.compiled_graph_path or os.environ.get("NEURON_CACHE_DIR", "/tmp/neuron-cache"))  # noqa: S108
-    checkpoint = _split_checkpoint(config, cache)
+    split_key, graph_key = cache_keys(config, identity=model_identity(config), neuronx=neuronx_version())
+    # The split layout is written once to the instance volume: a restart reuses it instead
+    # of converting 26 GB again.
+    checkpoint = build_once(
+        cache / "split" / split_key,
+        lambda folder: save_pretrained_split(load_for_split(config), str(folder)),
+        prune=True,
+    )
     model = OPTForSampling.from_pretrained(
         str(checkpoint),
         batch_size=config.batch_size,
@@ -404,14 +513,14 @@ def load_neuron(config: ServerConfig) -> TextGenerator:
         tp_degree=config.tensor_parallel_degree,
         n_positions=config.n_positions,
     )
-    graphs = cache / "graphs" / f"tp{config.tensor_parallel_degree}-n{config.n_positions}-b{config.batch_size}"
+    graphs = cache / "graphs" / graph_key
     # Compiling OPT-13B takes tens of minutes; the graphs saved on the volume load in seconds.
-    if hasattr(model, "load") and graphs.is_dir():
+    if hasattr(model, "load") and is_complete(graphs):
         model.load(str(graphs))
     model.to_neuron()
-    if hasattr(model, "save") and not graphs.is_dir():
-        model.save(str(graphs))
-    tokenizer = AutoTokenizer.from_pretrained(config.model_source)
+    if hasattr(model, "save") and not is_complete(graphs):
+        build_once(graphs, lambda folder: model.save(str(folder)), prune=True)
+    tokenizer = AutoTokenizer.from_pretrained(config.model_source, **_hub_options(config))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     generator = NeuronGenerator(model, pad_id=pad, eos_id=tokenizer.eos_token_id, batch_size=config.batch_size)
     return TextGenerator(tokenizer, generator, config)

@@ -57,11 +57,37 @@ def test_a_model_too_large_for_the_degree_fails() -> None:
     assert "inf2.tensor_parallel_degree=4" in message and "more than the 64 GiB" in message
     assert "122.4 GiB of fp16 weights" in message and "raise the degree to 8" in message
     assert problems("facebook/opt-66b", tensor_parallel_degree=8) == []
-    # OPT-13B on the two cores of an inf2.xlarge: 24 GiB of weights fit in 32 GiB with a
+    # OPT-13B on the two cores of an inf2.8xlarge: 24 GiB of weights fit in 32 GiB with a
     # small KV cache; 2048 positions for 8 sequences (12.5 GiB more) do not.
-    assert problems(instance_type="inf2.xlarge", tensor_parallel_degree=2, n_positions=512) == []
-    [long_context] = problems(instance_type="inf2.xlarge", tensor_parallel_degree=2, n_positions=2048, batch_size=8)
+    assert problems(instance_type="inf2.8xlarge", tensor_parallel_degree=2, n_positions=512) == []
+    [long_context] = problems(instance_type="inf2.8xlarge", tensor_parallel_degree=2, n_positions=2048, batch_size=8)
     assert "KV cache" in long_context and "lower n_positions or batch_size" in long_context
+
+
+def test_the_weights_must_fit_in_the_host_memory() -> None:
+    # OPT-13B in fp16: 23.9 GiB of weights, x1.2 = 28.7 GiB > the 16 GiB of an inf2.xlarge,
+    # although its two NeuronCores (32 GiB of HBM) would hold them.
+    [message] = problems(instance_type="inf2.xlarge", tensor_parallel_degree=2, dtype="fp16")
+    assert "inf2.instance_type='inf2.xlarge' is invalid" in message
+    assert "28.7 GiB of host memory" in message and "23.9 GiB of fp16 weights" in message
+    assert "more than the 16 GiB of inf2.xlarge" in message
+    assert "use inf2.8xlarge or inf2.24xlarge or inf2.48xlarge" in message
+    assert problems(instance_type="inf2.48xlarge", tensor_parallel_degree=8, dtype="fp16") == []
+    assert problems(instance_type="inf2.8xlarge", tensor_parallel_degree=2, dtype="fp16") == []
+    # OPT-66B in fp32 (245 GiB, x1.2 = 294 GiB) does not fit in 128 GiB; fp16 would not either.
+    host = [m for m in problems("facebook/opt-66b", instance_type="inf2.8xlarge", dtype="fp32",
+                                tensor_parallel_degree=2) if "host memory" in m]  # fmt: skip
+    assert len(host) == 1 and "use inf2.24xlarge or inf2.48xlarge" in host[0] and "inf2.dtype" not in host[0]
+    # OPT-6.7B in fp32 (24.8 GiB, x1.2 = 29.8 GiB) misses an inf2.xlarge; fp16 (14.9 GiB) fits.
+    [fp32] = problems("facebook/opt-6.7b", instance_type="inf2.xlarge", dtype="fp32", tensor_parallel_degree=2)
+    assert "set inf2.dtype=fp16" in fp32
+    assert problems("facebook/opt-6.7b", instance_type="inf2.xlarge", dtype="fp16", tensor_parallel_degree=2) == []
+
+
+def test_synthesis_refuses_a_model_too_large_for_the_host(tmp_path: Path) -> None:
+    bundle = bundle_manifest(tmp_path)
+    with pytest.raises(ConfigError, match=r"inf2.instance_type='inf2.xlarge' is invalid.*host memory"):
+        check_bundle(settings(bundle=str(bundle), instance_type="inf2.xlarge", tensor_parallel_degree=2))
 
 
 def test_memory_follows_dtype_positions_and_batch() -> None:
