@@ -108,6 +108,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _parse_context(pairs: Sequence[str]) -> dict[str, str]:
+    from stacks.config import ConfigError, parse_context_pairs
+
+    try:
+        return parse_context_pairs(pairs)
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         tar_path = build(
@@ -169,23 +178,13 @@ def build(
 # --- versions and the torch-save refusal --------------------------------------------------
 
 
-def _parse_context(pairs: Sequence[str]) -> dict[str, str]:
-    context: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"gptj: error: --context {pair!r} is not KEY=VALUE, e.g. gptj.transformers_version=4.51.3")
-        context[key] = value
-    return context
-
-
 def container_versions(context: dict[str, str]) -> dict[str, str]:
     """torch and transformers of the Hugging Face image the stack deploys, from cdk.json
     (plus `-c` overrides), parsed by the same code as at synthesis."""
-    from stacks.config import PROJECT_ROOT, ConfigError, from_cdk_json
+    from stacks.config import ConfigError, from_cdk_json
 
     try:
-        image = from_cdk_json(PROJECT_ROOT / "cdk.json", **context).gptj.hf_image
+        image = from_cdk_json(context).gptj.hf_image
     except ConfigError as exc:
         raise BuildError(str(exc)) from None
     return {"torch": image.pytorch_version, "transformers": image.transformers_version}

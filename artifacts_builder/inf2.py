@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from artifacts_builder.manifest import library_versions, write_manifest
-from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_value
+from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_context_pairs
 from stacks.inf2_rules import ModelFacts, facts_from_config, known_model, settings_problems, unknown_model_message
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
@@ -170,13 +170,7 @@ def pack(staging: Path, bundle: Path) -> None:
 
 def build(args: argparse.Namespace) -> Path:
     """Write ``<out>/inf2/bundle.tar.gz`` and its manifest; ConfigError on a bad setting."""
-    overrides = {}
-    for item in args.context:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"-c {item!r} is invalid: allowed is KEY=VALUE such as inf2.tensor_parallel_degree=4")
-        overrides[key] = parse_value(value)
-    settings = from_cdk_json(**overrides).inf2
+    settings = from_cdk_json(parse_context_pairs(args.context)).inf2
     ms = settings.model_server
     out: Path = args.out / "inf2"
     staging = out / ".staging"

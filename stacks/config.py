@@ -17,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -685,8 +685,20 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
     )
 
 
-def from_cdk_json(path: Path = PROJECT_ROOT / "cdk.json", **overrides: Any) -> AppConfig:
+def parse_context_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """``-c KEY=VALUE`` pairs of a CLI, kept as text exactly as the CDK CLI passes them (the
+    settings read JSON where a setting wants it); ConfigError on a pair without ``=``."""
+    context: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"-c {pair!r} is invalid: allowed is KEY=VALUE such as gptj.max_capacity=3")
+        context[key] = value
+    return context
+
+
+def from_cdk_json(overrides: Mapping[str, Any] | None = None, *, path: Path = PROJECT_ROOT / "cdk.json") -> AppConfig:
     """The configuration as `cdk synth` would see it, for tools run outside the CDK app
     (the artifacts builder): cdk.json's context plus dotted overrides."""
     context = json.loads(path.read_text()).get("context", {})
-    return load_config({**context, **overrides})
+    return load_config({**context, **(overrides or {})})

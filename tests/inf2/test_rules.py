@@ -14,7 +14,7 @@ from stacks.inf2_rules import KNOWN_MODELS, facts_from_config, memory_bytes, set
 
 
 def settings(**overrides: Any) -> Any:
-    return from_cdk_json(**{f"inf2.{k}": v for k, v in overrides.items()}).inf2
+    return from_cdk_json({f"inf2.{k}": v for k, v in overrides.items()}).inf2
 
 
 def problems(model: str = "facebook/opt-13b", **overrides: Any) -> list[str]:
