@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
-import tarfile
 import tempfile
 import time
 import warnings
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from artifacts_builder.manifest import library_versions, write_manifest
+from artifacts_builder.tarball import pack_directory
 
 COMPONENT = "gpt2"
 PARITY_PROMPTS = (
@@ -349,25 +348,15 @@ def _tensorrt_ready() -> bool:
 
 
 def _package(staging: Path, tar_path: Path) -> None:
-    """Write the tarball next to its final name, then rename: a reader never sees half a file."""
-    files = sorted(p for p in staging.rglob("*") if p.is_file())
-    total = sum(p.stat().st_size for p in files)
-    done = 0
-    tmp = tar_path.with_name(tar_path.name + ".partial")
+    """A reproducible tarball (see `artifacts_builder.tarball`): the same model gives the same
+    sha256, so an unchanged rebuild keeps the S3 asset and the endpoint as they are. Level 1:
+    ONNX weights barely compress, and the large models would take minutes at 9."""
 
-    # Level 1: ONNX weights barely compress, and the large models would take minutes at 9.
-    def normalize(member: tarfile.TarInfo) -> tarfile.TarInfo:
-        # Readable by the container's user whatever the builder's umask; no builder user names.
-        member.mode, member.uid, member.gid, member.uname, member.gname = 0o644, 0, 0, "", ""
-        return member
+    def progress(done: int, total: int) -> None:
+        if total > 50 << 20:
+            _step(f"packaging {done / total:4.0%} ({done >> 20} of {total >> 20} MiB)")
 
-    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
-        for path in files:
-            tar.add(path, arcname=str(path.relative_to(staging)), filter=normalize)
-            done += path.stat().st_size
-            if total > 50 << 20:
-                _step(f"packaging {done / total:4.0%} ({done >> 20} of {total >> 20} MiB)")
-    os.replace(tmp, tar_path)
+    pack_directory(staging, tar_path, compresslevel=1, progress=progress)
 
 
 def run(args: argparse.Namespace) -> int:

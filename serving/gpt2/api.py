@@ -16,6 +16,9 @@ from serving.gpt2.generation import ModelInfo, SamplingParams
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 64
+#: Below 0.01 sampling is greedy in all but name (logits / T tends to a one-hot), and ever
+#: smaller values only approach float overflow: ask for do_sample=false instead.
+MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 100.0
 PARAMETERS = ("max_new_tokens", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "stop")
 TOP_LEVEL = ("input", "inputs", "parameters")
@@ -126,13 +129,15 @@ def _integer(params: dict[str, Any], name: str, default: int, lo: int, hi: int) 
     return value
 
 
-def _number(params: dict[str, Any], name: str, default: float, *, above: float, upto: float) -> float:
+def _number(
+    params: dict[str, Any], name: str, default: float, *, lo: float, hi: float, lo_inclusive: bool = True
+) -> float:
+    """A finite JSON number within [lo, hi] (or (lo, hi] when not `lo_inclusive`)."""
     value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (above < value <= upto):
-        raise invalid(
-            f"parameters.{name}={json.dumps(value)} is invalid: allowed is a number greater than {above} "
-            f"and at most {upto}"
-        )
+    above_lo = isinstance(value, int | float) and (value >= lo if lo_inclusive else value > lo)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (above_lo and value <= hi):
+        lower = f"at least {lo}" if lo_inclusive else f"greater than {lo}"
+        raise invalid(f"parameters.{name}={json.dumps(value)} is invalid: allowed is a number {lower} and at most {hi}")
     return float(value)
 
 
@@ -176,9 +181,9 @@ def parse_request(payload: Any, info: ModelInfo, max_rows: int) -> GenerationReq
             f"parameters.num_return_sequences={n} needs parameters.do_sample=true: greedy decoding would "
             f"return {n} identical completions"
         )
-    temperature = _number(params, "temperature", 1.0, above=0.0, upto=MAX_TEMPERATURE)
+    temperature = _number(params, "temperature", 1.0, lo=MIN_TEMPERATURE, hi=MAX_TEMPERATURE)
     top_k = _integer(params, "top_k", 0, 0, info.vocab_size)
-    top_p = _number(params, "top_p", 1.0, above=0.0, upto=1.0)
+    top_p = _number(params, "top_p", 1.0, lo=0.0, hi=1.0, lo_inclusive=False)
     stop = params.get("stop", [])
     stop_list = [stop] if isinstance(stop, str) else stop
     if (

@@ -4,7 +4,8 @@ Request threads submit jobs (one row per completion); one thread merges queued j
 batch of at most ``max_batch_size`` rows, waiting at most ``max_queue_delay`` after the
 oldest job arrived for more to join, and runs the backend. The queue is bounded (a full
 queue refuses at once, so the caller can answer 503 with Retry-After), and a job whose
-deadline passes while it waits is dropped instead of run.
+deadline passes while it waits is dropped instead of run. A batch that raises is run
+again job by job: only the job that fails gets the error (:class:`GenerationFailed`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ class QueueFull(RuntimeError):
 
 class DeadlineExceeded(RuntimeError):
     pass
+
+
+class GenerationFailed(RuntimeError):
+    """The backend raised on this job, even run alone; the log has the exception."""
+
+    def __init__(self, rows: int, cause: BaseException) -> None:
+        super().__init__(f"generating {rows} completion(s) failed: {type(cause).__name__}")
+        self.__cause__ = cause
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,32 @@ class DynamicBatcher:
                 self._run(live)
 
     def _run(self, jobs: list[Job]) -> None:
+        """Run the jobs as one batch. If that raises, each job runs again alone, so that the
+        error reaches only the job that causes it: one bad row never fails the others."""
+        try:
+            completions = self._generate(jobs)
+        except Exception as exc:
+            if len(jobs) == 1:
+                log.exception("a job of %d rows failed", jobs[0].rows)
+                jobs[0].future.set_exception(GenerationFailed(jobs[0].rows, exc))
+                return
+            log.exception("a batch of %d jobs failed: running each alone", len(jobs))
+            for job in jobs:
+                try:
+                    alone = self._generate([job])
+                except Exception as err:
+                    log.exception("a job of %d rows failed alone", job.rows)
+                    job.future.set_exception(GenerationFailed(job.rows, err))
+                else:
+                    job.future.set_result(BatchResult(alone, job.rows))
+            return
+        rows = len(completions)
+        start = 0
+        for job in jobs:
+            job.future.set_result(BatchResult(completions[start : start + job.rows], rows))
+            start += job.rows
+
+    def _generate(self, jobs: list[Job]) -> list[Completion]:
         prompts = [p for j in jobs for p in j.prompts]
         params = [p for j in jobs for p in j.params]
         owners = [(j, row) for j in jobs for row in range(j.rows)]
@@ -165,14 +200,7 @@ class DynamicBatcher:
             job, local = owners[row]
             return job.stop is not None and job.stop(local, tokens)
 
-        try:
-            completions = self.backend.generate(prompts, params, stop)
-        except Exception as exc:
-            log.exception("batch of %d rows failed", len(prompts))
-            for job in jobs:
-                job.future.set_exception(exc)
-            return
-        start = 0
-        for job in jobs:
-            job.future.set_result(BatchResult(completions[start : start + job.rows], len(prompts)))
-            start += job.rows
+        completions = self.backend.generate(prompts, params, stop)
+        if len(completions) != len(prompts):
+            raise RuntimeError(f"the backend returned {len(completions)} completions for {len(prompts)} rows")
+        return completions

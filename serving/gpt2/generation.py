@@ -10,6 +10,7 @@ or sampled token choice, EOS, stop strings, per-row limits) lives here once.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ ENGINE_FILE = "model.engine"
 ENGINE_INFO = "engine.json"
 TOKENIZER_DIR = "tokenizer"
 TORCH_DIR = "pytorch"
+
+log = logging.getLogger(__name__)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]
@@ -123,31 +126,56 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[IntArray, I
     return ids, mask, positions
 
 
-def _softmax(x: FloatArray) -> FloatArray:
-    z = np.exp(x - np.max(x))
-    out: FloatArray = z / z.sum()
-    return out
+def _greedy(logits: FloatArray) -> IntArray:
+    """Argmax per row; a NaN never wins (np.argmax would pick the first NaN)."""
+    chosen: IntArray = np.argmax(np.where(np.isnan(logits), -np.inf, logits), axis=-1).astype(np.int64)
+    return chosen
+
+
+def sampling_distribution(logits: FloatArray, p: SamplingParams) -> npt.NDArray[np.float64] | None:
+    """The probabilities one sampled row draws from, or None when they cannot be formed
+    (NaN or infinite logits): the caller then takes that row's argmax.
+
+    The row's maximum is subtracted before the division by the temperature, so that large
+    logits over a small temperature cannot overflow: the best token scores 0 and every other
+    a finite negative number or -inf, and the sum of the exponentials is at least 1.
+    """
+    scores: npt.NDArray[np.float64] = logits.astype(np.float64)
+    if not np.isfinite(scores).all():
+        return None
+    with np.errstate(over="ignore", under="ignore"):  # a tiny temperature sends the others to -inf
+        scores = (scores - scores.max()) / p.temperature
+    if 0 < p.top_k < scores.shape[0]:
+        kth = np.partition(scores, -p.top_k)[-p.top_k]
+        scores = np.where(scores < kth, -np.inf, scores)
+    probs = np.exp(scores)
+    probs /= probs.sum()
+    if p.top_p < 1.0:
+        order = np.argsort(-probs, kind="stable")
+        cumulative = np.cumsum(probs[order])
+        # Keep the smallest prefix whose mass reaches top_p (at least one token).
+        keep = order[: int(np.searchsorted(cumulative, p.top_p)) + 1]
+        trimmed = np.zeros_like(probs)
+        trimmed[keep] = probs[keep]
+        probs = trimmed / trimmed.sum()
+    total = probs.sum()
+    if not np.isfinite(probs).all() or not abs(total - 1.0) < 1e-6:
+        return None
+    return probs
 
 
 def choose_tokens(logits: FloatArray, params: Sequence[SamplingParams], rng: np.random.Generator) -> IntArray:
-    """Greedy rows take the argmax; sampled rows apply temperature, top-k and top-p (nucleus)."""
-    chosen: IntArray = np.argmax(logits, axis=-1).astype(np.int64)
+    """Greedy rows take the argmax; sampled rows apply temperature, top-k and top-p (nucleus).
+    A sampled row whose distribution is degenerate falls back to its argmax: one odd row
+    never fails the batch it shares with other requests."""
+    chosen = _greedy(logits)
     for row, p in enumerate(params):
         if not p.do_sample:
             continue
-        scores = logits[row].astype(np.float64) / p.temperature
-        if 0 < p.top_k < scores.shape[0]:
-            kth = np.partition(scores, -p.top_k)[-p.top_k]
-            scores = np.where(scores < kth, -np.inf, scores)
-        probs = _softmax(scores)
-        if p.top_p < 1.0:
-            order = np.argsort(-probs)
-            cumulative = np.cumsum(probs[order])
-            # Keep the smallest prefix whose mass reaches top_p (at least one token).
-            keep = order[: int(np.searchsorted(cumulative, p.top_p)) + 1]
-            trimmed = np.zeros_like(probs)
-            trimmed[keep] = probs[keep]
-            probs = trimmed / trimmed.sum()
+        probs = sampling_distribution(logits[row], p)
+        if probs is None:
+            log.warning("row %d: logits are not finite; taking the argmax instead of sampling", row)
+            continue
         chosen[row] = int(rng.choice(probs.shape[0], p=probs))
     return chosen
 

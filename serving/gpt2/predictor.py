@@ -3,7 +3,8 @@
 The model loads in a background thread so that nginx and gunicorn answer at once; ``/ping``
 is 200 only after the model is loaded, checked against its manifest and warmed up (503
 before). Every answer is JSON. Input problems are 4xx; a request thread never lets an
-exception escape, so a bad request cannot take the worker down.
+exception escape, so a bad request cannot take the worker down. An internal failure is a
+500 JSON error with no traceback, and only for the request that caused it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from serving.gpt2.api import (
     decode_body,
     parse_request,
 )
-from serving.gpt2.batching import DeadlineExceeded, DynamicBatcher, Job, QueueFull
+from serving.gpt2.batching import DeadlineExceeded, DynamicBatcher, GenerationFailed, Job, QueueFull
 from serving.gpt2.generation import TOKENIZER_DIR, Backend, ModelInfo
 from serving.gpt2.settings import ServerSettings, from_environment
 
@@ -205,6 +206,14 @@ class Predictor:
                 f"no answer within {self.settings.request_timeout_s:.0f} s (the server is overloaded): retry shortly",
                 {"Retry-After": "1"},
             ) from None
+        except GenerationFailed as exc:
+            # The log has the exception and its traceback; the client gets neither.
+            raise ApiError(
+                500,
+                "generation_failed",
+                f"{exc} while generating this request (requests batched with it are not affected); "
+                "the server log has the details",
+            ) from None
         outputs, total_new = [], 0
         for i, text in enumerate(request.prompts):
             completions = []
@@ -274,7 +283,9 @@ class App:
             status, body, headers = exc.status, exc.body(), exc.headers
         except Exception as exc:
             log.exception("unhandled error on %s %s", method, path)
-            status, body = 500, {"error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}}
+            # The traceback goes to the log, never to the client.
+            error = ApiError(500, "internal", f"internal error ({type(exc).__name__}): the server log has the details")
+            status, body = error.status, error.body()
         payload = json.dumps(body, ensure_ascii=False).encode()
         start_response(
             f"{status} {REASONS.get(status, 'Error')}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from artifacts_builder import gpt2 as builder
 from artifacts_builder.manifest import read_manifest, sha256_file, verify_files
+from artifacts_builder.tarball import pack_directory
 from serving.gpt2.generation import GENERATION_FILE, ONNX_FP16, ONNX_FP32, ModelInfo, input_names, output_names
 
 
@@ -104,3 +106,47 @@ def test_documented_command_line(tmp_path: Path) -> None:
     tar = tmp_path / "gpt2" / "model.tar.gz"
     assert read_manifest(tmp_path / "gpt2")["files"]["model.tar.gz"]["sha256"] == sha256_file(tar)
     assert "parity model.onnx" in done.stderr  # the long steps report their progress
+
+
+def _assert_normalized(tar_path: Path) -> None:
+    raw = tar_path.read_bytes()
+    assert raw[:2] == b"\x1f\x8b" and raw[4:8] == b"\0\0\0\0", "the gzip header must carry mtime 0"
+    assert raw[3] & 0x08 == 0, "the gzip header must carry no file name"
+    with tarfile.open(tar_path) as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names)
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode) for m in members} == {(0, 0, 0, "", "", 0o644)}
+
+
+def test_two_builds_give_the_same_bytes(tmp_path: Path, build: Callable[..., int]) -> None:
+    """The same inputs give the same model.tar.gz (export, tokenizer, weights, manifest and
+    packaging are all deterministic): a rebuild leaves the S3 asset hash, so the endpoint, as it is."""
+    assert build(tmp_path / "a") == 0
+    assert build(tmp_path / "b") == 0
+    first, second = (tmp_path / d / "gpt2" / "model.tar.gz" for d in ("a", "b"))
+    assert sha256_file(first) == sha256_file(second)
+    _assert_normalized(first)
+
+
+def test_packaging_ignores_times_owners_and_order(tmp_path: Path) -> None:
+    """The packaging step alone, on fixed files: only names and contents reach the archive."""
+    source = tmp_path / "src"
+    (source / "sub").mkdir(parents=True)
+    files = {"b.txt": b"bee", "a.bin": bytes(range(256)), "sub/c.json": b"{}"}
+    for name, data in files.items():
+        (source / name).write_bytes(data)
+    first = pack_directory(source, tmp_path / "first.tar.gz")
+    # other times, modes and creation order: the archive must not change
+    for i, name in enumerate(reversed(list(files))):
+        path = source / name
+        path.unlink()
+        path.write_bytes(files[name])
+        os.utime(path, (1_000_000 + i, 2_000_000 + i))
+        path.chmod(0o600)
+    second = pack_directory(source, tmp_path / "second.tar.gz")
+    assert first.read_bytes() == second.read_bytes()
+    _assert_normalized(first)
+    with tarfile.open(first) as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == files  # type: ignore[union-attr]
+    assert not list(tmp_path.glob("*.partial"))

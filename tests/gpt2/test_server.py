@@ -158,8 +158,15 @@ BAD_REQUESTS: list[tuple[str, bytes, dict[str, str], int, str]] = [
     ("max_new_tokens bool", params(max_new_tokens=True), JSON, 400, "max_new_tokens=true"),
     ("max_new_tokens huge", params(max_new_tokens=1000), JSON, 400, "from 1 to 41"),
     ("temperature zero", params(do_sample=True, temperature=0), JSON, 400, "temperature=0"),
+    # a denormal passed "> 0", then overflowed logits / T to NaN and failed every request in its batch
+    ("temperature denormal", params(do_sample=True, temperature=1e-320), JSON, 400, "parameters.temperature=1e-320 is invalid: allowed is a number at least 0.01"),  # noqa: E501
+    ("temperature below min", params(do_sample=True, temperature=0.005), JSON, 400, "temperature=0.005"),
+    ("temperature above max", params(do_sample=True, temperature=100.5), JSON, 400, "at most 100.0"),
+    ("temperature text", params(do_sample=True, temperature="hot"), JSON, 400, 'temperature="hot"'),
+    ("top_p zero", params(do_sample=True, top_p=0), JSON, 400, "top_p=0 is invalid: allowed is a number greater than 0.0"),  # noqa: E501
     ("top_p above one", params(do_sample=True, top_p=1.5), JSON, 400, "top_p=1.5"),
     ("top_k negative", params(top_k=-1), JSON, 400, "top_k=-1"),
+    ("top_k over vocabulary", params(top_k=10**9), JSON, 400, "top_k=1000000000"),
     ("do_sample text", params(do_sample="yes"), JSON, 400, 'do_sample="yes"'),
     ("n without sampling", params(num_return_sequences=2), JSON, 400, "needs parameters.do_sample"),
     ("n over batch", params(do_sample=True, num_return_sequences=11), JSON, 400, "from 1 to 10"),
@@ -309,4 +316,20 @@ def test_openapi_documents_the_limits_the_validator_enforces() -> None:
     assert set(schemas["Request"]["properties"]) == set(api.TOP_LEVEL)
     stop_list = params["stop"]["oneOf"][1]
     assert (stop_list["maxItems"], stop_list["items"]["maxLength"]) == (api.MAX_STOP_SEQUENCES, api.MAX_STOP_CHARS)
-    assert params["temperature"]["maximum"] == api.MAX_TEMPERATURE
+    assert (params["temperature"]["minimum"], params["temperature"]["maximum"]) == (
+        api.MIN_TEMPERATURE,
+        api.MAX_TEMPERATURE,
+    )
+    assert (params["top_p"]["exclusiveMinimum"], params["top_p"]["maximum"]) == (0, 1)
+    assert "500" in json.loads(OPENAPI.read_text())["paths"]["/invocations"]["post"]["responses"]
+
+
+def test_smallest_temperature_samples(server: LocalServer) -> None:
+    """The lower bound itself is served: large logits over 0.01 do not overflow."""
+    request = {
+        "inputs": ["amazon", "patent"],
+        "parameters": {"do_sample": True, "temperature": 0.01, "max_new_tokens": 4},
+    }
+    status, body = invoke(server.port, request)
+    assert status == 200, body
+    assert all(c["completion_tokens"] <= 4 for o in body["outputs"] for c in o["completions"])
