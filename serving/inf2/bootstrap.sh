@@ -4,22 +4,31 @@
 # changes only what differs from the settings and never recompiles the model.
 # The stack prepends the settings (BUNDLE_URL, BUNDLE_SHA256, IMAGE_URI, REGION, LOG_GROUP,
 # PORT, LOAD_TIMEOUT_S), the systemd unit and its scripts (stacks/inf2_ec2.py: render_user_data).
+# Every path it touches can be moved by a BOOTSTRAP_* variable; the defaults are the
+# instance's, and the stack sets none of them (tests/inf2/test_bootstrap_run.py runs the
+# script in a temporary folder that way).
 set -euo pipefail
 umask 022
-exec > >(tee -a /var/log/llm-inference-bootstrap.log) 2>&1
+ROOT=${BOOTSTRAP_ROOT:-/opt/llm-inference}
+ENV_FILE=${BOOTSTRAP_ENV_FILE:-/etc/default/djl-serving}
+LOCK_FILE=${BOOTSTRAP_LOCK_FILE:-/run/llm-inference-bootstrap.lock}
+LOG_FILE=${BOOTSTRAP_LOG_FILE:-/var/log/llm-inference-bootstrap.log}
+UNIT_FILE=${BOOTSTRAP_UNIT_FILE:-/etc/systemd/system/djl-serving.service}
+RUN_SCRIPT=${BOOTSTRAP_RUN_SCRIPT:-/usr/local/bin/djl-serving-run}
+WAIT_SCRIPT=${BOOTSTRAP_WAIT_SCRIPT:-/usr/local/bin/djl-serving-wait}
+NEURON_DEVICES=${BOOTSTRAP_NEURON_DEVICES:-/dev/neuron*}
+exec > >(tee -a "$LOG_FILE") 2>&1
 echo "bootstrap: start $(date -u +%FT%TZ)"
 
 : "${BUNDLE_URL:?}" "${BUNDLE_SHA256:?}" "${IMAGE_URI:?}" "${REGION:?}" "${LOG_GROUP:?}" "${PORT:?}" "${LOAD_TIMEOUT_S:?}"
 
-ROOT=/opt/llm-inference
 MODEL_DIR="$ROOT/model"
 # On the instance's EBS volume: compiled graphs and the split checkpoint survive restarts.
 CACHE_DIR="$ROOT/neuron-cache"
 LOG_DIR="$ROOT/logs"
-ENV_FILE=/etc/default/djl-serving
 
 # One run at a time: a manual re-run must not race the boot-time one.
-exec 9>/run/llm-inference-bootstrap.lock
+exec 9>"$LOCK_FILE"
 flock --wait 900 9
 
 # retry ATTEMPTS COMMAND...: S3, ECR and the network are often not ready at first boot.
@@ -36,17 +45,23 @@ retry() {
   done
 }
 
+# What a run killed in step 3 left behind: the previous bundle goes back in place if the
+# swap stopped between its two renames, partial downloads and extractions go.
+if [ ! -e "$MODEL_DIR" ] && [ -d "$MODEL_DIR.old" ]; then
+  mv "$MODEL_DIR.old" "$MODEL_DIR"
+fi
+rm -rf "$MODEL_DIR.new" "$MODEL_DIR.old" "$ROOT/bundle.tar.gz.part"
 install -d -m 0755 "$ROOT" "$MODEL_DIR" "$CACHE_DIR" "$LOG_DIR"
 
 # 1. The Neuron driver (part of the DLAMI): without devices the container cannot run.
-if ! compgen -G "/dev/neuron*" >/dev/null; then
+if ! compgen -G "$NEURON_DEVICES" >/dev/null; then
   modprobe neuron || true
 fi
-if ! compgen -G "/dev/neuron*" >/dev/null; then
-  echo "bootstrap: no /dev/neuron* device: use an inf2 instance type and a Neuron DLAMI (inf2.ami_ssm_parameter)" >&2
+if ! compgen -G "$NEURON_DEVICES" >/dev/null; then
+  echo "bootstrap: no $NEURON_DEVICES device: use an inf2 instance type and a Neuron DLAMI (inf2.ami_ssm_parameter)" >&2
   exit 1
 fi
-echo "bootstrap: Neuron driver $(modinfo -F version neuron 2>/dev/null || echo unknown), $(compgen -G "/dev/neuron*" | wc -l) devices"
+echo "bootstrap: Neuron driver $(modinfo -F version neuron 2>/dev/null || echo unknown), $(compgen -G "$NEURON_DEVICES" | wc -l) devices"
 
 # 2. Docker and the AWS CLI ship with the Neuron DLAMI.
 for tool in docker aws sha256sum curl; do
@@ -61,11 +76,12 @@ if [ "$(cat "$ROOT/bundle.sha256" 2>/dev/null || true)" != "$BUNDLE_SHA256" ]; t
   part="$ROOT/bundle.tar.gz.part"
   retry 5 aws s3 cp --only-show-errors --region "$REGION" "$BUNDLE_URL" "$part"
   if ! echo "$BUNDLE_SHA256  $part" | sha256sum --check --strict --quiet; then
+    got=$(sha256sum "$part" | cut -d' ' -f1)
     rm -f "$part"
-    echo "bootstrap: $BUNDLE_URL does not have sha256 $BUNDLE_SHA256: refusing it" >&2
+    echo "bootstrap: sha256 mismatch: $BUNDLE_URL has sha256 $got, the stack expects $BUNDLE_SHA256:" \
+      "refusing it (the previous bundle stays in $MODEL_DIR)" >&2
     exit 1
   fi
-  rm -rf "$MODEL_DIR.new" "$MODEL_DIR.old"
   mkdir -p "$MODEL_DIR.new"
   tar -xzf "$part" -C "$MODEL_DIR.new" --no-same-owner
   mv "$MODEL_DIR" "$MODEL_DIR.old"
@@ -101,8 +117,7 @@ fi
 
 # 6. Start the server, or restart it when anything it runs changed. A server that is
 #    still loading is left alone: a restart would throw away the compilation.
-fingerprint=$(cat /etc/systemd/system/djl-serving.service /usr/local/bin/djl-serving-run \
-  /usr/local/bin/djl-serving-wait "$ENV_FILE" "$ROOT/bundle.sha256" | sha256sum)
+fingerprint=$(cat "$UNIT_FILE" "$RUN_SCRIPT" "$WAIT_SCRIPT" "$ENV_FILE" "$ROOT/bundle.sha256" | sha256sum)
 systemctl daemon-reload
 systemctl enable djl-serving.service
 state=$(systemctl is-active djl-serving.service || true)
