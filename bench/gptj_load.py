@@ -25,6 +25,7 @@ numbers show whether the eviction took.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -67,6 +68,14 @@ def raw_read(path: Path) -> float:
 # --- children: one load in a fresh process -------------------------------------------------------
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _dtype_key() -> str:
     import transformers
 
@@ -85,6 +94,8 @@ def child(method: str, state: str, model: Path) -> dict[str, Any]:
     imports = time.perf_counter() - started
     weights, pickle = model / "model.safetensors", model / "model.pt"
     target = pickle if method.startswith("torch_load") else weights
+    if target is pickle and _sha256(pickle) != (model / "model.pt.sha256").read_text().strip():
+        raise SystemExit(f"{pickle} does not match the sha256 recorded when it was written: not unpickling it")
     if state == "cold":
         evict(target)
     else:
@@ -95,7 +106,7 @@ def child(method: str, state: str, model: Path) -> dict[str, Any]:
     elif method == "from_pretrained":
         AutoModelForCausalLM.from_pretrained(model, **{_dtype_key(): torch.float16})
     elif method == "torch_load":
-        torch.load(pickle, weights_only=False)  # our own file, written by prepare()
+        torch.load(pickle, weights_only=False)  # its sha256 matched the record above
     elif method == "torch_load_mmap":
         torch.load(pickle, weights_only=False, mmap=True)
     elif method == "meta_assign":
@@ -162,7 +173,7 @@ def prepare(python: str) -> dict[str, Any]:
             "gptj.make_random_model(Path(sys.argv[1]), **json.loads(sys.argv[2]))"
         )
         subprocess.run([sys.executable, "-c", code, str(source), json.dumps(SHAPE)], check=True, cwd=ROOT)
-    if not (source / "model.pt").exists():
+    if not (source / "model.pt").exists() or not (source / "model.pt.sha256").exists():
         # The pickle is written by the interpreter that will load it: a pickle only loads
         # under the transformers that wrote it.
         code = (
@@ -170,6 +181,8 @@ def prepare(python: str) -> dict[str, Any]:
             "m = M.from_pretrained(sys.argv[1], torch_dtype=torch.float16); torch.save(m, sys.argv[1] + '/model.pt')"
         )
         subprocess.run([python, "-c", code, str(source)], check=True, stderr=subprocess.DEVNULL)
+        # The sha256 the loads check before unpickling (torch.load(weights_only=False) runs code).
+        (source / "model.pt.sha256").write_text(_sha256(source / "model.pt"))
     out = WORK / "artifacts"
     proc = subprocess.run(
         [sys.executable, "-m", "artifacts_builder", "gptj", "--model", str(source), "--out", str(out)],
