@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--min-requests", type=int, default=16, help="at least this many per point (default 16: less noise at c=1)"
     )
-    parser.add_argument("--max-queue-delay-us", type=int, default=2000)
+    parser.add_argument("--max-queue-delay-us", type=int, default=20_000)
     parser.add_argument("--overhead-reps", type=int, default=200)
     parser.add_argument("--port", type=int, default=18181)
     parser.add_argument("--quick", action="store_true", help="1 request per client, 4 per point, 40 overhead reps")

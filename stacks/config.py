@@ -228,7 +228,9 @@ class Gpt2Settings:
     backend: str = "auto"
     #: Dynamic batching, as Triton's max_batch_size (0: the limit the model was built for).
     max_batch_size: int = 0
-    max_queue_delay_us: int = 2000
+    #: How long a batch waits for more rows, from the oldest arrival or the end of the
+    #: previous batch, whichever is later (serving/gpt2/batching.py says why).
+    max_queue_delay_us: int = 20_000
     #: Completions waiting beyond this are refused with 503 + Retry-After.
     max_queue_size: int = 64
     #: Below SageMaker's 60 s invocation limit, so that the container answers first.
@@ -475,7 +477,7 @@ def _gpt2(s: _Section, artifacts: Path) -> Gpt2Settings:
         image_uri=_image_uri(s),
         backend=s.choice("backend", "auto", ("auto", "tensorrt", "torch-cuda", "onnxruntime", "torch")),
         max_batch_size=s.integer("max_batch_size", 0, lo=0, hi=1024),
-        max_queue_delay_us=s.integer("max_queue_delay_us", 2000, lo=0, hi=10_000_000),
+        max_queue_delay_us=s.integer("max_queue_delay_us", 20_000, lo=0, hi=10_000_000),
         max_queue_size=s.integer("max_queue_size", 64, lo=1, hi=4096),
         request_timeout_s=s.integer("request_timeout_s", 50, lo=1, hi=59),
     )

@@ -1,8 +1,12 @@
 """Dynamic batching, as Triton's ``max_batch_size`` and ``max_queue_delay_microseconds``.
 
 Request threads submit jobs (one row per completion); one thread merges queued jobs into a
-batch of at most ``max_batch_size`` rows, waiting at most ``max_queue_delay`` after the
-oldest job arrived for more to join, and runs the backend. The queue is bounded (a full
+batch of at most ``max_batch_size`` rows, waiting at most ``max_queue_delay`` for more to
+join, and runs the backend. The delay counts from the oldest job's arrival, or from the end
+of the previous batch when that is later: the callers of the batch that just finished send
+their next requests within milliseconds, and waiting for them keeps a busy server's batches
+full, where Triton's rule (from the oldest arrival alone) splits a steady load into two
+half-full batches that take turns. The queue is bounded (a full
 queue refuses at once, so the caller can answer 503 with Retry-After), and a job whose
 deadline passes while it waits is dropped instead of run. A batch that raises is run
 again job by job: only the job that fails gets the error (:class:`GenerationFailed`).
@@ -80,6 +84,7 @@ class DynamicBatcher:
         self._queued_rows = 0
         self._cond = threading.Condition()
         self._stopped = False
+        self._idle_since = 0.0  # when the last batch finished (monotonic clock)
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
         self._thread.start()
 
@@ -130,7 +135,8 @@ class DynamicBatcher:
                     count += 1
                 rows = sum(j.rows for j in batch)
                 full = rows >= self.max_batch_size or count < len(self._queue)
-                remaining = self._queue[0].enqueued + self.max_queue_delay_s - time.monotonic()
+                opened = max(self._queue[0].enqueued, self._idle_since)
+                remaining = opened + self.max_queue_delay_s - time.monotonic()
                 if full or remaining <= 0:
                     for _ in range(count):
                         self._queue.popleft()
@@ -164,6 +170,8 @@ class DynamicBatcher:
                 live.append(job)
             if live:
                 self._run(live)
+            with self._cond:
+                self._idle_since = time.monotonic()
 
     def _run(self, jobs: list[Job]) -> None:
         """Run the jobs as one batch. If that raises, each job runs again alone, so that the

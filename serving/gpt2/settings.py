@@ -28,7 +28,7 @@ class ServerSettings:
     backend: str = "auto"
     #: 0: the model's own limit (``generation.json``), which the TensorRT profiles were built for.
     max_batch_size: int = 0
-    max_queue_delay_us: int = 2000
+    max_queue_delay_us: int = 20_000
     #: Rows waiting beyond this many are refused with 503 + Retry-After.
     max_queue_size: int = 64
     request_timeout_s: float = 50.0
@@ -66,7 +66,7 @@ def from_environment(env: Mapping[str, str] | None = None) -> ServerSettings:
         workers=_int(env, "MODEL_SERVER_WORKERS", 1, 1, 64),
         backend=backend,
         max_batch_size=_int(env, "GPT2_MAX_BATCH_SIZE", 0, 0, 1024),
-        max_queue_delay_us=_int(env, "GPT2_MAX_QUEUE_DELAY_US", 2000, 0, 10_000_000),
+        max_queue_delay_us=_int(env, "GPT2_MAX_QUEUE_DELAY_US", 20_000, 0, 10_000_000),
         max_queue_size=_int(env, "GPT2_MAX_QUEUE_SIZE", 64, 1, 4096),
         request_timeout_s=float(timeout),
         threads=_int(env, "GPT2_THREADS", 0, 0, 256),

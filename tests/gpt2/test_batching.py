@@ -7,6 +7,7 @@ import http.client
 import json
 import socketserver
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -209,3 +210,30 @@ def test_one_failing_request_over_http_fails_only_itself(model_dir: Path, monkey
         httpd.server_close()
         assert predictor.batcher is not None
         predictor.batcher.stop()
+
+
+class SlowBackend(FakeBackend):
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams], stop: StopCheck | None = None
+    ) -> list[Completion]:
+        time.sleep(0.3)
+        return super().generate(prompts, params, stop)
+
+
+def test_a_busy_server_waits_for_the_callers_of_the_batch_that_just_finished() -> None:
+    """A job queued during a batch waits its delay from the end of that batch, so the caller
+    whose answer just went out (and who asks again at once) joins it: steady load keeps full
+    batches instead of two half batches taking turns."""
+    backend = SlowBackend()
+    dyn = DynamicBatcher(backend, max_batch_size=8, max_queue_delay_s=0.2, max_queue_rows=64, max_total_length=64)
+    try:
+        first = dyn.submit(job([1]))
+        time.sleep(0.25)  # the first batch is running now
+        queued = dyn.submit(job([2]))  # its own delay from arrival runs out before the batch ends
+        first.result(timeout=10)
+        follow_up = dyn.submit(job([3]))  # the first caller asks again at once
+        assert queued.result(timeout=10).batch_rows == 2
+        assert follow_up.result(timeout=10).batch_rows == 2
+        assert backend.calls == [[[1]], [[2], [3]]]
+    finally:
+        dyn.stop()
