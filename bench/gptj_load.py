@@ -25,7 +25,6 @@ numbers show whether the eviction took.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -38,6 +37,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from artifacts_builder.manifest import sha256_file  # noqa: E402 (needs the project root on sys.path)
+
 WORK = ROOT / "bench" / "results" / "gptj"
 # GPT-J 6B's width, heads, rotary size, context and vocabulary; 2 of its 28 layers.
 SHAPE = {"n_layer": 2, "n_embd": 4096, "n_head": 16, "rotary_dim": 64, "n_positions": 2048, "vocab_size": 50400}
@@ -68,14 +69,6 @@ def raw_read(path: Path) -> float:
 # --- children: one load in a fresh process -------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _dtype_key() -> str:
     import transformers
 
@@ -94,7 +87,7 @@ def child(method: str, state: str, model: Path) -> dict[str, Any]:
     imports = time.perf_counter() - started
     weights, pickle = model / "model.safetensors", model / "model.pt"
     target = pickle if method.startswith("torch_load") else weights
-    if target is pickle and _sha256(pickle) != (model / "model.pt.sha256").read_text().strip():
+    if target is pickle and sha256_file(pickle) != (model / "model.pt.sha256").read_text().strip():
         raise SystemExit(f"{pickle} does not match the sha256 recorded when it was written: not unpickling it")
     if state == "cold":
         evict(target)
@@ -182,7 +175,7 @@ def prepare(python: str) -> dict[str, Any]:
         )
         subprocess.run([python, "-c", code, str(source)], check=True, stderr=subprocess.DEVNULL)
         # The sha256 the loads check before unpickling (torch.load(weights_only=False) runs code).
-        (source / "model.pt.sha256").write_text(_sha256(source / "model.pt"))
+        (source / "model.pt.sha256").write_text(sha256_file(source / "model.pt"))
     out = WORK / "artifacts"
     proc = subprocess.run(
         [sys.executable, "-m", "artifacts_builder", "gptj", "--model", str(source), "--out", str(out)],
