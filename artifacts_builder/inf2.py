@@ -14,17 +14,15 @@ the same sha256, so an unchanged bundle never restarts the instance's model serv
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import os
 import shutil
 import sys
-import tarfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from artifacts_builder.manifest import library_versions, write_manifest
+from artifacts_builder.tarball import pack_directory
 from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_context_pairs
 from stacks.inf2_rules import ModelFacts, facts_from_config, known_model, settings_problems, unknown_model_message
 
@@ -147,27 +145,6 @@ def _requirements(ms: ModelServerSettings) -> str:
     return header + "".join(f"{r}\n" for r in ms.requirements)
 
 
-def _tar_filter(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.mtime = 0
-    info.mode = 0o755 if info.isdir() else 0o644
-    return info
-
-
-def pack(staging: Path, bundle: Path) -> None:
-    """A reproducible tar.gz of `staging`'s contents."""
-    tmp = bundle.with_suffix(".tmp")
-    with (
-        open(tmp, "wb") as raw,
-        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
-        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        for path in sorted(staging.rglob("*")):
-            tar.add(path, arcname=path.relative_to(staging).as_posix(), recursive=False, filter=_tar_filter)
-    os.replace(tmp, bundle)
-
-
 def build(args: argparse.Namespace) -> Path:
     """Write ``<out>/inf2/bundle.tar.gz`` and its manifest; ConfigError on a bad setting."""
     settings = from_cdk_json(parse_context_pairs(args.context)).inf2
@@ -188,7 +165,7 @@ def build(args: argparse.Namespace) -> Path:
         files = {p.relative_to(staging).as_posix(): p for p in sorted(staging.rglob("*")) if p.is_file()}
         write_manifest(staging, "inf2-bundle", files)
         bundle = out / BUNDLE_NAME
-        pack(staging, bundle)
+        pack_directory(staging, bundle, directories=True, compresslevel=9)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     write_manifest(
