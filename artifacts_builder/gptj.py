@@ -1,31 +1,37 @@
-"""GPT-J payload: fp16 weights, tokenizer, ``code/inference.py`` and a manifest, streamed into
-``model.tar.gz`` for the Hugging Face inference container.
+"""GPT-J payload: fp16 weights, tokenizer, ``code/inference.py`` and a manifest, for the
+Hugging Face inference container.
+
+Layout: ``<out>/gptj/model/`` holds the payload exactly as the container sees it under
+``/opt/ml/model``. GptjStack ships that folder uncompressed (SageMaker ``ModelDataSource``
+with ``CompressionType: None``): nothing is extracted before the container starts, which is
+most of a tarball's cold start (docs/BENCHMARKS.md). ``--tarball`` also packs it into
+``<out>/gptj/model.tar.gz``, SageMaker's classic format, for ``gptj.model_data`` pointing at it.
 
 Formats (``--format``):
 
-* ``safetensors`` (default): ``model.safetensors`` written tensor by tensor straight into the
-  archive. It loads under any transformers version and unpickles nothing. It is also the
-  fastest to cold-load: see the GPT-J section of docs/BENCHMARKS.md.
+* ``safetensors`` (default): shards of at most ``--shard-size-mb`` (``model-00001-of-0000N``
+  plus ``model.safetensors.index.json``, the Hugging Face layout), written tensor by tensor.
+  They load under any transformers version and unpickle nothing, and shards let the endpoint
+  verify their sha256 on every core at once. Also the fastest to cold-load: see the GPT-J
+  section of docs/BENCHMARKS.md.
 * ``torch-save``: the seed's ``torch.save(model)`` pickle, kept for parity. A pickle only loads
   under the transformers (and torch) it was written with, so it is refused unless the local
   versions equal those of the container image configured in cdk.json.
 
 Memory stays bounded by one tensor (plus a read buffer) for safetensors: nothing holds the
-whole model, and the archive is written as a stream, never staged as a folder first.
+whole model; each file is hashed as it is written.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
+import hashlib
 import json
 import os
 import re
 import resource
 import struct
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,13 +39,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from artifacts_builder.manifest import SCHEMA, library_versions, write_manifest
+from artifacts_builder.manifest import SCHEMA, file_entry, library_versions, write_manifest
+from artifacts_builder.tarball import pack_directory
 
 COMPONENT = "gptj"
 DEFAULT_MODEL = "EleutherAI/gpt-j-6B"
 DEFAULT_REVISION = "float16"
 FORMATS = {"safetensors": "model.safetensors", "torch-save": "model.pt"}
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PAYLOAD_DIR = "model"
 PAYLOAD_MANIFEST = "manifest.json"
+TARBALL = "model.tar.gz"
+#: Default shard size: small enough that a few shards per core can be hashed in parallel at
+#: load, and far below S3's 5 GB single-request copy (the stack copies each file once).
+DEFAULT_SHARD_MB = 512
+MAX_SHARD_MB = 4096
 INFERENCE_PY = Path(__file__).resolve().parent.parent / "serving" / "gptj" / "code" / "inference.py"
 # Everything a tokenizer or config may need at load time; weights are handled separately.
 SIDE_FILES = (
@@ -90,6 +104,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("artifacts"), help="output folder (default: artifacts)")
     parser.add_argument(
+        "--shard-size-mb",
+        type=int,
+        default=DEFAULT_SHARD_MB,
+        metavar="MB",
+        help=f"largest safetensors shard, MB (default: {DEFAULT_SHARD_MB}; at most {MAX_SHARD_MB}); "
+        "a tensor larger than this gets a shard of its own",
+    )
+    parser.add_argument(
+        "--tarball",
+        action="store_true",
+        help=f"also pack the payload into {TARBALL} (default: only the folder, which the stack ships uncompressed)",
+    )
+    parser.add_argument(
         "--compresslevel",
         type=int,
         choices=range(10),
@@ -119,19 +146,24 @@ def _parse_context(pairs: Sequence[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        tar_path = build(
+        payload = build(
             model=args.model,
             revision=args.revision,
             tiny=args.tiny,
             fmt=args.format,
             out=args.out,
+            shard_bytes=args.shard_size_mb * 1024 * 1024,
+            tarball=args.tarball,
             compresslevel=args.compresslevel,
             context=_parse_context(args.context),
         )
     except BuildError as exc:
         print(f"gptj: error: {exc}", file=sys.stderr)
         return 2
-    print(f"gptj: wrote {tar_path} ({tar_path.stat().st_size / 1e9:.3f} GB); peak RSS {_peak_rss() / 1e9:.3f} GB")
+    size = sum(p.stat().st_size for p in payload.rglob("*") if p.is_file())
+    tar = payload.parent / TARBALL
+    also = f" and {tar}" if tar.exists() else ""
+    print(f"gptj: wrote {payload}/ ({size / 1e9:.3f} GB){also}; peak RSS {_peak_rss() / 1e9:.3f} GB")
     return 0
 
 
@@ -142,16 +174,24 @@ def build(
     tiny: bool,
     fmt: str,
     out: Path,
+    shard_bytes: int = DEFAULT_SHARD_MB * 1024 * 1024,
+    tarball: bool = False,
     compresslevel: int = 0,
     context: dict[str, str] | None = None,
 ) -> Path:
-    """Build ``<out>/gptj/model.tar.gz`` and ``<out>/gptj/manifest.json``; returns the archive."""
+    """Build ``<out>/gptj/model/`` (and, with `tarball`, ``<out>/gptj/model.tar.gz``) and
+    ``<out>/gptj/manifest.json``; returns the payload folder. A failed build leaves the
+    previous payload as it was."""
+    if not 1 <= shard_bytes <= MAX_SHARD_MB * 1024 * 1024:
+        raise BuildError(
+            f"--shard-size-mb {shard_bytes / 2**20:g} is invalid: use 1 to {MAX_SHARD_MB} (the stack copies each "
+            "file with one S3 request, which takes at most 5 GB)"
+        )
     versions = library_versions(VERSIONED)
     if fmt == "torch-save":
         check_torch_save_versions(versions, container_versions(context or {}))
     folder = out / COMPONENT
     folder.mkdir(parents=True, exist_ok=True)
-    tar_path = folder / "model.tar.gz"
     with tempfile.TemporaryDirectory(prefix=".work-", dir=folder) as work_dir:
         work = Path(work_dir)
         if tiny:
@@ -159,20 +199,37 @@ def build(
         else:
             source, model_info = resolve_source(model, revision, work), {"source": model, "revision": revision}
         entries = [*_side_entries(source), _file_entry("code/inference.py", INFERENCE_PY)]
-        if fmt == "safetensors":
-            entries.append(safetensors_entry(source))
+        weights = safetensors_entries(source, shard_bytes) if fmt == "safetensors" else [torch_save_entry(source, work)]
+        entries += weights
+        staging = work / PAYLOAD_DIR
+        extra = {"format": fmt, "weights": [e.name for e in weights if e.name.endswith((".safetensors", ".pt"))]}
+        payload = write_payload(staging, entries, extra={**extra, "versions": versions, "model": model_info})
+        packed = pack_directory(staging, work / TARBALL, compresslevel=compresslevel) if tarball else None
+        _swap_in(staging, folder / PAYLOAD_DIR, work / "previous")
+        tar_path = folder / TARBALL
+        if packed is not None:
+            os.replace(packed, tar_path)
         else:
-            entries.append(torch_save_entry(source, work))
-        partial = tar_path.with_name(tar_path.name + ".partial")
-        payload = write_payload(
-            partial,
-            entries,
-            compresslevel=compresslevel,
-            extra={"format": fmt, "weights": FORMATS[fmt], "versions": versions, "model": model_info},
-        )
-        os.replace(partial, tar_path)
-    write_manifest(folder, COMPONENT, [tar_path], format=fmt, versions=versions, model=model_info, payload=payload)
-    return tar_path
+            tar_path.unlink(missing_ok=True)  # a stale archive would not match this payload
+    target = folder / PAYLOAD_DIR
+    files = {f"{PAYLOAD_DIR}/{name}": entry for name, entry in payload["files"].items()}
+    files[f"{PAYLOAD_DIR}/{PAYLOAD_MANIFEST}"] = file_entry(target / PAYLOAD_MANIFEST)
+    if tarball:
+        files[TARBALL] = file_entry(tar_path)
+    write_manifest(folder, COMPONENT, {}, known=files, format=fmt, versions=versions, model=model_info, payload=payload)
+    return target
+
+
+def _swap_in(staging: Path, target: Path, previous: Path) -> None:
+    """Replace `target` with `staging` by two renames; the old folder comes back if the second fails."""
+    if target.exists():
+        os.replace(target, previous)
+    try:
+        os.replace(staging, target)
+    except OSError:
+        if previous.exists():
+            os.replace(previous, target)
+        raise
 
 
 # --- versions and the torch-save refusal --------------------------------------------------
@@ -291,12 +348,12 @@ def resolve_source(model: str, revision: str, work: Path) -> Path:
     return folder
 
 
-# --- archive entries --------------------------------------------------------------------------
+# --- payload entries --------------------------------------------------------------------------
 
 
 @dataclass
 class Entry:
-    """One file of the archive: its name, size, and a function that yields its bytes once."""
+    """One file of the payload: its name, size, and a function that yields its bytes once."""
 
     name: str
     size: int
@@ -414,10 +471,12 @@ def _expected_keys(source: Path) -> set[str]:
     return set(model.state_dict())
 
 
-def safetensors_entry(source: Path) -> Entry:
-    """``model.safetensors`` as a stream: a header computed from shapes alone, then each
-    tensor's bytes in turn. Keys the model does not have (GPT-J's old `attn.bias` and
-    `attn.masked_bias` buffers) are dropped; a missing key fails the build here, not at load."""
+def safetensors_entries(source: Path, shard_bytes: int) -> list[Entry]:
+    """The weights as safetensors shards of at most `shard_bytes` (a larger tensor gets a
+    shard of its own), each a stream: a header computed from shapes alone, then each tensor's
+    bytes in turn; several shards come with the Hugging Face index. Keys the model does not
+    have (GPT-J's old `attn.bias` and `attn.masked_bias` buffers) are dropped; a missing key
+    fails the build here, not at load."""
     tensors, keep_alive = _source_tensors(source)
     expected = _expected_keys(source)
     present = {t.name for t in tensors}
@@ -428,14 +487,40 @@ def safetensors_entry(source: Path) -> Entry:
             "the checkpoint does not match its config.json"
         )
     tensors = sorted((_to_fp16(t) for t in tensors if t.name in expected), key=lambda t: t.name)
+    shards: list[list[_Tensor]] = [[]]
+    filled = 0
+    for t in tensors:
+        size = _nbytes(t)
+        if shards[-1] and filled + size > shard_bytes:
+            shards.append([])
+            filled = 0
+        shards[-1].append(t)
+        filled += size
+    if len(shards) == 1:
+        return [_shard_entry(FORMATS["safetensors"], shards[0], keep_alive)]
+    names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+    index = {
+        "metadata": {"total_size": sum(_nbytes(t) for t in tensors)},
+        "weight_map": {t.name: name for name, shard in zip(names, shards, strict=True) for t in shard},
+    }
+    data = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
+    entries = [_shard_entry(name, shard, keep_alive) for name, shard in zip(names, shards, strict=True)]
+    return [*entries, Entry(SAFETENSORS_INDEX, len(data), lambda: iter([data]))]
+
+
+def _nbytes(t: _Tensor) -> int:
+    n = _ST_ITEMSIZE[t.dtype]
+    for dim in t.shape:
+        n *= dim
+    return n
+
+
+def _shard_entry(name: str, tensors: list[_Tensor], keep_alive: list[Any]) -> Entry:
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
     for t in tensors:
-        nbytes = _ST_ITEMSIZE[t.dtype]
-        for dim in t.shape:
-            nbytes *= dim
-        header[t.name] = {"dtype": t.dtype, "shape": t.shape, "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
+        header[t.name] = {"dtype": t.dtype, "shape": t.shape, "data_offsets": [offset, offset + _nbytes(t)]}
+        offset += _nbytes(t)
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)  # the format wants the data 8-byte aligned
     prefix = struct.pack("<Q", len(encoded)) + encoded
@@ -446,7 +531,7 @@ def safetensors_entry(source: Path) -> Entry:
         for t in tensors:
             yield from t.data()
 
-    return Entry(FORMATS["safetensors"], len(prefix) + offset, chunks)
+    return Entry(name, len(prefix) + offset, chunks)
 
 
 def torch_save_entry(source: Path, work: Path) -> Entry:
@@ -464,7 +549,7 @@ def torch_save_entry(source: Path, work: Path) -> Entry:
     return _file_entry(FORMATS["torch-save"], path)
 
 
-# --- the archive --------------------------------------------------------------------------------
+# --- the payload --------------------------------------------------------------------------------
 
 
 class _Progress:
@@ -486,72 +571,27 @@ class _Progress:
             )
 
 
-class _StreamReader(io.RawIOBase):
-    """File-like view of an entry's chunks for `tarfile.addfile`, hashing as it is read."""
-
-    def __init__(self, entry: Entry, progress: _Progress) -> None:
-        import hashlib
-
-        self._chunks = entry.chunks()
-        self._pending = memoryview(b"")
-        self.digest = hashlib.sha256()
-        self.count = 0
-        self._progress = progress
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        # Fills the whole buffer (tarfile treats a short read as the end of the data).
-        view = memoryview(buffer).cast("B")
-        filled = 0
-        while filled < len(view):
-            if not self._pending:
-                chunk = next(self._chunks, None)
-                if chunk is None:
-                    break
-                self._pending = memoryview(chunk).cast("B")
-                continue
-            n = min(len(view) - filled, len(self._pending))
-            view[filled : filled + n] = self._pending[:n]
-            self.digest.update(self._pending[:n])
-            self._pending = self._pending[n:]
-            filled += n
-        self.count += filled
-        self._progress.add(filled)
-        return filled
-
-
-def write_payload(path: Path, entries: list[Entry], *, compresslevel: int, extra: dict[str, Any]) -> dict[str, Any]:
-    """Stream `entries` and a manifest of their sha256 and size into a gzipped tar at `path`.
-    Returns the payload manifest."""
+def write_payload(folder: Path, entries: list[Entry], *, extra: dict[str, Any]) -> dict[str, Any]:
+    """Write `entries` into `folder`, hashing each file as it is written, then the payload
+    manifest (sha256 and size of every file); returns the manifest."""
     progress = _Progress(sum(e.size for e in entries))
     files: dict[str, dict[str, Any]] = {}
-    # GzipFile by hand: tarfile's own stamps the build time into the gzip header, and the same
-    # inputs must give the same bytes (the archive's sha256 is the stack's asset hash).
-    with (
-        open(path, "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", compresslevel=compresslevel, fileobj=raw, mtime=0) as gz,
-        tarfile.TarFile(fileobj=gz, mode="w", copybufsize=_CHUNK) as tar,
-    ):
-        for entry in entries:
-            reader = _StreamReader(entry, progress)
-            tar.addfile(_tarinfo(entry.name, entry.size), reader)
-            if reader.count != entry.size or reader.read(1):
-                raise BuildError(f"{entry.name}: expected {entry.size} bytes, the source gave a different amount")
-            files[entry.name] = {"sha256": reader.digest.hexdigest(), "size": entry.size}
-        manifest = {"schema": SCHEMA, "component": "gptj-payload", "files": files, **extra}
-        data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        tar.addfile(_tarinfo(PAYLOAD_MANIFEST, len(data)), io.BytesIO(data))
+    for entry in entries:
+        path = folder / entry.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        digest, count = hashlib.sha256(), 0
+        with open(path, "wb") as f:
+            for chunk in entry.chunks():
+                f.write(chunk)
+                digest.update(chunk)
+                count += len(chunk)
+                progress.add(len(chunk))
+        if count != entry.size:
+            raise BuildError(f"{entry.name}: expected {entry.size} bytes, the source gave {count}")
+        files[entry.name] = {"sha256": digest.hexdigest(), "size": entry.size}
+    manifest = {"schema": SCHEMA, "component": "gptj-payload", "files": files, **extra}
+    (folder / PAYLOAD_MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
-
-
-def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mode = 0o644
-    info.mtime = 0  # same inputs, same archive bytes, same asset hash
-    return info
 
 
 def _peak_rss() -> int:

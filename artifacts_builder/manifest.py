@@ -56,14 +56,19 @@ def write_manifest(
     directory: Path,
     component: str,
     files: Mapping[str, Path] | Iterable[Path],
+    *,
+    known: Mapping[str, Mapping[str, Any]] | None = None,
     **extra: Any,
 ) -> Path:
-    """Hash `files` (relative names are the keys) and write the manifest atomically."""
+    """Hash `files` (relative names are the keys), add the `known` entries (hashed while
+    they were written: a multi-GB file is not read twice) and write the manifest atomically."""
     items = files.items() if isinstance(files, Mapping) else ((p.name, p) for p in files)
+    entries = {name: file_entry(Path(path)) for name, path in items}
+    entries.update({name: dict(entry) for name, entry in (known or {}).items()})
     manifest = {
         "schema": SCHEMA,
         "component": component,
-        "files": {name: file_entry(Path(path)) for name, path in sorted(items)},
+        "files": dict(sorted(entries.items())),
         **extra,
     }
     target = directory / MANIFEST_NAME

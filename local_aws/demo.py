@@ -69,7 +69,10 @@ def run(artifacts: Path, app: Path, workdir: Path, timeout_s: float) -> None:
         with step("cdk bootstrap", "create the CDK toolkit stack: asset bucket, publishing and deploy roles"):
             cdk.bootstrap(app)
         try:
-            with step("cdk deploy --all", "publish model.tar.gz/bundle.tar.gz, create each stack by change set"):
+            with step(
+                "cdk deploy --all",
+                "publish the payloads, copy GPT-J's files under their S3 prefix, create each stack by change set",
+            ):
                 cdk.deploy(app)
             for stack in STACKS:
                 print(f"\n    {stack} outputs:")
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=240.0, help="bound on each CDK CLI call, seconds")
     args = parser.parse_args(argv)
-    for component, name in (("gpt2", "model.tar.gz"), ("gptj", "model.tar.gz"), ("inf2", "bundle.tar.gz")):
+    for component, name in (("gpt2", "model.tar.gz"), ("gptj", "model/manifest.json"), ("inf2", "bundle.tar.gz")):
         if not (args.artifacts / component / name).is_file():
             print(f"{args.artifacts / component / name} is missing: run `make artifacts` first", file=sys.stderr)
             return 2

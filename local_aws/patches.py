@@ -9,6 +9,7 @@ AWS refuses to start on any moto but :data:`MOTO_VERSION` (see ``server.check_mo
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from moto.ec2.models.route_tables import Route, RouteTable
 from moto.ec2.models.subnets import SubnetRouteTableAssociation
 from moto.ec2.models.vpn_gateway import VPCGatewayAttachment
 from moto.iam.models import Role, iam_backends
+from moto.s3.models import FakeBucket, s3_backends
 from moto.sagemaker.models import FakeEndpointConfig
 from moto.sagemaker.models import Model as SageMakerModel
 from moto.utilities.utils import get_partition
@@ -271,7 +273,14 @@ def _references(node: Any) -> set[str]:
     return found
 
 
+#: Types whose every property needs replacement in AWS; moto "updates" them by deleting and
+#: creating one under a new name, which is a replacement all the same.
+_ALWAYS_REPLACED = frozenset({"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"})
+
+
 def _replaced_on_update(resource_json: dict[str, Any]) -> bool:
+    if resource_json["Type"] in _ALWAYS_REPLACED:
+        return True
     model = cfn_parsing.resource_class_from_type(resource_json["Type"])
     return model is not None and hasattr(model.update_from_cloudformation_json, "__isabstractmethod__")
 
@@ -755,3 +764,147 @@ def role_managed_policies_are_attached() -> None:
 
     _replace(Role, "update_from_cloudformation_json", classmethod(update_role))
     _replace(Role, "delete_from_cloudformation_json", classmethod(delete_role))
+
+
+# --- CDK's AwsCustomResource ------------------------------------------------------------
+
+#: Where the emulated custom resources send their SDK calls: the local AWS itself
+#: (set by ``LocalAws.start``).
+_endpoint: dict[str, str] = {}
+
+
+def set_endpoint(url: str, access_key: str, secret_key: str) -> None:
+    _endpoint.update(url=url, access_key=access_key, secret_key=secret_key)
+
+
+def _snake(action: str) -> str:
+    # AwsCustomResource takes SDK v3 names ("copyObject" or "CopyObjectCommand"); boto3 snake_case.
+    name = action.removesuffix("Command")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _sdk_call(call: dict[str, Any], region_name: str) -> dict[str, Any]:
+    import boto3
+
+    service = call["service"].removeprefix("@aws-sdk/client-").lower()
+    client = boto3.client(
+        service,
+        endpoint_url=_endpoint["url"],
+        region_name=call.get("region") or region_name,
+        aws_access_key_id=_endpoint["access_key"],
+        aws_secret_access_key=_endpoint["secret_key"],
+    )
+    response = getattr(client, _snake(call["action"]))(**call.get("parameters", {}))
+    response.pop("ResponseMetadata", None)
+    return dict(response)
+
+
+def _physical_id(call: dict[str, Any], fallback: str) -> str:
+    given = call.get("physicalResourceId") or {}
+    return str(given.get("id") or fallback)
+
+
+class AwsSdkCallResource(_Emulated, CloudFormationModel):
+    """Custom::AWS, the resource of CDK's ``AwsCustomResource``: its Create, Update and Delete
+    SDK calls, made against the local AWS as its Lambda function makes them against AWS."""
+
+    def __init__(self, physical_id: str, delete_call: dict[str, Any] | None, region_name: str) -> None:
+        self.physical_id = physical_id
+        self.delete_call = delete_call
+        self.region_name = region_name
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "Custom::AWS"
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return ""
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.physical_id
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return False
+
+    @classmethod
+    def _from_properties(cls, which: str, properties: dict[str, Any], fallback_id: str, region_name: str) -> Any:
+        # As the provider: an update without an Update call does nothing new; a create
+        # without a Create call makes the Update call.
+        raw = properties.get(which) or properties.get("Update" if which == "Create" else "Create")
+        call = json.loads(raw) if raw else None
+        if call is not None:
+            _sdk_call(call, region_name)
+        delete = json.loads(properties["Delete"]) if properties.get("Delete") else None
+        return cls(_physical_id(call or {}, fallback_id), delete, region_name)
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
+    ) -> AwsSdkCallResource:
+        properties = cloudformation_json["Properties"]
+        return cls._from_properties("Create", properties, resource_name, region_name)  # type: ignore[no-any-return]
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: AwsSdkCallResource,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> AwsSdkCallResource:
+        properties = cloudformation_json["Properties"]
+        updated = cls._from_properties("Update", properties, original_resource.physical_id, region_name)
+        # A new physical id means a new resource: CloudFormation deletes the old one.
+        if updated.physical_id != original_resource.physical_id:
+            original_resource.delete(account_id, region_name)
+        return updated  # type: ignore[no-any-return]
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        if self.delete_call is not None:
+            _sdk_call(self.delete_call, self.region_name)
+
+
+@patch(
+    """Custom::AWS (CDK's AwsCustomResource) makes its Create, Update and Delete SDK calls
+    (GptjStack copies its model files under one S3 prefix this way). Stock moto invokes the
+    provider's Lambda function, which needs a Docker engine, and has no update or delete for
+    custom resources; the calls run here in process, against the local AWS."""
+)
+def aws_custom_resources_make_their_calls() -> None:
+    original = cfn_parsing.resource_class_from_type
+
+    def resource_class_from_type(resource_type: str) -> Any:
+        if resource_type == AwsSdkCallResource.cloudformation_type():
+            return AwsSdkCallResource
+        return original(resource_type)
+
+    _replace(cfn_parsing, "resource_class_from_type", resource_class_from_type)
+
+
+class BucketNotEmpty(CloudFormationError):
+    code = "BucketNotEmpty"
+
+
+@patch(
+    """Deleting AWS::S3::Bucket fails while the bucket holds objects (AWS answers
+    BucketNotEmpty), so a stack deletion first deletes what empties it (GptjStack's model-file
+    copies) and retries. Stock moto reports the bucket deleted and keeps it, with its objects,
+    whenever it happens to try the bucket first."""
+)
+def non_empty_buckets_are_not_deleted() -> None:
+    original = FakeBucket.delete_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+
+    def delete_bucket(
+        cls: Any, /, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
+    ) -> None:
+        backend = s3_backends[account_id][get_partition(region_name)]
+        bucket = backend.buckets.get(resource_name)
+        if bucket is not None and bucket.keys:
+            raise BucketNotEmpty(message=f"The bucket {resource_name} you tried to delete is not empty")
+        original(cls, resource_name, cloudformation_json, account_id, region_name)
+
+    _replace(FakeBucket, "delete_from_cloudformation_json", classmethod(delete_bucket))

@@ -97,6 +97,9 @@ class LocalAws:
         server.start()
         self._server = server
         self._port = server.get_host_and_port()[1]
+        patches.set_endpoint(
+            self.endpoint, FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"], FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+        )
         return self
 
     def stop(self) -> None:

@@ -259,6 +259,8 @@ class HuggingFaceImage:
 @dataclass(frozen=True, kw_only=True)
 class GptjSettings:
     endpoint: EndpointSettings
+    #: The payload folder (shipped uncompressed under an S3 prefix) or a model.tar.gz
+    #: (default: <artifacts_dir>/gptj/model).
     model_data: Path
     hf_image: HuggingFaceImage
     #: An explicit image URI that replaces the resolved Hugging Face image (None: resolve).
@@ -500,7 +502,7 @@ def _gptj(s: _Section, artifacts: Path) -> GptjSettings:
     version = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
     settings = GptjSettings(
         endpoint=endpoint,
-        model_data=_path(s, "model_data", str(artifacts / "gptj" / "model.tar.gz")),
+        model_data=_path(s, "model_data", str(artifacts / "gptj" / "model")),
         hf_image=HuggingFaceImage(
             transformers_version=s.string(
                 "transformers_version", "4.51.3", pattern=version, what="a version such as 4.51.3"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import AssetHashType
 from aws_cdk import aws_iam as iam
@@ -19,11 +21,21 @@ class ModelAsset(s3_assets.Asset):
     into ``cdk.out`` are avoided by the ``aws:cdk:disable-asset-staging`` context in
     ``cdk.json``.
 
-    :param path: the file; its folder must hold the builder's ``manifest.json``.
+    :param path: the file.
+    :param entry: its ``{"sha256", "size"}`` (default: read from the builder's ``manifest.json``
+        in the file's folder).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, path: Path, **kwargs: object) -> None:
-        entry = entry_for(path)
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        path: Path,
+        entry: Mapping[str, Any] | None = None,
+        **kwargs: object,
+    ) -> None:
+        entry = entry_for(path) if entry is None else entry
         super().__init__(
             scope,
             construct_id,
@@ -43,3 +55,9 @@ class ModelAsset(s3_assets.Asset):
             actions=["s3:GetObject"],
             resource_arns=[self.bucket.arn_for_objects(self.s3_object_key)],
         )
+
+    def bind_to_container(self, role: iam.IGrantable) -> dict[str, Any]:
+        """Let `role` read this object; the model container's properties that point at it
+        (a ``model.tar.gz``, which SageMaker extracts into /opt/ml/model)."""
+        self.grant_read_object(role)
+        return {"model_data_url": self.s3_object_url}

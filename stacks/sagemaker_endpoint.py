@@ -8,6 +8,7 @@ container environment. L1 resources are used on purpose: the alpha L2 module gra
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, Protocol
 
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -20,7 +21,6 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from stacks.config import EndpointSettings
-from stacks.model_asset import ModelAsset
 from stacks.model_image import ModelImage
 from stacks.nag import acknowledge, nag_arn
 
@@ -28,12 +28,21 @@ VARIANT_NAME = "AllTraffic"
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
 
 
+class ModelData(Protocol):
+    """Where the model's files are: a ``model.tar.gz`` (``ModelAsset``) or an uncompressed
+    S3 prefix (``ModelPrefix``)."""
+
+    def bind_to_container(self, role: iam.IGrantable) -> dict[str, Any]:
+        """Grant `role` read access; return the container definition's model-data properties."""
+        ...
+
+
 class SageMakerEndpoint(Construct):
     """A SageMaker real-time endpoint with one production variant.
 
     :param settings: instance type, counts, timeouts, autoscaling and alarm settings.
     :param image: the serving image.
-    :param model_data: the ``model.tar.gz`` asset; the role may read that object alone.
+    :param model_data: the model's files; the role may read those alone.
     :param environment: container environment; ``settings.environment`` is applied on top.
     """
 
@@ -44,7 +53,7 @@ class SageMakerEndpoint(Construct):
         *,
         settings: EndpointSettings,
         image: ModelImage,
-        model_data: ModelAsset,
+        model_data: ModelData,
         environment: Mapping[str, str] | None = None,
         **kwargs: object,
     ) -> None:
@@ -57,7 +66,7 @@ class SageMakerEndpoint(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="SageMaker execution role: reads its model data, pulls its image, writes its logs",
         )
-        model_data.grant_read_object(self.role)
+        model_data_properties = model_data.bind_to_container(self.role)
         image.grant_pull(self.role)
         self._grant_logs_and_metrics(stack)
 
@@ -75,13 +84,16 @@ class SageMakerEndpoint(Construct):
             execution_role_arn=self.role.role_arn,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
                 image=image.uri,
-                model_data_url=model_data.s3_object_url,
                 environment=env or None,
+                **model_data_properties,
             ),
             enable_network_isolation=settings.enable_network_isolation,
         )
         # The endpoint starts the container at creation: the role's policy must exist first.
         self.model.node.add_dependency(self.role.node.find_child("DefaultPolicy"))
+        if isinstance(model_data, Construct):
+            # And the model data must be in place (an uncompressed prefix is copied at deploy).
+            self.model.node.add_dependency(model_data)
 
         volume_key = None
         if not settings.has_nvme:

@@ -1,8 +1,10 @@
 """GPT-J 6B fp16 on the Hugging Face inference container behind a SageMaker endpoint.
 
 The payload (weights, tokenizer, ``code/inference.py``, manifest) is built by
-``python -m artifacts_builder gptj``; the image is the Hugging Face PyTorch inference DLC
-of the configured versions, resolved for the stack's region.
+``python -m artifacts_builder gptj``. By default its folder is shipped uncompressed under an S3
+prefix (no extraction before the container starts); ``gptj.model_data`` pointing at a
+``model.tar.gz`` ships that instead. The image is the Hugging Face PyTorch inference DLC of
+the configured versions, resolved for the stack's region.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from stacks.config import GptjSettings
 from stacks.images import huggingface_inference
 from stacks.model_asset import ModelAsset
 from stacks.model_image import ModelImage
+from stacks.model_prefix import ModelPrefix
 from stacks.sagemaker_endpoint import SageMakerEndpoint
 
 
@@ -26,7 +29,13 @@ class GptjStack(Stack):
         kwargs.setdefault("description", "GPT-J 6B fp16 on the Hugging Face inference container (SageMaker)")
         super().__init__(scope, construct_id, **kwargs)
 
-        model_data = ModelAsset(self, "ModelData", path=settings.model_data)
+        model_data: ModelAsset | ModelPrefix
+        if settings.model_data.is_dir():
+            model_data = ModelPrefix(self, "ModelFiles", folder=settings.model_data)
+            model_data_url = model_data.s3_uri
+        else:
+            model_data = ModelAsset(self, "ModelData", path=settings.model_data)
+            model_data_url = model_data.s3_object_url
         if settings.image_uri is not None:
             image = ModelImage.from_uri(self, "ImageRepository", settings.image_uri)
         else:
@@ -56,5 +65,5 @@ class GptjStack(Stack):
             },
         )
         CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name)
-        CfnOutput(self, "ModelDataUrl", value=model_data.s3_object_url)
+        CfnOutput(self, "ModelDataUrl", value=model_data_url)
         CfnOutput(self, "ImageUri", value=image.uri)

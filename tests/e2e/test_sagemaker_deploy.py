@@ -3,11 +3,13 @@ checked through boto3 as a user would check them in their account."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from artifacts_builder.manifest import sha256_file
+from artifacts_builder.manifest import sha256_file, write_manifest
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from stacks.config import AppConfig, EndpointSettings
@@ -15,8 +17,11 @@ from stacks.images import huggingface_inference
 from stacks.sagemaker_endpoint import VARIANT_NAME
 from tests.e2e.conftest import (
     Assembly,
+    assembly_of,
     deploy_update_destroy,
     gpt2_image,
+    payload_files,
+    prefix_files,
     role_statements,
     s3_object_sha256,
 )
@@ -65,20 +70,24 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
     image, environment = expected_container(stack, config, aws)
     container = model["PrimaryContainer"]
     assert container["Image"] == image
-    assert container["ModelDataUrl"] == outputs["ModelDataUrl"]
     assert environment.items() <= container["Environment"].items()
     assert model["EnableNetworkIsolation"] is settings.enable_network_isolation
-
-    # The object the endpoint will download is, byte for byte, the file built here.
-    local_file = config.gpt2.model_data if stack == "Gpt2Stack" else config.gptj.model_data
-    assert s3_object_sha256(aws, outputs["ModelDataUrl"]) == sha256_file(local_file)
-
     role_name = model["ExecutionRoleArn"].rsplit("/", 1)[-1]
     role = aws.client("iam").get_role(RoleName=role_name)["Role"]
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
-    bucket, key = outputs["ModelDataUrl"].removeprefix("s3://").split("/", 1)
     reads = [s for s in role_statements(aws, role_name) if "s3:GetObject" in s["Action"]]
-    assert [s["Resource"] for s in reads] == [f"arn:aws:s3:::{bucket}/{key}"], "read its own model object only"
+    bucket, key = outputs["ModelDataUrl"].removeprefix("s3://").split("/", 1)
+    if stack == "Gpt2Stack":
+        assert container["ModelDataUrl"] == outputs["ModelDataUrl"]
+        # The object the endpoint will download is, byte for byte, the file built here.
+        assert s3_object_sha256(aws, outputs["ModelDataUrl"]) == sha256_file(config.gpt2.model_data)
+        assert [s["Resource"] for s in reads] == [f"arn:aws:s3:::{bucket}/{key}"], "read its own model object only"
+    else:
+        source = container["ModelDataSource"]["S3DataSource"]
+        assert source == {"S3Uri": outputs["ModelDataUrl"], "S3DataType": "S3Prefix", "CompressionType": "None"}
+        # What SageMaker will copy to /opt/ml/model is, file for file and byte for byte, the payload built here.
+        assert prefix_files(aws, outputs["ModelDataUrl"]) == payload_files(config.gptj.model_data)
+        assert [s["Resource"] for s in reads] == [f"arn:aws:s3:::{bucket}/{key}*"], "read its own prefix only"
     pulls = [s for s in role_statements(aws, role_name) if "ecr:BatchGetImage" in s["Action"]]
     repository = image.split("/", 1)[1].split(":")[0]
     assert [s["Resource"].rsplit("/", 1)[-1] for s in pulls] == [repository]
@@ -125,3 +134,30 @@ def test_deploy_update_destroy(
         bootstrapped, stack, base, updated, lambda assembly: check_endpoint(local_aws, stack, assembly)
     )
     assert after == first, "a scaling change updates the target in place; the endpoint stays"
+
+
+def test_new_gptj_payload_moves_to_a_new_prefix_and_the_old_one_is_emptied(
+    bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, e2e_artifacts: Path, tmp_path: Path
+) -> None:
+    """A rebuilt payload is copied under a prefix of its own, the model is replaced (SageMaker
+    reads model data only when it creates a model) and the old copies are deleted once the
+    update has succeeded, so the bucket never holds more than the payload in use."""
+    artifacts = Path(shutil.copytree(e2e_artifacts, tmp_path / "artifacts"))
+    payload = artifacts / "gptj" / "model"
+    (payload / "config.json").write_text('{"rebuilt": true}')
+    entries = {p.relative_to(payload).as_posix(): p for p in payload.rglob("*") if p.is_file()}
+    write_manifest(payload, "gptj-payload", {k: v for k, v in entries.items() if k != "manifest.json"})
+    rebuilt = assembly_of(tmp_path / "cdk.out", local_aws, artifacts)
+
+    bootstrapped.deploy(base.path, ["GptjStack"])
+    try:
+        before = check_endpoint(local_aws, "GptjStack", base)
+        old_url = local_aws.stack_outputs("GptjStack")["ModelDataUrl"]
+        bootstrapped.deploy(rebuilt.path, ["GptjStack"])
+        after = check_endpoint(local_aws, "GptjStack", rebuilt)  # the new prefix holds the new files
+        new_url = local_aws.stack_outputs("GptjStack")["ModelDataUrl"]
+        assert new_url != old_url and after["model"] != before["model"]
+        assert after["endpoint"] == before["endpoint"], "the endpoint is updated in place"
+        assert prefix_files(local_aws, old_url) == {}
+    finally:
+        bootstrapped.destroy(rebuilt.path, ["GptjStack"])

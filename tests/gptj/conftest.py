@@ -1,9 +1,11 @@
-"""GPT-J fixtures: the tiny payload, built once and extracted as SageMaker lays it out, and
-the environment pinned to the container's versions that serves it through the toolkit."""
+"""GPT-J fixtures: the tiny payload, built once (in shards, as the real model is) and laid
+out as SageMaker lays out the stack's uncompressed model data, and the environment pinned to
+the container's versions that serves it through the toolkit."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,20 +13,33 @@ from typing import Any
 import pytest
 
 from artifacts_builder import gptj
-from tests.gptj.helpers import DRIVER, HF_PYTHON, ROOT, extract
+from tests.gptj.helpers import DRIVER, HF_PYTHON, ROOT
+
+#: Small enough that the tiny model's weights come in several shards, as GPT-J 6B's do.
+TINY_SHARD_BYTES = 100_000
 
 
 @pytest.fixture(scope="session")
 def tiny_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`python -m artifacts_builder gptj --tiny --out DIR`, in process; returns DIR/gptj."""
+    """`python -m artifacts_builder gptj --tiny --tarball --out DIR`, in process; returns DIR/gptj."""
     out = tmp_path_factory.mktemp("artifacts")
-    gptj.build(model=gptj.DEFAULT_MODEL, revision=gptj.DEFAULT_REVISION, tiny=True, fmt="safetensors", out=out)
+    gptj.build(
+        model=gptj.DEFAULT_MODEL,
+        revision=gptj.DEFAULT_REVISION,
+        tiny=True,
+        fmt="safetensors",
+        out=out,
+        shard_bytes=TINY_SHARD_BYTES,
+        tarball=True,
+    )
     return out / "gptj"
 
 
 @pytest.fixture(scope="session")
 def model_dir(tiny_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return extract(tiny_build / "model.tar.gz", tmp_path_factory.mktemp("opt-ml") / "model")
+    """/opt/ml/model as SageMaker fills it from the stack's S3 prefix: the payload folder's
+    files, copied as they are (CompressionType None)."""
+    return Path(shutil.copytree(tiny_build / "model", tmp_path_factory.mktemp("opt-ml") / "model"))
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -21,37 +20,85 @@ def test_cli_defaults() -> None:
     args = build_parser().parse_args(["gptj"])
     assert (args.out, args.format, args.tiny) == (Path("artifacts"), "safetensors", False)
     assert (args.model, args.revision) == ("EleutherAI/gpt-j-6B", "float16")
+    assert (args.shard_size_mb, args.tarball) == (gptj.DEFAULT_SHARD_MB, False)
 
 
-def test_archive_holds_the_sagemaker_layout(tiny_build: Path) -> None:
-    with tarfile.open(tiny_build / "model.tar.gz", "r:gz") as tar:
-        names = set(tar.getnames())
-    assert {"model.safetensors", "config.json", "tokenizer.json", "code/inference.py", "manifest.json"} <= names
+SHARDS = [f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)]
+
+
+def test_payload_folder_holds_the_sagemaker_layout(tiny_build: Path) -> None:
+    names = {p.relative_to(tiny_build / "model").as_posix() for p in (tiny_build / "model").rglob("*") if p.is_file()}
+    assert {*SHARDS, "model.safetensors.index.json", "config.json", "tokenizer.json", "code/inference.py"} <= names
+    assert "manifest.json" in names
     assert not any(name.endswith(".pt") or name.startswith("code/requirements") for name in names)
+
+
+def test_tarball_holds_the_same_files(tiny_build: Path, tmp_path: Path) -> None:
+    extracted = extract(tiny_build / "model.tar.gz", tmp_path / "x")
+    folder = tiny_build / "model"
+    files = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(extracted) for p in extracted.rglob("*") if p.is_file())
+    assert all((folder / f).read_bytes() == (extracted / f).read_bytes() for f in files)
+
+
+def test_shards_respect_the_size_and_the_index_maps_every_weight(tiny_build: Path) -> None:
+    from safetensors import safe_open
+
+    folder = tiny_build / "model"
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    seen = {}
+    for shard in SHARDS:
+        with safe_open(folder / shard, "pt") as f:
+            keys = list(f.keys())
+            seen.update({k: shard for k in keys})
+            data = sum(f.get_tensor(k).numel() * f.get_tensor(k).element_size() for k in keys)
+        # Only a shard of one tensor may pass the limit (a tensor is never split).
+        assert data <= 100_000 or len(keys) == 1
+    assert index["weight_map"] == seen
+    assert index["metadata"]["total_size"] == sum((folder / s).stat().st_size for s in SHARDS) - sum(
+        8 + int.from_bytes((folder / s).read_bytes()[:8], "little") for s in SHARDS
+    )
 
 
 def test_outer_manifest_is_what_the_stack_reads(tiny_build: Path) -> None:
     entry = entry_for(tiny_build / "model.tar.gz")
-    verify_files(tiny_build, read_manifest(tiny_build))
+    verify_files(tiny_build, read_manifest(tiny_build))  # every entry, including those not hashed twice
     manifest = read_manifest(tiny_build)
     assert manifest["component"] == "gptj" and manifest["format"] == "safetensors"
     assert manifest["versions"]["transformers"] == library_versions(["transformers"])["transformers"]
     assert entry["size"] == (tiny_build / "model.tar.gz").stat().st_size
+    folder = tiny_build / "model"
+    assert {f"model/{p.relative_to(folder).as_posix()}" for p in folder.rglob("*") if p.is_file()} == set(
+        manifest["files"]
+    ) - {"model.tar.gz"}
 
 
 def test_payload_manifest_lists_every_file(model_dir: Path) -> None:
     payload = read_manifest(model_dir)
-    on_disk = {str(p.relative_to(model_dir)) for p in model_dir.rglob("*") if p.is_file()} - {"manifest.json"}
+    on_disk = {p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(payload["files"]) == on_disk
     verify_files(model_dir, payload)  # every sha256 and size recorded while streaming is right
-    assert payload["format"] == "safetensors" and payload["weights"] == "model.safetensors"
+    assert payload["format"] == "safetensors" and payload["weights"] == SHARDS
     assert set(payload["versions"]) == {"torch", "transformers", "tokenizers", "safetensors"}
 
 
-def test_same_inputs_give_the_same_archive(tiny_build: Path, tmp_path: Path) -> None:
-    """The archive's sha256 is the S3 asset hash: a rebuild must not force a re-upload."""
-    again = gptj.build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path)
-    assert entry_for(again)["sha256"] == entry_for(tiny_build / "model.tar.gz")["sha256"]
+def test_same_inputs_give_the_same_payload(tiny_build: Path, tmp_path: Path) -> None:
+    """Each file's sha256 is its S3 asset hash: a rebuild must not force a re-upload."""
+    gptj.build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path, shard_bytes=100_000, tarball=True)
+    assert read_manifest(tmp_path / "gptj")["files"] == read_manifest(tiny_build)["files"]
+
+
+def test_rebuild_without_tarball_removes_the_stale_one(tmp_path: Path) -> None:
+    gptj.build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path, tarball=True)
+    gptj.build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path)
+    assert not (tmp_path / "gptj" / "model.tar.gz").exists()
+    assert "model.tar.gz" not in read_manifest(tmp_path / "gptj")["files"]
+    assert (tmp_path / "gptj" / "model" / "model.safetensors").is_file()  # one shard: no index, HF's own name
+
+
+def test_shard_size_out_of_range_names_the_limit(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cli(["gptj", "--tiny", "--shard-size-mb", "5000", "--out", str(tmp_path)]) == 2
+    assert "--shard-size-mb 5000 is invalid: use 1 to 4096" in capsys.readouterr().err
 
 
 def test_streamed_safetensors_equal_the_source(tmp_path: Path) -> None:
@@ -66,8 +113,8 @@ def test_streamed_safetensors_equal_the_source(tmp_path: Path) -> None:
     fp32 = {name: t.float() for name, t in weights.items()}
     fp32["transformer.h.0.attn.masked_bias"] = torch.tensor(-1e9)
     torch.save(fp32, source / "pytorch_model.bin")
-    tar = gptj.build(model=str(source), revision="", tiny=False, fmt="safetensors", out=tmp_path / "out")
-    built = load_file(extract(tar, tmp_path / "x") / "model.safetensors")
+    payload = gptj.build(model=str(source), revision="", tiny=False, fmt="safetensors", out=tmp_path / "out")
+    built = load_file(payload / "model.safetensors")
     assert set(built) == set(weights)
     for name, tensor in weights.items():
         assert built[name].dtype == torch.float16 and torch.equal(built[name], tensor.half()), name
@@ -83,7 +130,7 @@ def test_checkpoint_missing_a_weight_is_refused(tmp_path: Path) -> None:
     save_file(weights, source / "model.safetensors")
     with pytest.raises(gptj.BuildError, match=r"lm_head\.weight"):
         gptj.build(model=str(source), revision="", tiny=False, fmt="safetensors", out=tmp_path / "out")
-    assert not (tmp_path / "out" / "gptj" / "model.tar.gz").exists()
+    assert not (tmp_path / "out" / "gptj" / "model").exists()
 
 
 def test_missing_model_folder_names_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,7 +146,7 @@ def test_torch_save_refused_when_versions_differ_from_the_image(
     here = library_versions(["transformers"])["transformers"]
     assert "torch-save is refused" in err and f"transformers {here} here vs 4.51.3 in the image" in err
     assert "--format safetensors" in err
-    assert not (tmp_path / "gptj" / "model.tar.gz").exists()
+    assert not (tmp_path / "gptj" / "model").exists()
 
 
 @pytest.mark.parametrize(
@@ -123,7 +170,7 @@ def torch_save_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("torch-save")
     args = [f"gptj.pytorch_version={here['torch']}".split("+")[0], f"gptj.transformers_version={here['transformers']}"]
     assert cli(["gptj", "--tiny", "--format", "torch-save", "--out", str(out), *(f"-c{a}" for a in args)]) == 0
-    return extract(out / "gptj" / "model.tar.gz", out / "model")
+    return out / "gptj" / "model"
 
 
 def test_torch_save_payload_serves(torch_save_dir: Path) -> None:

@@ -14,6 +14,8 @@ from stacks.config import from_cdk_json
 from tests.gptj.helpers import copy_payload, load_inference, request
 
 SEED_PROMPT = "Can you please let us know more details about your"
+#: The shard the tampering tests damage (the tiny payload has several, as GPT-J 6B's has).
+SHARD = "model-00002-of-00004.safetensors"
 FEW_SHOT = """key: markets
 tweet: Take feedback from nature and markets, not from people.
 ###
@@ -88,9 +90,9 @@ def _tamper(path: Path) -> None:
 def served(model_dir: Path, serve: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("tampered")
     flipped = copy_payload(model_dir, tmp / "flipped")
-    _tamper(flipped / "model.safetensors")
+    _tamper(flipped / SHARD)
     truncated = copy_payload(model_dir, tmp / "truncated")
-    weights = truncated / "model.safetensors"
+    weights = truncated / SHARD
     weights.write_bytes(weights.read_bytes()[:-8])
     no_manifest = copy_payload(model_dir, tmp / "no-manifest")
     (no_manifest / "manifest.json").unlink()
@@ -179,7 +181,7 @@ def test_worker_serves_after_bad_requests(served: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     ("case", "words"),
-    [("flipped", ["sha256", "model.safetensors"]), ("truncated", ["bytes", "model.safetensors"])],
+    [("flipped", ["sha256", SHARD]), ("truncated", ["bytes", SHARD])],
 )
 def test_altered_weights_are_refused(served: dict[str, Any], case: str, words: list[str]) -> None:
     scenario = served[case]

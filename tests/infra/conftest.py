@@ -16,7 +16,10 @@ from aws_cdk.assertions import Template
 from artifacts_builder.manifest import write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACT_FILES = {"gpt2": "model.tar.gz", "gptj": "model.tar.gz", "inf2": "bundle.tar.gz"}
+ARTIFACT_FILES = {"gpt2": "model.tar.gz", "inf2": "bundle.tar.gz"}
+#: The GPT-J stand-in payload folder (shipped uncompressed under an S3 prefix): a weights
+#: shard, a file in a subfolder, and the payload manifest.
+GPTJ_PAYLOAD = {"model-00001-of-00001.safetensors": b"weights", "config.json": b"{}", "code/inference.py": b"#"}
 
 
 def cdk_context(**overrides: Any) -> dict[str, Any]:
@@ -33,6 +36,11 @@ def make_artifacts(root: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(f"{component} payload stand-in\n".encode() * 64)
         write_manifest(folder, component, [folder / name])
+    payload = root / "gptj" / "model"
+    for name, data in GPTJ_PAYLOAD.items():
+        (payload / name).parent.mkdir(parents=True, exist_ok=True)
+        (payload / name).write_bytes(data * 64)
+    write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD})
     return root
 
 

@@ -51,7 +51,7 @@ def test_volume_size_defaults_for_types_without_nvme() -> None:
 
 
 def test_relative_paths_are_relative_to_the_project_root(tmp_path: Path) -> None:
-    assert config(**{"project.artifacts_dir": "build/art"}).gptj.model_data == ROOT / "build/art/gptj/model.tar.gz"
+    assert config(**{"project.artifacts_dir": "build/art"}).gptj.model_data == ROOT / "build/art/gptj/model"
     assert config(**{"project.artifacts_dir": str(tmp_path)}).inf2.bundle == tmp_path / "inf2" / "bundle.tar.gz"
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from tests.infra.conftest import ROOT, Synthesized, actions_of, policy_statements, resources_of
+from artifacts_builder.manifest import sha256_file, write_manifest
+from tests.infra.conftest import ROOT, Synthesized, actions_of, resources_of
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
 
@@ -153,23 +154,42 @@ def test_alarms_use_the_dimensions_sagemaker_publishes(default: Synthesized, sta
     )
 
 
+def _endpoint_role(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (role,) = [
+        (logical, role)
+        for logical, role in resources_of(template, "AWS::IAM::Role").items()
+        if role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+        == {"Service": "sagemaker.amazonaws.com"}
+    ]
+    return role
+
+
+def _statements_of(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for policy in resources_of(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
 def _role_statements(synthesized: Synthesized, stack: str) -> list[dict[str, Any]]:
-    return policy_statements(synthesized.template_json(stack))
+    template = synthesized.template_json(stack)
+    return _statements_of(template, _endpoint_role(template)[0])
+
+
+def _payload_prefix(artifacts: Any) -> str:
+    return sha256_file(artifacts / "gptj" / "model" / "manifest.json")
 
 
 @pytest.mark.parametrize("stack", SAGEMAKER_STACKS)
-def test_execution_role_is_least_privilege(default: Synthesized, stack: str) -> None:
+def test_execution_role_is_least_privilege(default: Synthesized, stack: str, artifacts: Any) -> None:
     template = default.template_json(stack)
-    roles = resources_of(template, "AWS::IAM::Role")
-    assert len(roles) == 1
-    role = next(iter(roles.values()))
-    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
-        "Service": "sagemaker.amazonaws.com"
-    }
+    logical, role = _endpoint_role(template)
     assert "ManagedPolicyArns" not in role["Properties"]
-    by_action = {action: s for s in _role_statements(default, stack) for action in actions_of(s)}
-    assert set(by_action) == {
-        "s3:GetObject",
+    by_action = {action: s for s in _statements_of(template, logical) for action in actions_of(s)}
+    reads = {"s3:GetObject", "s3:ListBucket"} if stack == "GptjStack" else {"s3:GetObject"}
+    assert set(by_action) == reads | {
         "ecr:BatchCheckLayerAvailability",
         "ecr:BatchGetImage",
         "ecr:GetDownloadUrlForLayer",
@@ -180,9 +200,16 @@ def test_execution_role_is_least_privilege(default: Synthesized, stack: str) -> 
         "logs:PutLogEvents",
         "cloudwatch:PutMetricData",
     }
-    # Read of that one asset object: the key is the asset hash, not a wildcard.
     object_arn = by_action["s3:GetObject"]["Resource"]["Fn::Join"][1]
-    assert object_arn[-1].endswith(".gz") and "*" not in object_arn[-1]
+    if stack == "GptjStack":
+        # The files under the payload's own prefix, in the stack's model bucket; list that prefix only.
+        prefix = _payload_prefix(artifacts)
+        assert object_arn[1] == f"/{prefix}/*" and "ModelFilesBucket" in object_arn[0]["Fn::GetAtt"][0]
+        assert by_action["s3:ListBucket"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}/*"]}}
+        assert "ModelFilesBucket" in by_action["s3:ListBucket"]["Resource"]["Fn::GetAtt"][0]
+    else:
+        # Read of that one asset object: the key is the asset hash, not a wildcard.
+        assert object_arn[-1].endswith(".gz") and "*" not in object_arn[-1]
     # Pull of that one image repository.
     assert by_action["ecr:BatchGetImage"]["Resource"] != "*"
     assert by_action["cloudwatch:PutMetricData"]["Condition"] == {
@@ -190,11 +217,16 @@ def test_execution_role_is_least_privilege(default: Synthesized, stack: str) -> 
     }
 
 
-def test_model_waits_for_its_role_policy(default: Synthesized) -> None:
+def test_model_waits_for_its_role_policy_and_its_files(default: Synthesized) -> None:
     template = default.template_json("GptjStack")
     model = next(iter(resources_of(template, "AWS::SageMaker::Model").values()))
-    policy = next(iter(resources_of(template, "AWS::IAM::Policy")))
+    role, _ = _endpoint_role(template)
+    (policy,) = [
+        k for k, v in resources_of(template, "AWS::IAM::Policy").items() if {"Ref": role} in v["Properties"]["Roles"]
+    ]
     assert policy in model["DependsOn"]
+    copies = set(resources_of(template, "Custom::AWS"))
+    assert copies and copies <= set(model["DependsOn"]), "SageMaker must find every file under the prefix"
 
 
 def test_gpt2_image_is_built_from_the_container_folder(default: Synthesized) -> None:
@@ -229,15 +261,113 @@ def test_gpt2_image_by_uri_pulls_that_repository(synth: Callable[..., Synthesize
 
 
 def test_model_data_asset_uses_the_manifest_hash(default: Synthesized, artifacts: Any) -> None:
-    manifest = json.loads((artifacts / "gptj" / "manifest.json").read_text())
+    manifest = json.loads((artifacts / "gpt2" / "manifest.json").read_text())
     sha = manifest["files"]["model.tar.gz"]["sha256"]
-    model = next(iter(resources_of(default.template_json("GptjStack"), "AWS::SageMaker::Model").values()))
+    model = next(iter(resources_of(default.template_json("Gpt2Stack"), "AWS::SageMaker::Model").values()))
     # CDK keys a custom-hash asset by the sha256 of the given hash: no byte of the file is read.
     key = hashlib.sha256(sha.encode()).hexdigest()
     assert model["Properties"]["PrimaryContainer"]["ModelDataUrl"]["Fn::Sub"].endswith(f"/{key}.gz")
-    asset_manifest = json.loads((default.outdir / "GptjStack.assets.json").read_text())
+    asset_manifest = json.loads((default.outdir / "Gpt2Stack.assets.json").read_text())
     # Staging is disabled: the asset is published from the artifacts folder, not a copy in cdk.out.
-    assert asset_manifest["files"][key]["source"]["path"] == str(artifacts / "gptj" / "model.tar.gz")
+    assert asset_manifest["files"][key]["source"]["path"] == str(artifacts / "gpt2" / "model.tar.gz")
+
+
+def test_gptj_ships_its_payload_folder_uncompressed_under_one_prefix(default: Synthesized, artifacts: Any) -> None:
+    template = default.template_json("GptjStack")
+    prefix = _payload_prefix(artifacts)
+    model = next(iter(resources_of(template, "AWS::SageMaker::Model").values()))
+    container = model["Properties"]["PrimaryContainer"]
+    assert "ModelDataUrl" not in container
+    source = container["ModelDataSource"]["S3DataSource"]
+    assert (source["CompressionType"], source["S3DataType"]) == ("None", "S3Prefix")
+    assert source["S3Uri"]["Fn::Join"][1][-1] == f"/{prefix}/"  # SageMaker wants the trailing slash
+
+    folder = artifacts / "gptj" / "model"
+    payload = json.loads((folder / "manifest.json").read_text())["files"]
+    expected = {**{name: e["sha256"] for name, e in payload.items()}, "manifest.json": prefix}
+    assets = json.loads((default.outdir / "GptjStack.assets.json").read_text())["files"]
+    copies = {}
+    for resource in resources_of(template, "Custom::AWS").values():
+        create = json.loads(
+            "".join(p if isinstance(p, str) else "TOKEN" for p in resource["Properties"]["Create"]["Fn::Join"][1])
+        )
+        assert create["action"] == "copyObject" and resource["Properties"]["Update"] == resource["Properties"]["Create"]
+        delete = "".join(p for p in resource["Properties"]["Delete"]["Fn::Join"][1] if isinstance(p, str))
+        name = create["parameters"]["Key"].removeprefix(f"{prefix}/")
+        assert f'"Key":"{prefix}/{name}"' in delete and '"action":"deleteObject"' in delete
+        copies[name] = create["parameters"]["CopySource"].rsplit("/", 1)[1]
+    assert set(copies) == set(expected), "one copy per payload file, named as in the payload"
+    for name, sha in expected.items():
+        # Each file is an asset keyed by the builder's sha256 (never re-read at synthesis),
+        # published from the artifacts folder itself.
+        key = hashlib.sha256(sha.encode()).hexdigest()
+        assert copies[name].startswith(key)
+        assert assets[key]["source"]["path"] == str(folder / name)
+
+
+def test_copy_role_writes_only_under_the_prefix(default: Synthesized, artifacts: Any) -> None:
+    template = default.template_json("GptjStack")
+    prefix = _payload_prefix(artifacts)
+    lambda_principal = {"Service": "lambda.amazonaws.com"}
+    (copy_role,) = [
+        k
+        for k, v in resources_of(template, "AWS::IAM::Role").items()
+        if v["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == lambda_principal
+    ]
+    statements = _statements_of(template, copy_role)
+    writes = [s for s in statements if "s3:PutObject" in actions_of(s)]
+    assert [actions_of(s) for s in writes] == [["s3:PutObject", "s3:DeleteObject"]]
+    assert writes[0]["Resource"]["Fn::Join"][1][1] == f"/{prefix}/*"
+    reads = [s for s in statements if actions_of(s) == ["s3:GetObject"]]
+    assert len(reads) == len(resources_of(template, "Custom::AWS"))
+    assert all("*" not in s["Resource"]["Fn::Join"][1][-1] for s in reads), "each asset object by its key"
+    (function,) = resources_of(template, "AWS::Lambda::Function").values()
+    assert function["Properties"]["Role"] == {"Fn::GetAtt": [copy_role, "Arn"]}
+    assert "LogGroup" in function["Properties"]["LoggingConfig"]
+
+
+def test_gptj_tarball_ships_as_model_data_url(synth: Callable[..., Synthesized], artifacts: Any) -> None:
+    from artifacts_builder.tarball import pack_directory
+
+    tarball = artifacts / "gptj-tarball" / "model.tar.gz"
+    tarball.parent.mkdir(exist_ok=True)
+    pack_directory(artifacts / "gptj" / "model", tarball)
+    write_manifest(tarball.parent, "gptj", [tarball])
+    template = synth(**{"gptj.model_data": str(tarball)}).template_json("GptjStack")
+    container = next(iter(resources_of(template, "AWS::SageMaker::Model").values()))["Properties"]["PrimaryContainer"]
+    assert "ModelDataSource" not in container and container["ModelDataUrl"]["Fn::Sub"].endswith(".gz")
+    assert not resources_of(template, "Custom::AWS") and not resources_of(template, "AWS::S3::Bucket")
+
+
+def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: Any) -> None:
+    import shutil
+
+    from artifacts_builder.manifest import ManifestError
+    from tests.infra.conftest import synthesize
+
+    folder = tmp_path / "art"
+    shutil.copytree(artifacts, folder)
+    payload = folder / "gptj" / "model"
+    with open(payload / "model-00001-of-00001.safetensors", "r+b") as f:
+        f.truncate(5 * 1000**3 + 1)  # sparse: nothing is written, and synthesis reads nothing
+    entries = json.loads((payload / "manifest.json").read_text())
+    entries["files"]["model-00001-of-00001.safetensors"]["size"] = 5 * 1000**3 + 1
+    (payload / "manifest.json").write_text(json.dumps(entries))
+    with pytest.raises(ManifestError, match=r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb"):
+        synthesize(tmp_path / "out", folder)
+
+
+def test_payload_folder_without_manifest_names_the_fix(tmp_path: Any, artifacts: Any) -> None:
+    import shutil
+
+    from artifacts_builder.manifest import ManifestError
+    from tests.infra.conftest import synthesize
+
+    folder = tmp_path / "art"
+    shutil.copytree(artifacts, folder)
+    (folder / "gptj" / "model" / "manifest.json").unlink()
+    with pytest.raises(ManifestError, match=r"manifest.json does not exist: build the artifacts first"):
+        synthesize(tmp_path / "out", folder)
 
 
 def test_gptj_container_contract(default: Synthesized) -> None:

@@ -27,23 +27,28 @@ Settings (environment of the SageMaker model):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import importlib.util
 import json
 import logging
 import math
+import mmap
 import os
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-WEIGHTS = {"safetensors": "model.safetensors", "torch-save": "model.pt"}
+WEIGHT_SUFFIXES = {"safetensors": ".safetensors", "torch-save": ".pt"}
 _CHUNK = 16 * 1024 * 1024
 JSON = "application/json"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
+# safetensors dtype codes of the tensors a payload may hold.
+_ST_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "I64": "int64", "BOOL": "bool", "U8": "uint8"}
 
 
 class IntegrityError(RuntimeError):
@@ -55,36 +60,37 @@ class RequestError(ValueError):
 
 
 # --- integrity -------------------------------------------------------------------------
+#
+# Every file is checked against the manifest before anything is built from it. The weights
+# are hashed through a memory map, several files at once (hashlib releases the GIL), with
+# the kernel reading the next chunks while the current one is hashed. The verified maps then back the model's tensors directly, so the weights are
+# read from disk once, for hashing and loading together.
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            digest.update(view[:n])
-    return digest.hexdigest()
-
-
-def verify_payload(model_dir: str | Path) -> dict[str, Any]:
-    """Check every file the manifest lists (size, then sha256) and return the manifest.
-    Raises IntegrityError naming the first file that differs."""
-    root = Path(model_dir).resolve()
+def _listing(root: Path) -> tuple[dict[str, Any], dict[str, tuple[Path, dict[str, Any]]]]:
+    """The manifest and, for each file it lists, its path and entry; sizes checked (cheap)."""
     try:
         manifest = json.loads((root / MANIFEST).read_text())
     except (OSError, ValueError) as exc:
         raise IntegrityError(
-            f"{root / MANIFEST} cannot be read ({exc}): model.tar.gz was not built by "
+            f"{root / MANIFEST} cannot be read ({exc}): the payload was not built by "
             "`python -m artifacts_builder gptj`; rebuild and redeploy it"
         ) from None
     files = manifest.get("files")
     fmt = manifest.get("format")
-    if not isinstance(files, dict) or fmt not in WEIGHTS or WEIGHTS[fmt] not in files:
+    weights = manifest.get("weights")
+    if (
+        not isinstance(files, dict)
+        or fmt not in WEIGHT_SUFFIXES
+        or not isinstance(weights, list)
+        or not weights
+        or not all(isinstance(w, str) and w in files and w.endswith(WEIGHT_SUFFIXES[fmt]) for w in weights)
+    ):
         raise IntegrityError(
-            f"{root / MANIFEST} lists no weights of a known format (format={fmt!r}, expected one of "
-            f"{sorted(WEIGHTS)}): rebuild the payload with `python -m artifacts_builder gptj`"
+            f"{root / MANIFEST} lists no weights of a known format (format={fmt!r}, weights={weights!r}; expected "
+            f"one of {sorted(WEIGHT_SUFFIXES)}): rebuild the payload with `python -m artifacts_builder gptj`"
         )
+    listed: dict[str, tuple[Path, dict[str, Any]]] = {}
     for name, entry in sorted(files.items()):
         path = (root / name).resolve()
         if root not in path.parents:
@@ -92,19 +98,86 @@ def verify_payload(model_dir: str | Path) -> dict[str, Any]:
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            raise IntegrityError(f"{path} is listed in the manifest but missing: the archive is incomplete") from None
+            raise IntegrityError(f"{path} is listed in the manifest but missing: the payload is incomplete") from None
         if size != entry["size"]:
             raise IntegrityError(
                 f"{path} is {size} bytes, the manifest says {entry['size']}: the file was altered or truncated; "
-                "refusing to load it (rebuild and redeploy model.tar.gz)"
+                "refusing to load it (rebuild and redeploy the payload)"
             )
-        actual = _sha256(path)
-        if actual != entry["sha256"]:
-            raise IntegrityError(
-                f"{path} has sha256 {actual}, the manifest says {entry['sha256']}: the file was altered; "
-                "refusing to load it (rebuild and redeploy model.tar.gz)"
-            )
-    return dict(manifest)
+        listed[name] = (path, entry)
+    return dict(manifest), listed
+
+
+def _hash_mapped(path: Path) -> tuple[str, mmap.mmap | None]:
+    """sha256 of `path` and a private, writable map of it (None for an empty file)."""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return digest.hexdigest(), None
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        view = memoryview(mapped)
+        try:
+            os.posix_fadvise(f.fileno(), 0, 2 * _CHUNK, os.POSIX_FADV_WILLNEED)
+            for offset in range(0, size, _CHUNK):
+                # Ask for the chunks after this one now: the disk works while this one hashes.
+                os.posix_fadvise(f.fileno(), offset + _CHUNK, 2 * _CHUNK, os.POSIX_FADV_WILLNEED)
+                digest.update(view[offset : offset + _CHUNK])
+        finally:
+            view.release()
+    return digest.hexdigest(), mapped
+
+
+def _mismatch(path: Path, actual: str, expected: str) -> IntegrityError:
+    return IntegrityError(
+        f"{path} has sha256 {actual}, the manifest says {expected}: the file was altered; "
+        "refusing to load it (rebuild and redeploy the payload)"
+    )
+
+
+class _Verifier:
+    """Hashes the listed files on a thread pool; `result()` returns the maps of those whose
+    sha256 matched, or raises IntegrityError naming the first (by name) that did not."""
+
+    def __init__(self, listed: dict[str, tuple[Path, dict[str, Any]]], keep: set[str]) -> None:
+        self._listed, self._keep = listed, keep
+        # Two threads per core: each waits on the disk part of the time, and several files read
+        # at once keep more requests in flight than one sequential read (docs/BENCHMARKS.md).
+        workers = max(1, min(len(listed), 2 * (os.cpu_count() or 1)))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify")
+        # Largest first, so that no big file starts last on an otherwise idle pool.
+        order = sorted(listed, key=lambda name: -listed[name][1]["size"])
+        self._futures = {name: self._pool.submit(_hash_mapped, listed[name][0]) for name in order}
+
+    def result(self) -> dict[str, mmap.mmap | None]:
+        maps: dict[str, mmap.mmap | None] = {}
+        error: IntegrityError | None = None
+        try:
+            for name in sorted(self._futures):
+                actual, mapped = self._futures[name].result()
+                path, entry = self._listed[name]
+                if actual != entry["sha256"]:
+                    error = error or _mismatch(path, actual, entry["sha256"])
+                if mapped is not None and (name not in self._keep or error is not None):
+                    mapped.close()
+                elif name in self._keep:
+                    maps[name] = mapped
+        finally:
+            self._pool.shutdown()
+        if error is not None:
+            for mapped in maps.values():
+                if mapped is not None:
+                    mapped.close()
+            raise error
+        return maps
+
+
+def verify_payload(model_dir: str | Path) -> dict[str, Any]:
+    """Check every file the manifest lists (size, then sha256) and return the manifest.
+    Raises IntegrityError naming the first file that differs."""
+    manifest, listed = _listing(Path(model_dir).resolve())
+    _Verifier(listed, keep=set()).result()
+    return manifest
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -138,35 +211,103 @@ def _env_int(name: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
-def model_fn(model_dir: str) -> dict[str, Any]:
-    """Verify, then load the weights (fp16 straight onto the GPU where there is one) and the
-    tokenizer, and warm up with one token so the first request does not pay for it."""
-    started = time.perf_counter()
-    manifest = verify_payload(model_dir)
-    verified = time.perf_counter()
+def _tensors(torch: Any, name: str, mapped: mmap.mmap | None) -> dict[str, Any]:
+    """The tensors of one verified safetensors file, as views of its map (no copy)."""
+    if mapped is None or len(mapped) < 8:
+        raise IntegrityError(f"{name} is not a safetensors file (shorter than its header)")
+    length = int.from_bytes(mapped[:8], "little")
+    header = json.loads(mapped[8 : 8 + length])
+    header.pop("__metadata__", None)
+    # (frombuffer refuses an empty view: a shard may hold only zero-size tensors, or none.)
+    data = (
+        torch.frombuffer(mapped, dtype=torch.uint8, offset=8 + length)
+        if len(mapped) > 8 + length
+        else torch.empty(0, dtype=torch.uint8)
+    )
+    tensors = {}
+    for key, info in header.items():
+        start, end = info["data_offsets"]
+        dtype = getattr(torch, _ST_DTYPES[info["dtype"]])
+        tensors[key] = data[start:end].view(dtype).reshape(info["shape"])
+    return tensors
 
+
+@contextlib.contextmanager
+def _parameters_on_meta(torch: Any) -> Iterator[None]:
+    """Build a module with its parameters on the meta device (no memory, no random init) and
+    its buffers real: the verified weights are assigned afterwards, while buffers such as
+    GPT-J's rotary tables are computed at construction and are not in the checkpoint."""
+    original = torch.nn.Module.register_parameter
+
+    def register(module: Any, name: str, param: Any) -> None:
+        original(module, name, param)
+        if param is not None:
+            kept = module._parameters[name]
+            module._parameters[name] = type(kept)(kept.to("meta"), requires_grad=kept.requires_grad)
+
+    torch.nn.Module.register_parameter = register
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = original
+
+
+def _model_from_maps(model_dir: Path, weights: list[str], maps: dict[str, Any], dtype: Any) -> Any:
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
-    on_gpu = torch.cuda.is_available()
-    device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")
-    dtype = _dtype(torch, on_gpu)
-    weights = Path(model_dir) / WEIGHTS[manifest["format"]]
+    key = "dtype" if _release(transformers.__version__) >= (4, 56, 0) else "torch_dtype"
+    config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    with _parameters_on_meta(torch):
+        model = AutoModelForCausalLM.from_config(config, **{key: dtype})
+    state: dict[str, Any] = {}
+    for name in weights:
+        state.update(_tensors(torch, name, maps[name]))
+    # strict: a checkpoint that lacks a weight must fail here, not generate from meta tensors.
+    model.load_state_dict(state, strict=True, assign=True)
+    if (model_dir / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
+    return model
+
+
+def model_fn(model_dir: str) -> dict[str, Any]:
+    """Verify, then load the weights (fp16 onto the GPU where there is one) and the tokenizer,
+    and warm up with one token so the first request does not pay for it.
+
+    The small files are verified first; then, while the weight files are hashed in the
+    background, the tokenizer and the model's code are loaded from the verified small files.
+    Safetensors weights are built straight from the verified maps; a pickle is only unpickled
+    after its own sha256 matched."""
+    started = time.perf_counter()
+    root = Path(model_dir).resolve()
+    manifest, listed = _listing(root)
+    weights = list(manifest["weights"])
+    small = {name: listed[name] for name in listed if name not in weights}
+    _Verifier(small, keep=set()).result()
+    verifier = _Verifier({name: listed[name] for name in weights}, keep=set(weights))
+
+    import torch
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
+        on_gpu = torch.cuda.is_available()
+        device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")
+        dtype = _dtype(torch, on_gpu)
+    finally:
+        maps = verifier.result()  # raises IntegrityError on a mismatch
+    verified = time.perf_counter()
+
     if manifest["format"] == "torch-save":
+        for mapped in maps.values():
+            if mapped is not None:
+                mapped.close()
         # Safe only because the sha256 of this exact file matched the manifest just above.
-        model = torch.load(weights, map_location=device, weights_only=False, mmap=not on_gpu)
+        model = torch.load(root / weights[0], map_location=device, weights_only=False, mmap=not on_gpu)
     else:
-        key = "dtype" if _release(transformers.__version__) >= (4, 56, 0) else "torch_dtype"
-        kwargs: dict[str, Any] = {key: dtype, "local_files_only": True, "use_safetensors": True}
-        if on_gpu and importlib.util.find_spec("accelerate") is not None:
-            # Straight to GPU memory: a g4dn.xlarge has 16 GB of RAM for 12 GB of weights.
-            # (transformers 4.x needs accelerate for a device_map; without it the weights pass
-            # through host memory once, then move.)
-            kwargs["device_map"] = {"": 0}
-        model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
+        model = _model_from_maps(root, weights, maps, dtype)
     model = model.to(device=device, dtype=dtype).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     loaded = time.perf_counter()
     with torch.inference_mode():
         warm = tokenizer("Hello", return_tensors="pt").to(device)

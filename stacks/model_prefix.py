@@ -1,0 +1,188 @@
+"""An uncompressed model payload under one S3 prefix, for SageMaker's ``ModelDataSource``.
+
+With ``CompressionType: None`` SageMaker copies every object under the prefix to
+``/opt/ml/model`` as it is: nothing is extracted before the container starts, which is most of
+a ``model.tar.gz`` cold start for multi-GB weights (docs/BENCHMARKS.md, GPT-J).
+
+CDK file assets land in the bootstrap bucket under their hash, not under one prefix with
+their own names, so each payload file is an asset (hashed by the builder's manifest: a 12 GB
+model is never re-read at synthesis) and one copy resource per file puts it at
+``<prefix>/<relative path>`` in a bucket of the stack, with a single server-side S3
+``CopyObject`` (no bytes pass through the function; the builder keeps every file under the
+5 GB that one request may copy). The prefix is the payload manifest's sha256: a new payload
+gets a new prefix, hence a new SageMaker model, and CloudFormation deletes the old copies
+only once the update has succeeded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from artifacts_builder.manifest import MANIFEST_NAME, ManifestError, read_manifest, sha256_file
+from stacks.model_asset import ModelAsset
+from stacks.nag import acknowledge
+
+#: The most one S3 CopyObject request copies.
+MAX_COPY_BYTES = 5 * 1000**3
+
+
+class ModelPrefix(Construct):
+    """The files of a payload folder (as ``python -m artifacts_builder gptj`` writes it, with
+    its ``manifest.json``) copied under one prefix of a bucket owned by the stack.
+
+    :param folder: the payload folder; every file its manifest lists is shipped, and the manifest.
+    :param copy_timeout: how long one file's copy may take (default: 10 minutes).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        folder: Path,
+        copy_timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        files = _payload_files(folder)
+        manifest_sha = files[MANIFEST_NAME]["sha256"]
+        self.prefix = f"{manifest_sha}/"
+
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            # Only copies of the CDK assets live here; the copy resources delete them first.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        acknowledge(
+            self.bucket,
+            "AwsSolutions-S1",
+            "Holds only copies of this stack's CDK assets, written by its deployment and read by its "
+            "endpoint role; CloudTrail data events are the account's tool for auditing such reads",
+        )
+        role = iam.Role(
+            self,
+            "CopyRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Copies the model payload's files from the CDK asset bucket under the model prefix",
+        )
+        log_group = logs.LogGroup(
+            self, "CopyLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        log_group.grant_write(role)
+        # CopyObject needs PutObject on the target; the delete call runs when a payload is replaced
+        # or the stack destroyed. (Bucket.grant_put and grant_delete would add Abort*, Put*Tagging,
+        # retention and legal holds, which nothing here uses.)
+        iam.Grant.add_to_principal(
+            grantee=role,
+            actions=["s3:PutObject", "s3:DeleteObject"],
+            resource_arns=[self.bucket.arn_for_objects(f"{self.prefix}*")],
+        )
+        self._acknowledge_prefix(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::<" + Stack.of(self).get_logical_id(_cfn(log_group)) + ".Arn>:*]",
+            "Log streams of the copy function, in its own log group",
+        )
+
+        timeout = copy_timeout or Duration.minutes(10)
+        for name, entry in sorted(files.items()):
+            construct_name = name.replace("/", "_")
+            asset = ModelAsset(self, f"Asset_{construct_name}", path=folder / name, entry=entry)
+            asset.grant_read_object(role)
+            key = f"{self.prefix}{name}"
+            location = {"Bucket": self.bucket.bucket_name, "Key": key}
+            copy = cr.AwsSdkCall(
+                service="S3",
+                action="copyObject",
+                parameters={**location, "CopySource": f"{asset.s3_bucket_name}/{asset.s3_object_key}"},
+                physical_resource_id=cr.PhysicalResourceId.of(key),
+            )
+            cr.AwsCustomResource(
+                self,
+                f"Copy_{construct_name}",
+                on_create=copy,
+                on_update=copy,
+                on_delete=cr.AwsSdkCall(service="S3", action="deleteObject", parameters=location),
+                role=role,
+                log_group=log_group,
+                timeout=timeout,
+                install_latest_aws_sdk=False,
+            )
+        self.s3_uri = f"s3://{self.bucket.bucket_name}/{self.prefix}"
+
+    def _acknowledge_prefix(self, construct: Construct) -> None:
+        bucket_id = Stack.of(self).get_logical_id(_cfn(self.bucket))
+        acknowledge(
+            construct,
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{self.prefix}*]",
+            "Exactly the payload's files under the model prefix, whose names the payload manifest fixes",
+        )
+
+    def bind_to_container(self, role: iam.IGrantable) -> dict[str, Any]:
+        """Let `role` list and read the prefix (SageMaker lists it, then copies every object to
+        /opt/ml/model); the model container's properties that point at it."""
+        iam.Grant.add_to_principal(
+            grantee=role, actions=["s3:GetObject"], resource_arns=[self.bucket.arn_for_objects(f"{self.prefix}*")]
+        )
+        iam.Grant.add_to_principal(
+            grantee=role,
+            actions=["s3:ListBucket"],
+            resource_arns=[self.bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{self.prefix}*"]}},
+        )
+        if isinstance(role, Construct):
+            self._acknowledge_prefix(role)
+        return {
+            "model_data_source": sagemaker.CfnModel.ModelDataSourceProperty(
+                s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                    s3_uri=self.s3_uri, s3_data_type="S3Prefix", compression_type="None"
+                )
+            )
+        }
+
+
+def _cfn(construct: Construct) -> Any:
+    return construct.node.default_child
+
+
+def _payload_files(folder: Path) -> dict[str, dict[str, Any]]:
+    """Every file the payload manifest lists, sizes checked (cheap), plus the manifest itself
+    (small: hashed here)."""
+    manifest = read_manifest(folder)
+    files: dict[str, dict[str, Any]] = {}
+    for name, entry in manifest["files"].items():
+        path = folder / name
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise ManifestError(
+                f"{path} is listed in {folder / MANIFEST_NAME} but missing: rebuild the payload"
+            ) from None
+        if size != entry["size"]:
+            raise ManifestError(
+                f"{path} is {size} bytes but {folder / MANIFEST_NAME} says {entry['size']}: the file changed "
+                "after the build; rebuild the payload"
+            )
+        if size > MAX_COPY_BYTES:
+            raise ManifestError(
+                f"{path} is {size / 1e9:.1f} GB; one S3 copy takes at most 5 GB: rebuild with a smaller "
+                "--shard-size-mb (python -m artifacts_builder gptj --help)"
+            )
+        files[name] = dict(entry)
+    path = folder / MANIFEST_NAME
+    files[MANIFEST_NAME] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    return files

@@ -1,0 +1,78 @@
+"""model_fn's loader: shards verified in parallel through memory maps, the model built
+straight from the verified maps; what it refuses and what it must equal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.gptj.helpers import load_inference
+
+
+@pytest.fixture
+def payload(model_dir: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(model_dir, tmp_path / "model"))
+
+
+def _shards(folder: Path) -> list[str]:
+    return list(json.loads((folder / "manifest.json").read_text())["weights"])
+
+
+def test_built_from_the_maps_equals_from_pretrained(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("GPTJ_DTYPE", "float16")
+    inference = load_inference(model_dir)
+    loaded = inference.model_fn(str(model_dir))["model"]
+    reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float16).eval()
+    ids = torch.tensor([[5, 17, 42, 9, 3, 77]])
+    with torch.inference_mode():
+        assert torch.equal(loaded(ids).logits, reference(ids).logits)
+    assert loaded.generation_config.to_dict() == reference.generation_config.to_dict()
+    # Every weight came from the payload: none was left on the meta device or freshly initialised.
+    assert not any(t.is_meta for t in [*loaded.parameters(), *loaded.buffers()])
+    for name, tensor in reference.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_every_altered_shard_is_found_and_the_first_is_named(payload: Path) -> None:
+    first, second = _shards(payload)[1:3]
+    for name in (second, first):
+        data = bytearray((payload / name).read_bytes())
+        data[len(data) // 2] ^= 0x10
+        (payload / name).write_bytes(bytes(data))
+    inference = load_inference(payload)
+    with pytest.raises(inference.IntegrityError, match=rf"{first} has sha256 [0-9a-f]{{64}}, the manifest says"):
+        inference.model_fn(str(payload))
+
+
+def test_manifest_naming_a_non_weight_file_as_weights_is_refused(payload: Path) -> None:
+    manifest = json.loads((payload / "manifest.json").read_text())
+    manifest["weights"] = ["config.json"]
+    (payload / "manifest.json").write_text(json.dumps(manifest))
+    inference = load_inference(payload)
+    with pytest.raises(inference.IntegrityError, match=r"lists no weights of a known format"):
+        inference.model_fn(str(payload))
+
+
+def test_a_payload_missing_a_weight_fails_to_load(payload: Path) -> None:
+    """A consistent manifest over incomplete weights (a broken builder): strict loading
+    refuses it instead of generating from uninitialised parameters."""
+    from safetensors.torch import load_file, save_file
+
+    from artifacts_builder.manifest import file_entry
+
+    shard = _shards(payload)[-1]
+    tensors = load_file(payload / shard)
+    tensors.pop(sorted(tensors)[0])
+    save_file(tensors, payload / shard, metadata={"format": "pt"})
+    manifest = json.loads((payload / "manifest.json").read_text())
+    manifest["files"][shard] = file_entry(payload / shard)
+    (payload / "manifest.json").write_text(json.dumps(manifest))
+    inference = load_inference(payload)
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\)"):
+        inference.model_fn(str(payload))
