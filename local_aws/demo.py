@@ -39,6 +39,37 @@ def download_model_data(aws: LocalAws, model_data_url: str, into: Path) -> Path:
     return target
 
 
+def download_prefix(aws: LocalAws, prefix_url: str, into: Path) -> Path:
+    """Copy every object under ``prefix_url`` to ``into``, named by the rest of its key: what
+    SageMaker does with an uncompressed S3Prefix model data source before the container starts."""
+    bucket, prefix = prefix_url.removeprefix("s3://").split("/", 1)
+    s3 = aws.client("s3")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            target = into / obj["Key"].removeprefix(prefix)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, obj["Key"], str(target))
+    return into
+
+
+def request_gptj(model_dir: Path, prompt: str = "Can you please let us know more details about your") -> str:
+    """Load ``model_dir`` with the payload's own ``code/inference.py`` as the Hugging Face
+    toolkit does (model_fn verifies every file first), send it the seed's request, and
+    return a line to print."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gptj_inference", model_dir / "code" / "inference.py")
+    assert spec is not None and spec.loader is not None
+    inference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inference)
+    model = inference.model_fn(str(model_dir))
+    body = json.dumps({"inputs": prompt, "parameters": {"max_new_tokens": 12}})
+    answer = inference.output_fn(
+        inference.predict_fn(inference.input_fn(body, "application/json"), model), "application/json"
+    )
+    return f"{body} -> {answer[:300]}"
+
+
 def request_gpt2(model_tar: Path, prompt: str = "amazon") -> str:
     """Serve ``model_tar`` (the very ``model.tar.gz`` Gpt2Stack's endpoint received, downloaded
     back from the local AWS) with the GPT-2 container's own `serve` (nginx + gunicorn) on a
@@ -85,6 +116,12 @@ def run(artifacts: Path, app: Path, workdir: Path, timeout_s: float) -> None:
                 print(f"    downloaded {gpt2_model_url} (sha256 {digest[:16]}...)")
                 answer = request_gpt2(model_tar)
                 print(f"    -> {answer}")
+            with step("GPT-J request", "load the files the endpoint's S3 prefix holds, as SageMaker lays them out"):
+                gptj_url = aws.stack_outputs("GptjStack")["ModelDataUrl"]
+                model_dir = download_prefix(aws, gptj_url, workdir / "gptj-model")
+                files = sorted(p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file())
+                print(f"    downloaded {len(files)} files under {gptj_url}: {', '.join(files)}")
+                print(f"    -> {request_gptj(model_dir)}")
         finally:
             with step("cdk destroy --all --force", "delete every stack and everything it created"):
                 cdk.destroy(app)
