@@ -1,6 +1,7 @@
 """The seed's JMeter measurement, redone: GPT-2 latency and QPS through the real server.
 
-For each backend (ONNX Runtime, PyTorch eager) and with dynamic batching on and off, the
+For each backend (ONNX Runtime on the fp32 graph, ONNX Runtime on the weight-only int8 graph
+of a ``--cpu-precision int8`` build, PyTorch eager) and with dynamic batching on and off, the
 container's `serve` (nginx + gunicorn) is started on the 124M GPT-2 architecture with random
 weights (``GPT2Config()`` defaults; nothing comes from the hub) and driven by closed-loop
 clients at concurrency 1, 4 and 16: mean, p50 and p95 latency and QPS. The server overhead
@@ -36,6 +37,9 @@ from serving.gpt2.local import LocalServer  # noqa: E402
 
 # About 16 tokens with the offline tokenizer, as the seed's short search queries.
 PROMPT = "patent search query autocompletion for lithium battery cathode material"
+#: Benchmark label: (GPT2_BACKEND, the builder's --cpu-precision of the payload it serves).
+BACKENDS = {"onnxruntime": ("onnxruntime", "fp32"), "onnxruntime-int8": ("onnxruntime", "int8"),
+            "torch": ("torch", "fp32")}  # fmt: skip
 
 
 def build(out: Path, options: list[str]) -> Path:
@@ -184,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "gpt2_serving.png")
-    parser.add_argument("--backends", nargs="+", default=["onnxruntime", "torch"])
+    parser.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS))
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 4, 16])
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--requests", type=int, default=2, help="requests per client per point (default 2)")
@@ -202,20 +206,24 @@ def main(argv: list[str] | None = None) -> int:
     threads = len(os.sched_getaffinity(0))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     log = args.out_dir / "gpt2_server.log"
-    # One build serves every run: the server's GPT2_MAX_BATCH_SIZE may be lower than the build's.
-    model_dir = build(args.out_dir / "artifacts-124m", ["--random-weights", "--max-batch-size", str(max(16, max_batch)),
-                                                         "--max-length", "64"])  # fmt: skip
+    # One build per precision serves every run: the server's GPT2_MAX_BATCH_SIZE may be lower
+    # than the build's. Both builds make the same weights (the random init is seeded).
+    options = ["--random-weights", "--max-batch-size", str(max(16, max_batch)), "--max-length", "64"]
+    model_dirs = {"fp32": build(args.out_dir / "artifacts-124m", options)}
+    if any(BACKENDS[b][1] == "int8" for b in args.backends):
+        model_dirs["int8"] = build(args.out_dir / "artifacts-124m-int8", [*options, "--cpu-precision", "int8"])
     results = []
     for backend in args.backends:
+        server_backend, precision = BACKENDS[backend]
         for batching in (True, False):
             env = {
-                "GPT2_BACKEND": backend,
+                "GPT2_BACKEND": server_backend,
                 "GPT2_MAX_BATCH_SIZE": str(max_batch if batching else 1),
                 "GPT2_MAX_QUEUE_DELAY_US": str(args.max_queue_delay_us if batching else 0),
                 "GPT2_MAX_QUEUE_SIZE": str(4 * max_batch),
                 "GPT2_THREADS": str(threads),
             }
-            with LocalServer(model_dir=model_dir, port=args.port, env=env, log=log) as server:
+            with LocalServer(model_dir=model_dirs[precision], port=args.port, env=env, log=log) as server:
                 server.wait_ready(timeout=600)
                 load(server, 1, 2, args.new_tokens)  # warm the whole path
                 points = []
@@ -223,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                     point = load(server, c, max(args.min_requests, args.requests * c), args.new_tokens)
                     mode = "on " if batching else "off"
                     print(
-                        f"{backend:12} batching {mode} c={c:<3} qps {point['qps']:6.2f}  "
+                        f"{backend:16} batching {mode} c={c:<3} qps {point['qps']:6.2f}  "
                         f"p50 {point['p50_ms']:7.0f} ms  p95 {point['p95_ms']:7.0f} ms  "
                         f"batch {point['mean_batch']:.1f}  tokens {point['mean_new_tokens']:.1f}",
                         flush=True,
@@ -234,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     # the model call is ~2 ms and the noise of a shared machine does not swamp a few ms.
     tiny_dir = build(args.out_dir / "artifacts-tiny", ["--tiny"])
     over = overhead(tiny_dir, args.port, args.overhead_reps, threads, log)
-    over_124m = overhead(model_dir, args.port, max(10, args.overhead_reps // 4), threads, log)
+    over_124m = overhead(model_dirs["fp32"], args.port, max(10, args.overhead_reps // 4), threads, log)
     summary = targets(results, over)
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -267,25 +275,27 @@ def targets(results: list[dict[str, Any]], over: dict[str, float]) -> list[str]:
         return None
 
     lines = []
-    # Like for like: each batching mode compares the two backends under the same server settings,
-    # each with its own verdict (at c=1 batching on can only add its queue delay, never merge).
-    for batching in (False, True):
-        ort, torch = point("onnxruntime", batching, 1), point("torch", batching, 1)
-        if ort and torch:
-            ratio = ort["qps"] / torch["qps"]
-            verdict = "met" if ratio >= 2.5 else "NOT met"
+    names = {"onnxruntime": "ONNX Runtime fp32", "onnxruntime-int8": "ONNX Runtime int8"}
+    for ort_name, label in names.items():
+        # Like for like: each batching mode compares the two backends under the same server settings,
+        # each with its own verdict (at c=1 batching on can only add its queue delay, never merge).
+        for batching in (False, True):
+            ort, torch = point(ort_name, batching, 1), point("torch", batching, 1)
+            if ort and torch:
+                ratio = ort["qps"] / torch["qps"]
+                verdict = "met" if ratio >= 2.5 else "NOT met"
+                lines.append(
+                    f"{label} vs PyTorch eager, batching {'on' if batching else 'off'}, c=1: {ratio:.2f}x QPS "
+                    f"({ort['qps']:.2f} vs {torch['qps']:.2f}; target >= 2.5x): {verdict}"
+                )
+        lone, busy = point(ort_name, True, 1), point(ort_name, True, 16)
+        if lone and busy:
+            gain, slow = busy["qps"] / lone["qps"], busy["p50_ms"] / lone["p50_ms"]
+            ok = gain >= 3 and slow <= 2.5
             lines.append(
-                f"ONNX Runtime vs PyTorch eager, batching {'on' if batching else 'off'}, c=1: {ratio:.2f}x QPS "
-                f"({ort['qps']:.2f} vs {torch['qps']:.2f}; target >= 2.5x): {verdict}"
+                f"{label}, batching on, c=16 vs c=1: {gain:.2f}x QPS (target >= 3x), p50 {slow:.2f}x a lone "
+                f"request (target <= 2.5x): {'met' if ok else 'NOT met'}"
             )
-    lone, busy = point("onnxruntime", True, 1), point("onnxruntime", True, 16)
-    if lone and busy:
-        gain, slow = busy["qps"] / lone["qps"], busy["p50_ms"] / lone["p50_ms"]
-        ok = gain >= 3 and slow <= 2.5
-        lines.append(
-            f"ONNX Runtime, batching on, c=16 vs c=1: {gain:.2f}x QPS (target >= 3x), p50 {slow:.2f}x a lone "
-            f"request (target <= 2.5x): {'met' if ok else 'NOT met'}"
-        )
     lines.append(
         f"server overhead (tiny model, one-token request, medians): {over['overhead_ms']:.1f} ms "
         f"({over['served_p50_ms']:.1f} served vs {over['direct_p50_ms']:.1f} direct; target < 5 ms): "

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from serving.gpt2.generation import (
-    ONNX_FP32,
     TORCH_DIR,
     Backend,
     Completion,
@@ -28,6 +27,7 @@ from serving.gpt2.generation import (
     StopCheck,
     decode_loop,
     input_names,
+    onnxruntime_file,
 )
 
 log = logging.getLogger(__name__)
@@ -49,14 +49,17 @@ def cuda_available() -> bool:
 
 
 class OnnxRuntimeBackend:
-    """The fp32 ONNX graph on ONNX Runtime's CPU provider, KV cache kept as numpy arrays."""
+    """An ONNX graph on ONNX Runtime's CPU provider, KV cache kept as numpy arrays: by default
+    the one the payload's manifest names (fp32 ``model.onnx``, or the weight-only int8
+    ``model_int8.onnx`` of a ``--cpu-precision int8`` build)."""
 
     name = "onnxruntime"
 
-    def __init__(self, model_dir: Path, info: ModelInfo, *, threads: int = 0, onnx_file: str = ONNX_FP32) -> None:
+    def __init__(self, model_dir: Path, info: ModelInfo, *, threads: int = 0, onnx_file: str | None = None) -> None:
         import onnxruntime as ort
 
         self.info = info
+        self.onnx_file = onnx_file or onnxruntime_file(model_dir)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Spinning intra-op threads stall each other for whole scheduler slices when the cores
@@ -65,8 +68,9 @@ class OnnxRuntimeBackend:
         if threads:
             options.intra_op_num_threads = threads
         self.session = ort.InferenceSession(
-            str(model_dir / onnx_file), sess_options=options, providers=["CPUExecutionProvider"]
+            str(model_dir / self.onnx_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
+        log.info("ONNX Runtime runs %s", self.onnx_file)
         self._past_names = input_names(info.n_layer)[3:]
         inputs = {i.name: i.type for i in self.session.get_inputs()}
         self._dtype = np.float16 if inputs[self._past_names[0]] == "tensor(float16)" else np.float32

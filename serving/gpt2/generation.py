@@ -22,6 +22,9 @@ import numpy.typing as npt
 GENERATION_FILE = "generation.json"
 ONNX_FP32 = "model.onnx"
 ONNX_FP16 = "model_fp16.onnx"
+#: Weight-only int8 (``--cpu-precision int8``): replaces model.onnx for ONNX Runtime on the CPU.
+ONNX_INT8 = "model_int8.onnx"
+MANIFEST_FILE = "manifest.json"
 ENGINE_FILE = "model.engine"
 ENGINE_INFO = "engine.json"
 TOKENIZER_DIR = "tokenizer"
@@ -76,6 +79,24 @@ class ModelInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def onnxruntime_file(model_dir: Path) -> str:
+    """The ONNX file the payload's manifest names for ONNX Runtime on the CPU (its
+    ``onnxruntime.file``); ``model.onnx`` for a folder whose manifest names none (payloads built
+    before the builder had ``--cpu-precision``, or a folder with no manifest)."""
+    path = model_dir / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        return ONNX_FP32
+    name = (manifest.get("onnxruntime") or {}).get("file", ONNX_FP32)
+    if not isinstance(name, str) or name not in manifest.get("files", {}):
+        raise FileNotFoundError(
+            f"{path} names {name!r} as the ONNX Runtime graph but does not list that file: "
+            "rebuild the payload with `python -m artifacts_builder gpt2`"
+        )
+    return name
 
 
 @dataclass(frozen=True, kw_only=True)

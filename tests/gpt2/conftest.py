@@ -40,12 +40,33 @@ def model_tar(tiny_out: Path) -> Path:
     return tiny_out / "gpt2" / "model.tar.gz"
 
 
-@pytest.fixture(scope="session")
-def model_dir(model_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("model")
-    with tarfile.open(model_tar) as tar:
+def _extract(tar_path: Path, target: Path) -> Path:
+    with tarfile.open(tar_path) as tar:
         tar.extractall(target, filter="data")
     return target
+
+
+@pytest.fixture(scope="session")
+def model_dir(model_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _extract(model_tar, tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="session")
+def int8_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tiny model built with `--cpu-precision int8` (its gate passed, or the build fails)."""
+    out = tmp_path_factory.mktemp("artifacts-int8")
+    assert build(out, "--cpu-precision", "int8") == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def int8_tar(int8_out: Path) -> Path:
+    return int8_out / "gpt2" / "model.tar.gz"
+
+
+@pytest.fixture(scope="session")
+def int8_model_dir(int8_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _extract(int8_tar, tmp_path_factory.mktemp("model-int8"))
 
 
 @contextmanager
@@ -59,6 +80,12 @@ def running(model_tar: Path, env: dict[str, str]) -> Iterator[LocalServer]:
 @pytest.fixture(name="running")
 def running_fixture(model_tar: Path) -> Callable[[dict[str, str]], AbstractContextManager[LocalServer]]:
     return lambda env: running(model_tar, env)
+
+
+@pytest.fixture(name="running_tar")
+def running_tar_fixture() -> Callable[[Path, dict[str, str]], AbstractContextManager[LocalServer]]:
+    """`serve` over a payload of the test's choosing."""
+    return running
 
 
 @pytest.fixture(scope="session")

@@ -63,8 +63,9 @@ class RequestError(ValueError):
 #
 # Every file is checked against the manifest before anything is built from it. The weights
 # are hashed through a memory map, several files at once (hashlib releases the GIL), with
-# the kernel reading the next chunks while the current one is hashed. The verified maps then back the model's tensors directly, so the weights are
-# read from disk once, for hashing and loading together.
+# the kernel reading the next chunks while the current one is hashed. The verified maps then
+# back the model's tensors directly, so the weights are read from disk once, for hashing and
+# loading together.
 
 
 def _listing(root: Path) -> tuple[dict[str, Any], dict[str, tuple[Path, dict[str, Any]]]]:
