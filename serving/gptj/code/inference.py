@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 WEIGHT_SUFFIXES = {"safetensors": ".safetensors", "torch-save": ".pt"}
-_CHUNK = 16 * 1024 * 1024
+_CHUNK = 1024 * 1024
 JSON = "application/json"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 # safetensors dtype codes of the tensors a payload may hold.
@@ -61,10 +61,10 @@ class RequestError(ValueError):
 
 # --- integrity -------------------------------------------------------------------------
 #
-# Every file is checked against the manifest before anything is built from it. The weights
-# are hashed through a memory map, several files at once (hashlib releases the GIL), with
-# the kernel reading the next chunks while the current one is hashed. The verified maps then
-# back the model's tensors directly, so the weights are read from disk once, for hashing and
+# Every file is checked against the manifest before anything is built from it. The weight
+# shards are hashed several at once (reads and hashlib both release the GIL); each verified
+# shard is then mapped, and its pages, which the hash has just brought into the page cache,
+# back the model's tensors directly: the weights are read from disk once, for hashing and
 # loading together.
 
 
@@ -109,24 +109,25 @@ def _listing(root: Path) -> tuple[dict[str, Any], dict[str, tuple[Path, dict[str
     return dict(manifest), listed
 
 
-def _hash_mapped(path: Path) -> tuple[str, mmap.mmap | None]:
-    """sha256 of `path` and a private, writable map of it (None for an empty file)."""
+def _sha256(path: Path) -> str:
+    # Small reads: each chunk is hashed while it is still in the CPU cache (16 MB chunks were
+    # 1.5x slower here, hashing through a memory map slower still: docs/BENCHMARKS.md).
     digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
     with open(path, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return digest.hexdigest(), None
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        view = memoryview(mapped)
-        try:
-            os.posix_fadvise(f.fileno(), 0, 2 * _CHUNK, os.POSIX_FADV_WILLNEED)
-            for offset in range(0, size, _CHUNK):
-                # Ask for the chunks after this one now: the disk works while this one hashes.
-                os.posix_fadvise(f.fileno(), offset + _CHUNK, 2 * _CHUNK, os.POSIX_FADV_WILLNEED)
-                digest.update(view[offset : offset + _CHUNK])
-        finally:
-            view.release()
-    return digest.hexdigest(), mapped
+        while n := f.readinto(buffer):
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def _map(path: Path) -> mmap.mmap | None:
+    """A private, writable map of `path` (None for an empty file): its pages are the ones the
+    hash has just read into the page cache, so tensors built on it cost no copy."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return None
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
 
 
 def _mismatch(path: Path, actual: str, expected: str) -> IntegrityError:
@@ -137,8 +138,8 @@ def _mismatch(path: Path, actual: str, expected: str) -> IntegrityError:
 
 
 class _Verifier:
-    """Hashes the listed files on a thread pool; `result()` returns the maps of those whose
-    sha256 matched, or raises IntegrityError naming the first (by name) that did not."""
+    """Hashes the listed files on a thread pool; `result()` returns maps of the `keep` files
+    once every sha256 matched, or raises IntegrityError naming the first (by name) that did not."""
 
     def __init__(self, listed: dict[str, tuple[Path, dict[str, Any]]], keep: set[str]) -> None:
         self._listed, self._keep = listed, keep
@@ -148,29 +149,18 @@ class _Verifier:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify")
         # Largest first, so that no big file starts last on an otherwise idle pool.
         order = sorted(listed, key=lambda name: -listed[name][1]["size"])
-        self._futures = {name: self._pool.submit(_hash_mapped, listed[name][0]) for name in order}
+        self._futures = {name: self._pool.submit(_sha256, listed[name][0]) for name in order}
 
     def result(self) -> dict[str, mmap.mmap | None]:
-        maps: dict[str, mmap.mmap | None] = {}
-        error: IntegrityError | None = None
         try:
             for name in sorted(self._futures):
-                actual, mapped = self._futures[name].result()
                 path, entry = self._listed[name]
+                actual = self._futures[name].result()
                 if actual != entry["sha256"]:
-                    error = error or _mismatch(path, actual, entry["sha256"])
-                if mapped is not None and (name not in self._keep or error is not None):
-                    mapped.close()
-                elif name in self._keep:
-                    maps[name] = mapped
+                    raise _mismatch(path, actual, entry["sha256"])
         finally:
-            self._pool.shutdown()
-        if error is not None:
-            for mapped in maps.values():
-                if mapped is not None:
-                    mapped.close()
-            raise error
-        return maps
+            self._pool.shutdown(cancel_futures=True)
+        return {name: _map(self._listed[name][0]) for name in sorted(self._keep)}
 
 
 def verify_payload(model_dir: str | Path) -> dict[str, Any]:
@@ -253,7 +243,9 @@ def _parameters_on_meta(torch: Any) -> Iterator[None]:
         torch.nn.Module.register_parameter = original
 
 
-def _model_from_maps(model_dir: Path, weights: list[str], maps: dict[str, Any], dtype: Any) -> Any:
+def _skeleton(model_dir: Path, dtype: Any) -> Any:
+    """The model from its (verified) config.json, parameters on the meta device: built while
+    the weights are still being hashed."""
     import torch
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
@@ -262,13 +254,20 @@ def _model_from_maps(model_dir: Path, weights: list[str], maps: dict[str, Any], 
     config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
     with _parameters_on_meta(torch):
         model = AutoModelForCausalLM.from_config(config, **{key: dtype})
+    if (model_dir / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
+    return model
+
+
+def _assign(model: Any, weights: list[str], maps: dict[str, Any]) -> Any:
+    """The verified weights, as views of their maps, in place of the meta parameters."""
+    import torch
+
     state: dict[str, Any] = {}
     for name in weights:
         state.update(_tensors(torch, name, maps[name]))
     # strict: a checkpoint that lacks a weight must fail here, not generate from meta tensors.
     model.load_state_dict(state, strict=True, assign=True)
-    if (model_dir / "generation_config.json").is_file():
-        model.generation_config = GenerationConfig.from_pretrained(model_dir, local_files_only=True)
     return model
 
 
@@ -277,7 +276,8 @@ def model_fn(model_dir: str) -> dict[str, Any]:
     and warm up with one token so the first request does not pay for it.
 
     The small files are verified first; then, while the weight files are hashed in the
-    background, the tokenizer and the model's code are loaded from the verified small files.
+    background, the tokenizer and the model (parameters on the meta device) are built from
+    the verified small files.
     Safetensors weights are built straight from the verified maps; a pickle is only unpickled
     after its own sha256 matched."""
     started = time.perf_counter()
@@ -286,7 +286,8 @@ def model_fn(model_dir: str) -> dict[str, Any]:
     weights = list(manifest["weights"])
     small = {name: listed[name] for name in listed if name not in weights}
     _Verifier(small, keep=set()).result()
-    verifier = _Verifier({name: listed[name] for name in weights}, keep=set(weights))
+    mapped = set(weights) if manifest["format"] == "safetensors" else set()
+    verifier = _Verifier({name: listed[name] for name in weights}, keep=mapped)
 
     import torch
     from transformers import AutoTokenizer
@@ -296,18 +297,16 @@ def model_fn(model_dir: str) -> dict[str, Any]:
         on_gpu = torch.cuda.is_available()
         device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")
         dtype = _dtype(torch, on_gpu)
+        skeleton = _skeleton(root, dtype) if manifest["format"] == "safetensors" else None
     finally:
         maps = verifier.result()  # raises IntegrityError on a mismatch
     verified = time.perf_counter()
 
     if manifest["format"] == "torch-save":
-        for mapped in maps.values():
-            if mapped is not None:
-                mapped.close()
         # Safe only because the sha256 of this exact file matched the manifest just above.
         model = torch.load(root / weights[0], map_location=device, weights_only=False, mmap=not on_gpu)
     else:
-        model = _model_from_maps(root, weights, maps, dtype)
+        model = _assign(skeleton, weights, maps)
     model = model.to(device=device, dtype=dtype).eval()
     loaded = time.perf_counter()
     with torch.inference_mode():
