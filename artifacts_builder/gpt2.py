@@ -581,7 +581,7 @@ def run(args: argparse.Namespace) -> int:
         gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
         parity = [{**r.__dict__, "passed": r.passed} for r in reports]
         inner = {str(p.relative_to(staging)): p for p in sorted(staging.rglob("*")) if p.is_file()}
-        built = {
+        built: dict[str, Any] = {
             "model": name,
             "versions": versions,
             "gpu": gpu,
