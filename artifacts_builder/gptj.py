@@ -486,7 +486,11 @@ def safetensors_entries(source: Path, shard_bytes: int) -> list[Entry]:
             f"{source} lacks {len(missing)} weights the model needs ({', '.join(missing[:5])}...): "
             "the checkpoint does not match its config.json"
         )
-    tensors = sorted((_to_fp16(t) for t in tensors if t.name in expected), key=lambda t: t.name)
+    # Wider items first: every tensor then starts at a multiple of its item size (the header is
+    # padded to 8 bytes), which the loader's zero-copy views need.
+    tensors = sorted(
+        (_to_fp16(t) for t in tensors if t.name in expected), key=lambda t: (-_ST_ITEMSIZE[t.dtype], t.name)
+    )
     shards: list[list[_Tensor]] = [[]]
     filled = 0
     for t in tensors:

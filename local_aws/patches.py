@@ -806,7 +806,10 @@ def _physical_id(call: dict[str, Any], fallback: str) -> str:
 
 class AwsSdkCallResource(_Emulated, CloudFormationModel):
     """Custom::AWS, the resource of CDK's ``AwsCustomResource``: its Create, Update and Delete
-    SDK calls, made against the local AWS as its Lambda function makes them against AWS."""
+    SDK calls, made against the local AWS as its Lambda function makes them against AWS.
+    Not emulated: IAM (moto does not check the function's role) and CloudFormation's order
+    of a replacement (here the old resource is deleted during the update, not in the cleanup
+    after it), so tests/infra checks the role's scope for that cleanup."""
 
     def __init__(self, physical_id: str, delete_call: dict[str, Any] | None, region_name: str) -> None:
         self.physical_id = physical_id
@@ -831,9 +834,9 @@ class AwsSdkCallResource(_Emulated, CloudFormationModel):
 
     @classmethod
     def _from_properties(cls, which: str, properties: dict[str, Any], fallback_id: str, region_name: str) -> Any:
-        # As the provider: an update without an Update call does nothing new; a create
-        # without a Create call makes the Update call.
-        raw = properties.get(which) or properties.get("Update" if which == "Create" else "Create")
+        # As the provider: a create without a Create call makes the Update call; an update
+        # without an Update call makes none and keeps the physical id.
+        raw = properties.get("Create") or properties.get("Update") if which == "Create" else properties.get("Update")
         call = json.loads(raw) if raw else None
         if call is not None:
             _sdk_call(call, region_name)

@@ -83,15 +83,22 @@ class ModelPrefix(Construct):
             self, "CopyLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
         )
         log_group.grant_write(role)
-        # CopyObject needs PutObject on the target; the delete call runs when a payload is replaced
-        # or the stack destroyed. (Bucket.grant_put and grant_delete would add Abort*, Put*Tagging,
-        # retention and legal holds, which nothing here uses.)
+        # CopyObject needs PutObject on the target; DeleteObject runs when a payload is replaced or
+        # the stack destroyed. The whole bucket, not this payload's prefix: CloudFormation deletes
+        # the old payload's copies after the update, when this policy already names the new prefix
+        # (and deletes the new ones on a rollback, when it names the old one again); the bucket
+        # holds nothing but these copies. (Bucket.grant_put and grant_delete would add Abort*,
+        # Put*Tagging, retention and legal holds, which nothing here uses.)
         iam.Grant.add_to_principal(
             grantee=role,
             actions=["s3:PutObject", "s3:DeleteObject"],
-            resource_arns=[self.bucket.arn_for_objects(f"{self.prefix}*")],
+            resource_arns=[self.bucket.arn_for_objects("*")],
         )
-        self._acknowledge_prefix(role)
+        self._acknowledge_bucket_objects(
+            role,
+            "Copies and deletes payload files of this stack's model bucket, which holds nothing else; "
+            "the old payload's prefix must stay deletable after an update has moved to a new one",
+        )
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::<" + Stack.of(self).get_logical_id(_cfn(log_group)) + ".Arn>:*]",
@@ -124,28 +131,23 @@ class ModelPrefix(Construct):
             )
         self.s3_uri = f"s3://{self.bucket.bucket_name}/{self.prefix}"
 
-    def _acknowledge_prefix(self, construct: Construct) -> None:
+    def _acknowledge_bucket_objects(self, construct: Construct, reason: str) -> None:
         bucket_id = Stack.of(self).get_logical_id(_cfn(self.bucket))
-        acknowledge(
-            construct,
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{self.prefix}*]",
-            "Exactly the payload's files under the model prefix, whose names the payload manifest fixes",
-        )
+        acknowledge(construct, f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]", reason)
 
     def bind_to_container(self, role: iam.IGrantable) -> dict[str, Any]:
-        """Let `role` list and read the prefix (SageMaker lists it, then copies every object to
-        /opt/ml/model); the model container's properties that point at it."""
+        """Let `role` list and read the model bucket (SageMaker lists the prefix, then copies
+        every object under it to /opt/ml/model); the model container's properties that point
+        at the prefix. The whole bucket, which holds only this stack's payloads: during an
+        update, instances of the old model may still start and download the old prefix."""
         iam.Grant.add_to_principal(
-            grantee=role, actions=["s3:GetObject"], resource_arns=[self.bucket.arn_for_objects(f"{self.prefix}*")]
+            grantee=role, actions=["s3:GetObject"], resource_arns=[self.bucket.arn_for_objects("*")]
         )
-        iam.Grant.add_to_principal(
-            grantee=role,
-            actions=["s3:ListBucket"],
-            resource_arns=[self.bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{self.prefix}*"]}},
-        )
+        iam.Grant.add_to_principal(grantee=role, actions=["s3:ListBucket"], resource_arns=[self.bucket.bucket_arn])
         if isinstance(role, Construct):
-            self._acknowledge_prefix(role)
+            self._acknowledge_bucket_objects(
+                role, "Reads the payload files of this stack's model bucket, which holds nothing else"
+            )
         return {
             "model_data_source": sagemaker.CfnModel.ModelDataSourceProperty(
                 s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
@@ -165,6 +167,12 @@ def _payload_files(folder: Path) -> dict[str, dict[str, Any]]:
     manifest = read_manifest(folder)
     files: dict[str, dict[str, Any]] = {}
     for name, entry in manifest["files"].items():
+        parts = name.split("/")
+        if name.startswith("/") or any(part in ("", ".", "..") or len(part.encode()) > 255 for part in parts):
+            raise ManifestError(
+                f"{folder / MANIFEST_NAME} names {name!r}: a payload file must be a relative path without "
+                "'.', '..' or empty segments (SageMaker writes it under /opt/ml/model); rebuild the payload"
+            )
         path = folder / name
         try:
             size = path.stat().st_size

@@ -87,7 +87,8 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
         assert source == {"S3Uri": outputs["ModelDataUrl"], "S3DataType": "S3Prefix", "CompressionType": "None"}
         # What SageMaker will copy to /opt/ml/model is, file for file and byte for byte, the payload built here.
         assert prefix_files(aws, outputs["ModelDataUrl"]) == payload_files(config.gptj.model_data)
-        assert [s["Resource"] for s in reads] == [f"arn:aws:s3:::{bucket}/{key}*"], "read its own prefix only"
+        # The stack's own model bucket, which holds nothing but its payloads.
+        assert [s["Resource"] for s in reads] == [f"arn:aws:s3:::{bucket}/*"], "read its own model bucket only"
     pulls = [s for s in role_statements(aws, role_name) if "ecr:BatchGetImage" in s["Action"]]
     repository = image.split("/", 1)[1].split(":")[0]
     assert [s["Resource"].rsplit("/", 1)[-1] for s in pulls] == [repository]

@@ -1,5 +1,5 @@
-"""model_fn's loader: shards verified in parallel through memory maps, the model built
-straight from the verified maps; what it refuses and what it must equal."""
+"""model_fn's loader: shards hashed in parallel, then mapped through the handles that were
+hashed, the model built straight from the maps; what it refuses and what it must equal."""
 
 from __future__ import annotations
 
@@ -75,4 +75,37 @@ def test_a_payload_missing_a_weight_fails_to_load(payload: Path) -> None:
     (payload / "manifest.json").write_text(json.dumps(manifest))
     inference = load_inference(payload)
     with pytest.raises(RuntimeError, match=r"Missing key\(s\)"):
+        inference.model_fn(str(payload))
+
+
+def test_a_shard_without_tensor_data_loads(payload: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard may hold no tensor bytes (no tensor, or only zero-size ones): its map then ends
+    with the header, which torch.frombuffer refuses unless the loader handles it."""
+    import torch
+    from safetensors.torch import save_file
+
+    from artifacts_builder.manifest import file_entry
+
+    save_file({"unused.empty": torch.empty(0, dtype=torch.float16)}, payload.parent / "empty.safetensors")
+    inference = load_inference(payload)
+    with open(payload.parent / "empty.safetensors", "rb") as f:
+        tensors = inference._tensors(torch, "empty.safetensors", inference._map(f))
+    assert list(tensors) == ["unused.empty"] and tensors["unused.empty"].numel() == 0
+
+    save_file({}, payload / "model-none.safetensors")
+    manifest = json.loads((payload / "manifest.json").read_text())
+    manifest["files"]["model-none.safetensors"] = file_entry(payload / "model-none.safetensors")
+    manifest["weights"].append("model-none.safetensors")
+    (payload / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("GPTJ_DTYPE", "float16")
+    loaded = inference.model_fn(str(payload))
+    assert not any(t.is_meta for t in loaded["model"].parameters())
+
+
+def test_an_entry_without_size_is_refused(payload: Path) -> None:
+    manifest = json.loads((payload / "manifest.json").read_text())
+    del manifest["files"]["config.json"]["size"]
+    (payload / "manifest.json").write_text(json.dumps(manifest))
+    inference = load_inference(payload)
+    with pytest.raises(inference.IntegrityError, match=r"has no size and sha256 for 'config.json'"):
         inference.model_fn(str(payload))

@@ -202,10 +202,9 @@ def test_execution_role_is_least_privilege(default: Synthesized, stack: str, art
     }
     object_arn = by_action["s3:GetObject"]["Resource"]["Fn::Join"][1]
     if stack == "GptjStack":
-        # The files under the payload's own prefix, in the stack's model bucket; list that prefix only.
-        prefix = _payload_prefix(artifacts)
-        assert object_arn[1] == f"/{prefix}/*" and "ModelFilesBucket" in object_arn[0]["Fn::GetAtt"][0]
-        assert by_action["s3:ListBucket"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}/*"]}}
+        # The stack's own model bucket, which holds only its payloads (an old model's instances
+        # may still download the old prefix during an update); nothing in any other bucket.
+        assert object_arn[1] == "/*" and "ModelFilesBucket" in object_arn[0]["Fn::GetAtt"][0]
         assert "ModelFilesBucket" in by_action["s3:ListBucket"]["Resource"]["Fn::GetAtt"][0]
     else:
         # Read of that one asset object: the key is the asset hash, not a wildcard.
@@ -305,9 +304,10 @@ def test_gptj_ships_its_payload_folder_uncompressed_under_one_prefix(default: Sy
         assert assets[key]["source"]["path"] == str(folder / name)
 
 
-def test_copy_role_writes_only_under_the_prefix(default: Synthesized, artifacts: Any) -> None:
+def test_copy_role_writes_only_to_the_model_bucket(default: Synthesized) -> None:
+    """Put and delete anywhere in the stack's model bucket, not only under the current prefix:
+    CloudFormation deletes the old payload's copies after an update, with the new policy."""
     template = default.template_json("GptjStack")
-    prefix = _payload_prefix(artifacts)
     lambda_principal = {"Service": "lambda.amazonaws.com"}
     (copy_role,) = [
         k
@@ -317,7 +317,8 @@ def test_copy_role_writes_only_under_the_prefix(default: Synthesized, artifacts:
     statements = _statements_of(template, copy_role)
     writes = [s for s in statements if "s3:PutObject" in actions_of(s)]
     assert [actions_of(s) for s in writes] == [["s3:PutObject", "s3:DeleteObject"]]
-    assert writes[0]["Resource"]["Fn::Join"][1][1] == f"/{prefix}/*"
+    bucket_arn, objects = writes[0]["Resource"]["Fn::Join"][1]
+    assert objects == "/*" and "ModelFilesBucket" in bucket_arn["Fn::GetAtt"][0]
     reads = [s for s in statements if actions_of(s) == ["s3:GetObject"]]
     assert len(reads) == len(resources_of(template, "Custom::AWS"))
     assert all("*" not in s["Resource"]["Fn::Join"][1][-1] for s in reads), "each asset object by its key"
@@ -354,6 +355,23 @@ def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: An
     entries["files"]["model-00001-of-00001.safetensors"]["size"] = 5 * 1000**3 + 1
     (payload / "manifest.json").write_text(json.dumps(entries))
     with pytest.raises(ManifestError, match=r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb"):
+        synthesize(tmp_path / "out", folder)
+
+
+@pytest.mark.parametrize("name", ["../outside.json", "/etc/passwd", "code//inference.py", "a/./b"])
+def test_payload_file_name_outside_the_folder_fails_synthesis(tmp_path: Any, artifacts: Any, name: str) -> None:
+    import shutil
+
+    from artifacts_builder.manifest import ManifestError
+    from tests.infra.conftest import synthesize
+
+    folder = tmp_path / "art"
+    shutil.copytree(artifacts, folder)
+    manifest_path = folder / "gptj" / "model" / "manifest.json"
+    entries = json.loads(manifest_path.read_text())
+    entries["files"][name] = {"sha256": "0" * 64, "size": 1}
+    manifest_path.write_text(json.dumps(entries))
+    with pytest.raises(ManifestError, match=r"a payload file must be a relative path"):
         synthesize(tmp_path / "out", folder)
 
 

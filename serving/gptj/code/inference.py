@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,15 @@ def _listing(root: Path) -> tuple[dict[str, Any], dict[str, tuple[Path, dict[str
             size = path.stat().st_size
         except FileNotFoundError:
             raise IntegrityError(f"{path} is listed in the manifest but missing: the payload is incomplete") from None
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("size"), int)
+            or not isinstance(entry.get("sha256"), str)
+        ):
+            raise IntegrityError(
+                f"{root / MANIFEST} has no size and sha256 for {name!r}: rebuild the payload with "
+                "`python -m artifacts_builder gptj`"
+            )
         if size != entry["size"]:
             raise IntegrityError(
                 f"{path} is {size} bytes, the manifest says {entry['size']}: the file was altered or truncated; "
@@ -109,25 +118,33 @@ def _listing(root: Path) -> tuple[dict[str, Any], dict[str, tuple[Path, dict[str
     return dict(manifest), listed
 
 
-def _sha256(path: Path) -> str:
-    # Small reads: each chunk is hashed while it is still in the CPU cache (16 MB chunks were
-    # 1.5x slower here, hashing through a memory map slower still: docs/BENCHMARKS.md).
-    digest = hashlib.sha256()
-    buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as f:
+def _hash_open(path: Path) -> tuple[str, BinaryIO, os.stat_result]:
+    """sha256 of `path`, read through a handle that stays open (the caller closes it): what is
+    later mapped or unpickled is read through this very handle, not by the path again."""
+    f = open(path, "rb", buffering=0)  # noqa: SIM115 (handed to the caller, open)
+    try:
+        before = os.fstat(f.fileno())
+        # Small reads: each chunk is hashed while it is still in the CPU cache (16 MB chunks were
+        # 1.5x slower here, hashing through a memory map slower still: docs/BENCHMARKS.md).
+        digest = hashlib.sha256()
+        buffer = bytearray(_CHUNK)
+        view = memoryview(buffer)
         while n := f.readinto(buffer):
             digest.update(view[:n])
-    return digest.hexdigest()
+    except BaseException:
+        f.close()
+        raise
+    return digest.hexdigest(), f, before
 
 
-def _map(path: Path) -> mmap.mmap | None:
-    """A private, writable map of `path` (None for an empty file): its pages are the ones the
-    hash has just read into the page cache, so tensors built on it cost no copy."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return None
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+def _map(f: BinaryIO) -> mmap.mmap | None:
+    """A private, writable map of the verified file (None for an empty one): its pages are the
+    ones the hash has just read into the page cache, so tensors built on it cost no copy.
+    (A private map still shows later writes to the file in pages it has not copied yet; only
+    processes of the container can write to /opt/ml/model.)"""
+    if os.fstat(f.fileno()).st_size == 0:
+        return None
+    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
 
 
 def _mismatch(path: Path, actual: str, expected: str) -> IntegrityError:
@@ -138,8 +155,9 @@ def _mismatch(path: Path, actual: str, expected: str) -> IntegrityError:
 
 
 class _Verifier:
-    """Hashes the listed files on a thread pool; `result()` returns maps of the `keep` files
-    once every sha256 matched, or raises IntegrityError naming the first (by name) that did not."""
+    """Hashes the listed files on a thread pool; `result()` returns the open, verified handles
+    of the `keep` files once every sha256 matched (the caller closes them), or raises
+    IntegrityError naming the first file (by name) that did not match."""
 
     def __init__(self, listed: dict[str, tuple[Path, dict[str, Any]]], keep: set[str]) -> None:
         self._listed, self._keep = listed, keep
@@ -149,18 +167,36 @@ class _Verifier:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify")
         # Largest first, so that no big file starts last on an otherwise idle pool.
         order = sorted(listed, key=lambda name: -listed[name][1]["size"])
-        self._futures = {name: self._pool.submit(_sha256, listed[name][0]) for name in order}
+        self._futures = {name: self._pool.submit(_hash_open, listed[name][0]) for name in order}
 
-    def result(self) -> dict[str, mmap.mmap | None]:
+    def result(self) -> dict[str, BinaryIO]:
+        kept: dict[str, BinaryIO] = {}
+        error: BaseException | None = None
         try:
+            self._pool.shutdown(wait=True)
             for name in sorted(self._futures):
                 path, entry = self._listed[name]
-                actual = self._futures[name].result()
+                try:
+                    actual, f, before = self._futures[name].result()
+                except BaseException as exc:  # re-raised below, once every handle is closed
+                    error = error or exc
+                    continue
+                after = os.fstat(f.fileno())
                 if actual != entry["sha256"]:
-                    raise _mismatch(path, actual, entry["sha256"])
+                    error = error or _mismatch(path, actual, entry["sha256"])
+                elif (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+                    error = error or IntegrityError(f"{path} changed while it was verified: refusing to load it")
+                if name in self._keep:
+                    kept[name] = f
+                else:
+                    f.close()
         finally:
-            self._pool.shutdown(cancel_futures=True)
-        return {name: _map(self._listed[name][0]) for name in sorted(self._keep)}
+            if error is not None:
+                for f in kept.values():
+                    f.close()
+        if error is not None:
+            raise error
+        return kept
 
 
 def verify_payload(model_dir: str | Path) -> dict[str, Any]:
@@ -286,8 +322,7 @@ def model_fn(model_dir: str) -> dict[str, Any]:
     weights = list(manifest["weights"])
     small = {name: listed[name] for name in listed if name not in weights}
     _Verifier(small, keep=set()).result()
-    mapped = set(weights) if manifest["format"] == "safetensors" else set()
-    verifier = _Verifier({name: listed[name] for name in weights}, keep=mapped)
+    verifier = _Verifier({name: listed[name] for name in weights}, keep=set(weights))
 
     import torch
     from transformers import AutoTokenizer
@@ -299,14 +334,20 @@ def model_fn(model_dir: str) -> dict[str, Any]:
         dtype = _dtype(torch, on_gpu)
         skeleton = _skeleton(root, dtype) if manifest["format"] == "safetensors" else None
     finally:
-        maps = verifier.result()  # raises IntegrityError on a mismatch
+        handles = verifier.result()  # raises IntegrityError on a mismatch
     verified = time.perf_counter()
 
-    if manifest["format"] == "torch-save":
-        # Safe only because the sha256 of this exact file matched the manifest just above.
-        model = torch.load(root / weights[0], map_location=device, weights_only=False, mmap=not on_gpu)
-    else:
-        model = _assign(skeleton, weights, maps)
+    try:
+        if manifest["format"] == "torch-save":
+            # Safe only because the sha256 of this exact file matched the manifest just above;
+            # read through the handle that was hashed (/proc/self/fd keeps mmap working).
+            source = f"/proc/self/fd/{handles[weights[0]].fileno()}"
+            model = torch.load(source, map_location=device, weights_only=False, mmap=not on_gpu)
+        else:
+            model = _assign(skeleton, weights, {name: _map(handles[name]) for name in weights})
+    finally:
+        for handle in handles.values():
+            handle.close()  # a map keeps its own reference to the file
     model = model.to(device=device, dtype=dtype).eval()
     loaded = time.perf_counter()
     with torch.inference_mode():
