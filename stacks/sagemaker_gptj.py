@@ -14,7 +14,7 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
-from stacks.config import GptjSettings
+from stacks.config import ConfigError, GptjSettings
 from stacks.images import huggingface_inference
 from stacks.model_asset import ModelAsset
 from stacks.model_image import ModelImage
@@ -30,6 +30,12 @@ class GptjStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
 
         model_data: ModelAsset | ModelPrefix
+        if not settings.model_data.exists():
+            raise ConfigError(
+                f"gptj.model_data={str(settings.model_data)!r} does not exist: build the payload folder with "
+                "`python -m artifacts_builder gptj` (or --tiny), or point gptj.model_data at a payload folder "
+                "or a model.tar.gz"
+            )
         if settings.model_data.is_dir():
             model_data = ModelPrefix(self, "ModelFiles", folder=settings.model_data)
             model_data_url = model_data.s3_uri

@@ -68,13 +68,9 @@ def builder_args(out: Path, *extra: str) -> argparse.Namespace:
 
 def stand_in_artifacts(root: Path) -> None:
     """The other stacks only hash and upload their payloads: small stand-ins do."""
-    from artifacts_builder.manifest import write_manifest
+    from tests.infra.conftest import make_artifacts
 
-    for component in ("gpt2", "gptj"):
-        folder = root / component
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "model.tar.gz").write_bytes(b"stand-in\n" * 64)
-        write_manifest(folder, component, [folder / "model.tar.gz"])
+    make_artifacts(root, components=("gpt2", "gptj"))
 
 
 @pytest.fixture(scope="session")

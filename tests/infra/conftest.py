@@ -29,18 +29,21 @@ def cdk_context(**overrides: Any) -> dict[str, Any]:
     return context
 
 
-def make_artifacts(root: Path) -> Path:
-    """Small stand-ins for the built payloads: the stacks only upload and hash them."""
+def make_artifacts(root: Path, components: tuple[str, ...] = ("gpt2", "gptj", "inf2")) -> Path:
+    """Small stand-ins for the built payloads of `components`: the stacks only upload and hash them."""
     for component, name in ARTIFACT_FILES.items():
+        if component not in components:
+            continue
         folder = root / component
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(f"{component} payload stand-in\n".encode() * 64)
         write_manifest(folder, component, [folder / name])
-    payload = root / "gptj" / "model"
-    for name, data in GPTJ_PAYLOAD.items():
-        (payload / name).parent.mkdir(parents=True, exist_ok=True)
-        (payload / name).write_bytes(data * 64)
-    write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD})
+    if "gptj" in components:
+        payload = root / "gptj" / "model"
+        for name, data in GPTJ_PAYLOAD.items():
+            (payload / name).parent.mkdir(parents=True, exist_ok=True)
+            (payload / name).write_bytes(data * 64)
+        write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD})
     return root
 
 

@@ -485,3 +485,10 @@ def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any) -> None:
     with pytest.raises(ConfigError, match=r"gpt2.max_batch_size=8 is invalid: .* at most 4; .*--max-batch-size 8"):
         synthesize(tmp_path / "out", artifacts, **{"gpt2.max_batch_size": 8})
     synthesize(tmp_path / "out-ok", artifacts, **{"gpt2.max_batch_size": 4})
+
+
+def test_missing_gptj_payload_names_the_builder(synth: Callable[..., Synthesized], tmp_path: Any) -> None:
+    from stacks.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"gptj.model_data='.*nowhere' does not exist: build the payload folder"):
+        synth(**{"gptj.model_data": str(tmp_path / "nowhere")})
