@@ -1,0 +1,169 @@
+"""Why no CPU graph meets all three GPT-2 serving targets on this machine: the bounds, measured.
+
+The serving benchmark (``bench/gpt2_serving.py``) meets each target with one of the two CPU
+graphs, never all three with one. This script measures the two limits behind that:
+
+1. The memory floor of the fp32 graph. A lone request's decode step reads every fp32 weight
+   once, so 32 tokens cannot take less than 32 reads of the weights at the machine's read
+   bandwidth (timed here as a 2-thread sum over as many bytes). The c=1 target needs a lone
+   request within 1 / (2.5 x PyTorch's c=1 QPS), read from the serving benchmark's last run.
+2. How batching scales for each graph: the time of one decode step at 1, 4 and 16 rows,
+   straight on ONNX Runtime with the server's session settings (no HTTP, no Python loop).
+   The p50 target asks a batch of 16 to take at most 2.5x a lone request, so a step of 16
+   rows may cost at most about 2.5x a step of one row.
+
+    python bench/gpt2_bounds.py          # about 2 minutes with the serving benchmark's builds
+
+``--dynamic`` adds ONNX Runtime's ``quantize_dynamic`` (int8 activations and weights, the
+fastest batched int8 kernel here) for reference only: one activation scale per tensor is what
+GPT-2's outlier channels quantize worst (docs/BENCHMARKS.md), so no payload ships it. Results: ``bench/results/gpt2_bounds.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+
+from bench.gpt2_serving import build  # noqa: E402
+
+ROWS = (1, 4, 16)
+PAST = 24  # a decode step in the middle of a 16-token prompt + 32 new tokens
+
+
+def read_floor_ms(nbytes: int, threads: int, reps: int) -> float:
+    """Best time to read `nbytes` of fp32 once, on `threads` threads (a sum touches every byte)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    data = torch.rand(nbytes // 4)
+    data.sum()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        data.sum()
+        times.append(time.perf_counter() - start)
+    return min(times) * 1e3
+
+
+def matmul_weight_bytes(path: Path) -> int:
+    """Bytes of the fp32 weights that every decode step multiplies by (layers and LM head)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    initializers = {t.name: t for t in model.graph.initializer}
+    total = 0
+    for node in model.graph.node:
+        if node.op_type in ("Gemm", "MatMul") and node.input[1] in initializers:
+            total += numpy_helper.to_array(initializers[node.input[1]]).nbytes
+    return total
+
+
+def step_ms(path: Path, rows: int, threads: int, reps: int) -> float:
+    """Median time of one decode step of `rows` rows, with the server's session settings."""
+    import numpy as np
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds: dict[str, Any] = {}
+    for spec in session.get_inputs():
+        if spec.name == "input_ids":
+            feeds[spec.name] = np.ones((rows, 1), np.int64)
+        elif spec.name == "attention_mask":
+            feeds[spec.name] = np.ones((rows, PAST + 1), np.int64)
+        elif spec.name == "position_ids":
+            feeds[spec.name] = np.full((rows, 1), PAST, np.int64)
+        else:  # past key or value: (batch, heads, past, head_dim)
+            heads, head_dim = spec.shape[1], spec.shape[3]
+            feeds[spec.name] = rng.standard_normal((rows, heads, PAST, head_dim), dtype=np.float32)
+    for _ in range(3):
+        session.run(None, feeds)
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def dynamic_int8(source: Path, target: Path) -> Path:
+    if not target.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"])
+    return target
+
+
+def torch_lone_ms(serving: Path) -> float | None:
+    """PyTorch eager's lone-request mean latency (batching off, c=1) from the serving benchmark."""
+    if not serving.exists():
+        return None
+    for run in json.loads(serving.read_text())["results"]:
+        if run["backend"] == "torch" and not run["batching"]:
+            return next(p["mean_ms"] for p in run["points"] if p["concurrency"] == 1)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--dynamic", action="store_true", help="also time quantize_dynamic (reference only)")
+    args = parser.parse_args(argv)
+    threads = len(os.sched_getaffinity(0))
+    options = ["--random-weights", "--max-batch-size", "16", "--max-length", "64"]
+    graphs = {
+        "fp32": build(args.out_dir / "artifacts-124m", options) / "model.onnx",
+        "int8 weight-only": build(args.out_dir / "artifacts-124m-int8", [*options, "--cpu-precision", "int8"])
+        / "model_int8.onnx",
+    }
+    if args.dynamic:
+        graphs["int8 dynamic (fails the gate)"] = dynamic_int8(graphs["fp32"], args.out_dir / "model_dynamic_int8.onnx")
+
+    weights = matmul_weight_bytes(graphs["fp32"])
+    floor = read_floor_ms(weights, threads, args.reps)
+    torch_ms = torch_lone_ms(args.out_dir / "gpt2_serving.json")
+    report: dict[str, Any] = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "threads": threads,
+        "fp32_weight_mb": round(weights / 1e6, 1),
+        "fp32_read_ms": round(floor, 2),
+        "read_gb_per_s": round(weights / floor / 1e6, 1),
+        # A prefill and new_tokens - 1 decode steps: each reads every weight once.
+        "fp32_lone_floor_ms": round(floor * args.new_tokens, 0),
+        "torch_lone_ms": torch_ms,
+        "c1_budget_ms": round(torch_ms / 2.5, 0) if torch_ms else None,
+        "step_ms": {},
+    }
+    print(
+        f"fp32 weights {weights / 1e6:.0f} MB, read once in {floor:.2f} ms ({report['read_gb_per_s']} GB/s): "
+        f"{args.new_tokens} tokens >= {report['fp32_lone_floor_ms']:.0f} ms"
+    )
+    if torch_ms:
+        print(f"c=1 target: a lone request <= {torch_ms:.0f} / 2.5 = {report['c1_budget_ms']:.0f} ms")
+    for name, path in graphs.items():
+        times = {rows: step_ms(path, rows, threads, args.reps) for rows in ROWS}
+        report["step_ms"][name] = {str(rows): round(ms, 2) for rows, ms in times.items()}
+        cells = "  ".join(f"{rows:>2} rows {ms:6.1f} ms" for rows, ms in times.items())
+        print(f"{name:30} {cells}  16 rows / 1 row {times[16] / times[1]:.2f}x")
+    (args.out_dir / "gpt2_bounds.json").write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
