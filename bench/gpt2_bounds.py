@@ -16,7 +16,8 @@ graphs, never all three with one. This script measures the two limits behind tha
 
 ``--dynamic`` adds ONNX Runtime's ``quantize_dynamic`` (int8 activations and weights, the
 fastest batched int8 kernel here) for reference only: one activation scale per tensor is what
-GPT-2's outlier channels quantize worst (docs/BENCHMARKS.md), so no payload ships it. Results: ``bench/results/gpt2_bounds.json``.
+GPT-2's outlier channels quantize worst (docs/BENCHMARKS.md), so no payload ships it.
+Results: ``bench/results/gpt2_bounds.json``.
 """
 
 from __future__ import annotations
