@@ -56,7 +56,7 @@ class Cdk:
     def environment(self) -> dict[str, str]:
         env = self.aws.environment()
         env.update(_QUIET)
-        # cdk.json's app command is `python3 app.py`: make it this interpreter (the venv's).
+        # Anything the app runs by bare name (`python`, `node`) resolves to this interpreter's venv first.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         return env
 

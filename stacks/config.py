@@ -42,6 +42,15 @@ NVME_FAMILIES = frozenset(
 TENSORRT_GPU_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e"})
 # GPU families with at least 16 GB per GPU: enough for GPT-J 6B in fp16 (12 GB).
 GPTJ_GPU_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "p3", "p3dn", "p4d", "p4de", "p5", "p5e"})
+# GPUs per instance where there is more than one (AWS's accelerated computing instance table):
+# each GPT-J worker holds its own copy of the weights on its own GPU.
+MULTI_GPU_INSTANCES = {
+    **{f"ml.{family}.{size}": 4 for family in ("g4dn", "g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
+    **{f"ml.{family}.48xlarge": 8 for family in ("g5", "g6", "g6e", "p5", "p5e")},
+    "ml.p3.8xlarge": 4,
+    "ml.p3.16xlarge": 8,
+    **{f"ml.{family}.24xlarge": 8 for family in ("p3dn", "p4d", "p4de")},
+}
 
 _SAGEMAKER_INSTANCE = re.compile(r"^ml\.([a-z0-9]+)\.([0-9]*x?large|[0-9]+xlarge|medium|large)$")
 _INF2_INSTANCE = re.compile(r"^inf2\.(xlarge|8xlarge|24xlarge|48xlarge)$")
@@ -50,7 +59,6 @@ ECR_IMAGE = re.compile(
     r"(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::(?P<tag>[A-Za-z0-9_.-]{1,128})|@sha256:[0-9a-f]{64})$"
 )
 _SSM_PARAMETER = re.compile(r"^/[A-Za-z0-9_./-]+$")
-_TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
 _ACCOUNT = re.compile(r"^[0-9]{12}$")
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
@@ -405,8 +413,7 @@ def _endpoint(
         alarms=AlarmSettings(
             latency_ms=s.integer("latency_alarm_ms", latency_ms, lo=1, hi=60_000),
             errors_5xx=s.integer("errors_5xx_alarm_threshold", 5, lo=1, hi=1_000_000),
-            period_s=_alarm_period(s),
-            evaluation_periods=s.integer("alarm_evaluation_periods", 3, lo=1, hi=100),
+            **_alarm_window(s),
             topic_arn=_alarm_topic(s),
         ),
     )
@@ -418,10 +425,21 @@ def _alarm_topic(s: _Section) -> str | None:
     )
 
 
-def _alarm_period(s: _Section) -> int:
-    period = s.integer("alarm_period_s", 60, lo=10, hi=86_400)
-    s.check("alarm_period_s", period, period in (10, 30) or period % 60 == 0, "10, 30 or a multiple of 60")
-    return period
+def _alarm_window(s: _Section) -> dict[str, int]:
+    # SageMaker publishes endpoint metrics once a minute: a shorter period would see no data and,
+    # with missing data not breaching, never fire.
+    period = s.integer("alarm_period_s", 60, lo=60, hi=86_400)
+    s.check("alarm_period_s", period, period % 60 == 0, "a multiple of 60 (endpoint metrics are per minute)")
+    periods = s.integer("alarm_evaluation_periods", 3, lo=1, hi=100)
+    # CloudWatch's limit on the evaluated window (PutMetricAlarm).
+    window = 86_400 if period < 3600 else 604_800
+    s.check(
+        "alarm_evaluation_periods",
+        periods,
+        period * periods <= window,
+        f"at most {window // period} with alarm_period_s={period} (CloudWatch evaluates at most {window} s)",
+    )
+    return {"period_s": period, "evaluation_periods": periods}
 
 
 def _path(s: _Section, key: str, default: str) -> Path:
@@ -511,11 +529,24 @@ def _gptj(s: _Section, artifacts: Path) -> GptjSettings:
             py_version=s.string("py_version", "py312", pattern=re.compile(r"^py3[0-9]+$"), what="py3xx"),
         ),
         image_uri=_image_uri(s),
-        model_server_workers=s.integer("model_server_workers", 1, lo=1, hi=8),
+        model_server_workers=_gptj_workers(s, endpoint.instance_type),
         model_server_timeout_s=s.integer("model_server_timeout_s", 60, lo=1, hi=3600),
     )
     s.done()
     return settings
+
+
+def _gptj_workers(s: _Section, instance_type: str) -> int:
+    gpus = MULTI_GPU_INSTANCES.get(instance_type, 1)
+    workers = s.integer("model_server_workers", 1, lo=1, hi=8)
+    s.check(
+        "model_server_workers",
+        workers,
+        workers <= gpus,
+        f"at most {gpus}: {instance_type} has {gpus} GPU{'s' if gpus > 1 else ''}, and each worker loads its "
+        "own 12 GB copy of the weights onto a GPU of its own",
+    )
+    return workers
 
 
 def _inf2(s: _Section, artifacts: Path) -> Inf2Settings:
@@ -527,13 +558,22 @@ def _inf2(s: _Section, artifacts: Path) -> Inf2Settings:
         s.check("availability_zone", az, az is not None, "the subnet's availability zone, required with vpc_id")
     else:
         s.check("subnet_id", subnet_id, subnet_id is None, "unset unless vpc_id is set")
-    vpc_cidr = s.string("vpc_cidr", "10.42.0.0/16", what="an IPv4 CIDR from /16 to /24")
+    # The subnet plan (per zone, a /24 public and a /20 private subnet) needs a /19 for the one
+    # zone of a configured availability_zone, a /18 for the default two.
+    widest = 19 if az is not None else 18
+    vpc_cidr = s.string("vpc_cidr", "10.42.0.0/16", what=f"an IPv4 CIDR from /16 to /{widest}")
     try:
         net = ipaddress.IPv4Network(vpc_cidr)
-        ok = 16 <= net.prefixlen <= 24
+        ok = 16 <= net.prefixlen <= widest
     except ValueError:
         ok = False
-    s.check("vpc_cidr", vpc_cidr, ok, "an IPv4 CIDR from /16 to /24 such as 10.42.0.0/16")
+    s.check(
+        "vpc_cidr",
+        vpc_cidr,
+        ok,
+        f"an IPv4 network from /16 to /{widest} such as 10.42.0.0/16 (each zone gets a /24 public and a /20 "
+        "private subnet)",
+    )
     ingress = s.optional_string("ingress_cidr", what="an IPv4 CIDR such as 203.0.113.0/24")
     if ingress is not None:
         try:

@@ -211,14 +211,22 @@ class Inf2Stack(Stack):
         CfnOutput(self, "InstanceId", value=self.instance.instance_id)
         CfnOutput(self, "LogGroupName", value=log_group.log_group_name)
         CfnOutput(self, "ImageUri", value=image_uri)
+        # Two commands, not one line: the tunnel takes a few seconds to open and stays in front.
         CfnOutput(
             self,
-            "TryIt",
-            description="Forward the model server's port over SSM, then call it from this machine",
+            "PortForward",
+            description="Forward the model server's port to this machine over SSM (keep it running)",
             value=(
                 f"aws ssm start-session --target {self.instance.instance_id} "
                 "--document-name AWS-StartPortForwardingSession "
-                f"--parameters portNumber={settings.port},localPortNumber={settings.port} & "
+                f"--parameters portNumber={settings.port},localPortNumber={settings.port}"
+            ),
+        )
+        CfnOutput(
+            self,
+            "TryIt",
+            description="Call the model server through the PortForward tunnel, from a second shell",
+            value=(
                 f"curl -s -X POST http://127.0.0.1:{settings.port}/invocations -H 'Content-Type: application/json' "
                 '-d \'{"text": ["Hello, I am a language model,"], "seq_length": 64}\''
             ),

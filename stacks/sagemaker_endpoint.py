@@ -128,9 +128,13 @@ class SageMakerEndpoint(Construct):
             ],
             kms_key_id=volume_key.key_arn if volume_key else None,
         )
+        # SageMaker refuses to change the instance type of a variant that is an autoscaling
+        # target in place (UpdateEndpoint fails), so the type is part of the endpoint's id: a new
+        # type makes a new endpoint, autoscaling and alarms follow it, and CloudFormation deletes
+        # the old endpoint once the new one is in service. The endpoint's name changes with it.
         self.endpoint = sagemaker.CfnEndpoint(
             self,
-            "Endpoint",
+            f"Endpoint-{settings.instance_type.removeprefix('ml.')}",
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
             # An update (new model or config) keeps the instance count autoscaling has set,
             # instead of dropping back to InitialInstanceCount under load.

@@ -109,3 +109,15 @@ def test_an_entry_without_size_is_refused(payload: Path) -> None:
     inference = load_inference(payload)
     with pytest.raises(inference.IntegrityError, match=r"has no size and sha256 for 'config.json'"):
         inference.model_fn(str(payload))
+
+
+def test_each_worker_loads_onto_the_gpu_the_model_server_gives_it(model_dir: Path) -> None:
+    import inspect
+    from types import SimpleNamespace
+
+    inference = load_inference(model_dir)
+    # The toolkit passes its context only to a model_fn that takes two parameters.
+    assert list(inspect.signature(inference.model_fn).parameters) == ["model_dir", "context"]
+    assert inference._gpu_id(SimpleNamespace(system_properties={"gpu_id": "3"})) == 3
+    assert inference._gpu_id(SimpleNamespace(system_properties={})) == 0
+    assert inference._gpu_id(None) == 0

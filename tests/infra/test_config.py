@@ -67,7 +67,11 @@ BAD_VALUES = [
     ("gptj.volume_size_gb", 100, "NVMe"),
     ("gpt2.target_invocations_per_instance", -5, "from 1 to 100000"),
     ("gpt2.latency_alarm_ms", "fast", "whole number"),
-    ("gpt2.alarm_period_s", 45, "multiple of 60"),
+    ("gpt2.alarm_period_s", 90, "multiple of 60"),
+    # Endpoint metrics are per minute: a 10 s alarm would never see data.
+    ("gpt2.alarm_period_s", 10, "from 60 to 86400"),
+    ("gptj.alarm_evaluation_periods", 1441, "from 1 to 100"),
+    ("gptj.model_server_workers", 2, "ml.g4dn.xlarge has 1 GPU"),
     ("gpt2.enable_network_isolation", "yes", "true or false"),
     ("gpt2.image_uri", "docker.io/library/gpt2:latest", "ECR image URI"),
     ("gpt2.environment", {"BAD-NAME": "1"}, "environment variable"),
@@ -78,7 +82,9 @@ BAD_VALUES = [
     ("inf2.ingress_cidr", "0.0.0.0/0", "narrower than 0.0.0.0/0"),
     ("inf2.ingress_cidr", "10.0.0.300/24", "IPv4 CIDR"),
     ("inf2.ingress_cidr", "10.0.0.1/24", "did you mean 10.0.0.0/24"),
-    ("inf2.vpc_cidr", "10.0.0.0/8", "/16 to /24"),
+    ("inf2.vpc_cidr", "10.0.0.0/8", "/16 to /18"),
+    # Two zones of a /24 public and a /20 private subnet do not fit a /19.
+    ("inf2.vpc_cidr", "10.0.0.0/19", "/20 private"),
     ("inf2.subnet_id", "subnet-0123abcd", "unless vpc_id"),
     ("inf2.volume_size_gb", 100, "from 200"),
     ("inf2.dtype", "int8", "fp16, bf16, fp32"),
@@ -97,6 +103,26 @@ def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, all
     assert message.startswith(f"{key}="), message
     assert str(value) in message or repr(value) in message, message
     assert allowed in message, message
+
+
+def test_alarm_window_stays_within_cloudwatch_limits() -> None:
+    assert config(**{"gpt2.alarm_period_s": 3600, "gpt2.alarm_evaluation_periods": 24}).gpt2.endpoint.alarms
+    with pytest.raises(ConfigError, match=r"^gpt2.alarm_evaluation_periods=25 is invalid: allowed is at most 24 with "):
+        config(**{"gpt2.alarm_period_s": 3540, "gpt2.alarm_evaluation_periods": 25})
+
+
+def test_one_gptj_worker_per_gpu() -> None:
+    cfg = config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
+    assert cfg.gptj.model_server_workers == 4
+    with pytest.raises(
+        ConfigError, match=r"^gptj.model_server_workers=5 is invalid: allowed is at most 4: ml.g5.12xlarge has 4 GPUs"
+    ):
+        config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 5})
+
+
+def test_one_zone_vpc_may_be_smaller() -> None:
+    cfg = config(**{"inf2.availability_zone": "us-east-1a", "inf2.vpc_cidr": "10.0.0.0/19"})
+    assert cfg.inf2.vpc_cidr == "10.0.0.0/19"
 
 
 def test_a_typo_in_a_section_name_is_refused() -> None:

@@ -148,8 +148,9 @@ def test_system_status_alarm_recovers_the_instance(default: Synthesized) -> None
 
 def test_outputs(default: Synthesized) -> None:
     outputs = default.template("Inf2Stack").find_outputs("*")
-    assert {"InstanceId", "TryIt"} <= set(outputs)
-    assert "AWS-StartPortForwardingSession" in str(outputs["TryIt"]["Value"])
+    assert {"InstanceId", "PortForward", "TryIt"} <= set(outputs)
+    assert "AWS-StartPortForwardingSession" in str(outputs["PortForward"]["Value"])
+    assert str(outputs["TryIt"]["Value"]).startswith("curl ")
 
 
 def test_policies_do_not_mention_ssh(default: Synthesized) -> None:

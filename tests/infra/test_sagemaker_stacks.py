@@ -463,6 +463,22 @@ def test_updates_keep_the_autoscaled_instance_count(default: Synthesized) -> Non
         )
 
 
+def test_a_new_instance_type_makes_a_new_endpoint(default: Synthesized, synth: Callable[..., Synthesized]) -> None:
+    """SageMaker refuses an in-place instance type change of an autoscaled variant: a new type
+    must be a new endpoint (new logical id), and nothing else is replaced needlessly."""
+    before = default.template_json("GptjStack")
+    after = synth(**{"gptj.instance_type": "ml.g5.2xlarge"}).template_json("GptjStack")
+    old, new = (
+        set(resources_of(before, "AWS::SageMaker::Endpoint")),
+        set(resources_of(after, "AWS::SageMaker::Endpoint")),
+    )
+    assert len(old) == len(new) == 1 and old != new
+    for type_name in ("AWS::SageMaker::Model", "AWS::ApplicationAutoScaling::ScalableTarget", "AWS::CloudWatch::Alarm"):
+        assert set(resources_of(before, type_name)) == set(resources_of(after, type_name)), type_name
+    (target,) = resources_of(after, "AWS::ApplicationAutoScaling::ScalableTarget").values()
+    assert next(iter(new)) in json.dumps(target["Properties"]["ResourceId"])
+
+
 def test_alarms_notify_the_configured_topic(synth: Callable[..., Synthesized]) -> None:
     topic = "arn:aws:sns:eu-west-1:111122223333:oncall"
     template = synth(**{"gptj.alarm_topic_arn": topic}).template_json("GptjStack")

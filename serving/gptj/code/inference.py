@@ -307,9 +307,18 @@ def _assign(model: Any, weights: list[str], maps: dict[str, Any]) -> Any:
     return model
 
 
-def model_fn(model_dir: str) -> dict[str, Any]:
-    """Verify, then load the weights (fp16 onto the GPU where there is one) and the tokenizer,
-    and warm up with one token so the first request does not pay for it.
+def _gpu_id(context: Any) -> int:
+    properties = getattr(context, "system_properties", None) or {}
+    gpu = properties.get("gpu_id")
+    return int(gpu) if gpu is not None else 0
+
+
+def model_fn(model_dir: str, context: Any = None) -> dict[str, Any]:
+    """Verify, then load the weights (fp16 onto this worker's GPU where there is one) and the
+    tokenizer, and warm up with one token so the first request does not pay for it.
+
+    `context` is the model server's: its `gpu_id` spreads the workers of a multi-GPU instance
+    over the GPUs (the stack allows one worker per GPU; each holds its own copy).
 
     The small files are verified first; then, while the weight files are hashed in the
     background, the tokenizer and the model (parameters on the meta device) are built from
@@ -330,7 +339,7 @@ def model_fn(model_dir: str) -> dict[str, Any]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
         on_gpu = torch.cuda.is_available()
-        device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")
+        device = torch.device("cuda", _gpu_id(context)) if on_gpu else torch.device("cpu")
         dtype = _dtype(torch, on_gpu)
         skeleton = _skeleton(root, dtype) if manifest["format"] == "safetensors" else None
     finally:
