@@ -217,6 +217,9 @@ class EndpointSettings:
     volume_size_gb: int | None = None
     enable_network_isolation: bool = True
     environment: Mapping[str, str] = field(default_factory=dict)
+    #: SageMaker's inference AMI (driver and CUDA) such as al2-ami-sagemaker-inference-gpu-3-1
+    #: (None: the instance family's default AMI).
+    inference_ami_version: str | None = None
 
     @property
     def has_nvme(self) -> bool:
@@ -401,6 +404,11 @@ def _endpoint(
         volume_size_gb=volume,
         enable_network_isolation=s.boolean("enable_network_isolation", True),
         environment=env,
+        inference_ami_version=s.optional_string(
+            "inference_ami_version",
+            pattern=re.compile(r"^al2-ami-sagemaker-inference-gpu-[0-9]+(-[0-9]+)?$"),
+            what="a GPU inference AMI version such as al2-ami-sagemaker-inference-gpu-3-1",
+        ),
         autoscaling=AutoscalingSettings(
             min_capacity=min_capacity,
             max_capacity=max_cap,

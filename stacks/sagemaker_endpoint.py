@@ -124,6 +124,7 @@ class SageMakerEndpoint(Construct):
                     container_startup_health_check_timeout_in_seconds=settings.startup_health_check_timeout_s,
                     model_data_download_timeout_in_seconds=settings.model_data_download_timeout_s,
                     volume_size_in_gb=settings.volume_size_gb,
+                    inference_ami_version=settings.inference_ami_version,
                 )
             ],
             kms_key_id=volume_key.key_arn if volume_key else None,

@@ -98,6 +98,9 @@ def decode_body(raw: bytes) -> Any:
         raise invalid(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise invalid("the body nests arrays or objects too deeply: send a flat request object") from None
+    except ValueError as exc:  # an integer longer than Python's 4300-digit conversion limit
+        reason = str(exc).split(";")[0]  # drop the advice meant for the server's code
+        raise invalid(f"the body holds a number that cannot be read ({reason}): send numbers in range") from None
 
 
 def _text(value: str, where: str) -> None:

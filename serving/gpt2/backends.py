@@ -184,6 +184,12 @@ def create_backend(name: str, model_dir: Path, info: ModelInfo, *, threads: int 
     """Build backend `name`, or with "auto" the first of AUTO_ORDER that starts here."""
     if name == "auto":
         failures = []
+        if Path("/dev/nvidia0").exists() and not cuda_available():
+            # Serving on the CPU of a GPU instance is slow and costly, so say so where it is seen.
+            log.error(
+                "a GPU is attached (/dev/nvidia0) but CUDA does not start: serving on the CPU. Check the host "
+                "driver against the image's CUDA (serve's CUDA compat setup, the endpoint's inference_ami_version)"
+            )
         for candidate in AUTO_ORDER:
             try:
                 return create_backend(candidate, model_dir, info, threads=threads, engine_cache=engine_cache)

@@ -35,10 +35,11 @@ class ServerSettings:
     threads: int = 0
     engine_cache: Path = Path("/tmp/gpt2-engine")  # noqa: S108 (the model folder may be read-only)
 
-    @property
-    def gunicorn_threads(self) -> int:
-        # A waiting request holds a thread: enough for a full queue plus /ping while it is full.
-        return self.max_queue_size + 8
+    def gunicorn_threads(self, model_batch_size: int) -> int:
+        """Threads per worker: a request holds one while it waits or runs, so a full queue plus
+        a running batch must still leave threads to answer 503 and /ping. `model_batch_size`:
+        the limit in the payload's generation.json, which applies when max_batch_size is 0."""
+        return self.max_queue_size + (self.max_batch_size or model_batch_size) + 8
 
 
 def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:

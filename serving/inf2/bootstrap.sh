@@ -17,6 +17,7 @@ UNIT_FILE=${BOOTSTRAP_UNIT_FILE:-/etc/systemd/system/djl-serving.service}
 RUN_SCRIPT=${BOOTSTRAP_RUN_SCRIPT:-/usr/local/bin/djl-serving-run}
 WAIT_SCRIPT=${BOOTSTRAP_WAIT_SCRIPT:-/usr/local/bin/djl-serving-wait}
 NEURON_DEVICES=${BOOTSTRAP_NEURON_DEVICES:-/dev/neuron*}
+RETRY_DELAY_S=${BOOTSTRAP_RETRY_DELAY_S:-10}
 exec > >(tee -a "$LOG_FILE") 2>&1
 echo "bootstrap: start $(date -u +%FT%TZ)"
 
@@ -40,17 +41,18 @@ retry() {
       echo "bootstrap: giving up after $n attempts: $*" >&2
       return 1
     fi
-    sleep $((n * 10))
+    sleep $((n * RETRY_DELAY_S))
     n=$((n + 1))
   done
 }
 
 # What a run killed in step 3 left behind: the previous bundle goes back in place if the
-# swap stopped between its two renames, partial downloads and extractions go.
+# swap stopped between its two renames, partial downloads and extractions go. A previous
+# bundle beside a complete new one may still be mounted by the server: it goes after step 6.
 if [ ! -e "$MODEL_DIR" ] && [ -d "$MODEL_DIR.old" ]; then
   mv "$MODEL_DIR.old" "$MODEL_DIR"
 fi
-rm -rf "$MODEL_DIR.new" "$MODEL_DIR.old" "$ROOT/bundle.tar.gz.part"
+rm -rf "$MODEL_DIR.new" "$ROOT/bundle.tar.gz.part"
 install -d -m 0755 "$ROOT" "$MODEL_DIR" "$CACHE_DIR" "$LOG_DIR"
 
 # 1. The Neuron driver (part of the DLAMI): without devices the container cannot run.
@@ -84,9 +86,11 @@ if [ "$(cat "$ROOT/bundle.sha256" 2>/dev/null || true)" != "$BUNDLE_SHA256" ]; t
   fi
   mkdir -p "$MODEL_DIR.new"
   tar -xzf "$part" -C "$MODEL_DIR.new" --no-same-owner
+  # The running server has the old folder mounted: it is deleted only after the restart below,
+  # so a failure in between (the image pull) leaves that server its files.
+  rm -rf "$MODEL_DIR.old"
   mv "$MODEL_DIR" "$MODEL_DIR.old"
   mv "$MODEL_DIR.new" "$MODEL_DIR"
-  rm -rf "$MODEL_DIR.old"
   mv -f "$part" "$ROOT/bundle.tar.gz"
   echo "$BUNDLE_SHA256" >"$ROOT/bundle.sha256"
   echo "bootstrap: bundle $BUNDLE_SHA256 installed"
@@ -127,4 +131,5 @@ elif [ "$state" != active ] && [ "$state" != activating ]; then
   systemctl start --no-block djl-serving.service
 fi
 echo "$fingerprint" >"$ROOT/service.fingerprint"
+rm -rf "$MODEL_DIR.old"
 echo "bootstrap: done $(date -u +%FT%TZ); follow the load with: journalctl -fu djl-serving"

@@ -149,6 +149,15 @@ def parse_request(body: Any, config: ServerConfig) -> GenerationRequest:
         raise RequestError(f"text={text!r} is invalid: allowed is a non-empty string or a list of them")
     if len(texts) > config.max_texts:
         raise RequestError(f"text has {len(texts)} prompts: allowed is at most {config.max_texts} per request")
+    for i, one in enumerate(texts):
+        # JSON escapes can carry lone surrogates (\ud800): not Unicode text, and the tokenizer raises.
+        try:
+            one.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise RequestError(
+                f"text[{i}] contains {one[exc.start : exc.end]!r}, an unpaired UTF-16 surrogate: "
+                "send valid Unicode text"
+            ) from None
     if "seq_length" in body and "max_new_tokens" in body:
         raise RequestError("seq_length and max_new_tokens were both given: send one of them")
     positions = config.n_positions
@@ -318,6 +327,10 @@ class TextGenerator:
                 prepared = self._prepare(index, body)
             except RequestError as exc:
                 results.append(exc)
+                continue
+            except Exception as exc:  # a fault with this request only: the rest of DJL's batch goes on
+                LOG.exception("request %d of the batch could not be prepared", index)
+                results.append(RequestError(f"the request could not be prepared: {type(exc).__name__}: {exc}", 500))
                 continue
             results.append({})
             accepted.append(prepared)

@@ -70,3 +70,11 @@ def test_endpoint_model_gets_the_environment(tiny_out: Path) -> None:
             )
         },
     )
+
+
+def test_gunicorn_threads_outnumber_a_full_queue_and_a_running_batch() -> None:
+    """Each waiting or running request holds a thread: with too few, a full queue would stall
+    accepting instead of answering 503, and /ping would wait behind it."""
+    assert from_environment({"GPT2_MAX_QUEUE_SIZE": "64"}).gunicorn_threads(10) == 64 + 10 + 8
+    capped = from_environment({"GPT2_MAX_QUEUE_SIZE": "8", "GPT2_MAX_BATCH_SIZE": "16"})
+    assert capped.gunicorn_threads(32) == 8 + 16 + 8

@@ -137,6 +137,8 @@ def params(**given: Any) -> bytes:
 
 BAD_REQUESTS: list[tuple[str, bytes, dict[str, str], int, str]] = [
     ("malformed JSON", b'{"input": "amazon"', JSON, 400, "not valid JSON"),
+    # past Python's int conversion limit json.loads raises a plain ValueError, not JSONDecodeError
+    ("5000 digits", b'{"input": "a", "parameters": {"top_k": ' + b"1" * 5000 + b"}}", JSON, 400, "digits"),
     ("NaN is not JSON", b'{"input": "a", "parameters": {"temperature": NaN}}', JSON, 400, "NaN is not a JSON number"),
     ("no content type", b'{"input": "amazon"}', {}, 415, "application/json"),
     ("wrong content type", b'{"input": "amazon"}', {"Content-Type": "text/plain"}, 415, "'text/plain'"),

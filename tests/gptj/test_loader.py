@@ -121,3 +121,26 @@ def test_each_worker_loads_onto_the_gpu_the_model_server_gives_it(model_dir: Pat
     assert inference._gpu_id(SimpleNamespace(system_properties={"gpu_id": "3"})) == 3
     assert inference._gpu_id(SimpleNamespace(system_properties={})) == 0
     assert inference._gpu_id(None) == 0
+
+
+def test_a_request_too_big_for_the_gpu_is_refused_and_the_next_one_served(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No GPU here: `generate` raises what CUDA raises when the beams' cache does not fit."""
+    import torch
+
+    inference = load_inference(model_dir)
+    model = inference.model_fn(str(model_dir))
+    real = model["model"].generate
+
+    def generate(**kwargs: object) -> torch.Tensor:
+        if kwargs.get("num_beams", 1) > 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.50 GiB")
+        return real(**kwargs)
+
+    monkeypatch.setattr(model["model"], "generate", generate)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    with pytest.raises(inference.RequestError, match=r"more GPU memory .* x 4 beams\): ask for fewer beams"):
+        inference.predict_fn({"inputs": "Hello", "parameters": {"max_new_tokens": 4, "num_beams": 4}}, model)
+    (out,) = inference.predict_fn({"inputs": "Hello", "parameters": {"max_new_tokens": 4}}, model)
+    assert out["generated_text"].startswith("Hello")

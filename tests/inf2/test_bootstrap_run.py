@@ -53,7 +53,7 @@ case "$1" in
   info) ;;
   login) cat >"$STUB_STATE/login-stdin" ;;
   image) [ -e "$STUB_STATE/pulled" ] ;;
-  pull) touch "$STUB_STATE/pulled" ;;
+  pull) [ ! -e "$STUB_STATE/pull-fails" ] && touch "$STUB_STATE/pulled" ;;
   *) echo "docker stub: unexpected $*" >&2; exit 2 ;;
 esac
 """,
@@ -169,6 +169,7 @@ def instance(tmp_path: Path) -> Instance:
         "BOOTSTRAP_RUN_SCRIPT": targets["run-container.sh"],
         "BOOTSTRAP_WAIT_SCRIPT": targets["wait-ping.sh"],
         "BOOTSTRAP_NEURON_DEVICES": f"{dev}/neuron*",
+        "BOOTSTRAP_RETRY_DELAY_S": "0",
     }
     (tmp_path / "etc" / "default").mkdir(parents=True)
     # Every path bootstrap.sh would default to is moved: none of its writes leaves tmp_path.
@@ -306,6 +307,26 @@ def test_a_new_bundle_is_swapped_in_and_the_server_restarted(instance: Instance)
     assert calls.count("systemctl restart --no-block djl-serving.service") == 1
     assert count(calls, "docker pull") == 0  # same image: not pulled again
     assert graph.read_bytes() == b"compiled"  # the cache stays; the server decides what to reuse
+
+
+def test_a_failed_pull_after_a_swap_leaves_the_running_server_its_files(instance: Instance) -> None:
+    v1 = instance.publish("bundle-v1.tar.gz", V1)
+    assert instance.run("bundle-v1.tar.gz", v1)[0].returncode == 0
+    (instance.tmp / "state" / "pulled").unlink()  # the image must be pulled again
+    (instance.tmp / "state" / "pull-fails").touch()
+
+    v2 = instance.publish("bundle-v2.tar.gz", V2)
+    result, calls = instance.run("bundle-v2.tar.gz", v2)
+    assert result.returncode != 0 and count(calls, "docker pull") == 5
+    assert count(calls, "systemctl restart") == 0
+    # The server still running v1 has it mounted: its files are all still there.
+    assert contents(instance.root / "model.old") == V1 and contents(instance.model) == V2
+
+    (instance.tmp / "state" / "pull-fails").unlink()
+    result, calls = instance.run("bundle-v2.tar.gz", v2)
+    assert result.returncode == 0, result.stdout
+    assert count(calls, "aws s3 cp") == 0 and calls.count("systemctl restart --no-block djl-serving.service") == 1
+    assert not any(p.name.startswith("model.") for p in instance.root.iterdir())
 
 
 def test_no_neuron_device_fails_after_trying_the_driver(instance: Instance) -> None:

@@ -65,6 +65,7 @@ def test_request_is_parsed_with_defaults(model_py: ModuleType, config: Any) -> N
         ({"text": "Hi", "temperature": -1}, "temperature=-1"),
         ({"text": "Hi", "do_sample": "yes"}, "do_sample='yes'"),
         ({"text": ["Hi"] * 65}, "at most 64"),
+        ({"text": ["ok", "a\ud800b"]}, "text[1] contains '\\ud800'"),
     ],
 )
 def test_bad_requests_are_refused_with_the_field(model_py: ModuleType, config: Any, body: Any, named: str) -> None:
@@ -100,6 +101,25 @@ def test_sampling_settings_reach_the_generator(service: Any) -> None:
     [a] = service.run([{"text": "Hello", "max_new_tokens": 8, "top_k": 1}])
     [b] = service.run([{"text": "Hello", "max_new_tokens": 8, "do_sample": False}])
     assert a["outputs"] == b["outputs"]  # top_k=1 sampling is greedy
+
+
+def test_a_fault_in_one_request_spares_the_others(service: Any, model_py: ModuleType, monkeypatch: Any) -> None:
+    class FaultyTokenizer:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __call__(self, text: str) -> Any:
+            if text == "boom":
+                raise TypeError("tokenizer fault")
+            return self.inner(text)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(service, "tokenizer", FaultyTokenizer(service.tokenizer))
+    good, bad = service.run([{"text": "Hello", "max_new_tokens": 2}, {"text": "boom"}])
+    assert isinstance(good, dict) and len(good["outputs"]) == 1
+    assert isinstance(bad, model_py.RequestError) and bad.code == 500 and "TypeError: tokenizer fault" in str(bad)
 
 
 def test_too_long_requests_are_refused(service: Any, model_py: ModuleType) -> None:

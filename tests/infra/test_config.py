@@ -76,6 +76,7 @@ BAD_VALUES = [
     ("gpt2.image_uri", "docker.io/library/gpt2:latest", "ECR image URI"),
     ("gpt2.environment", {"BAD-NAME": "1"}, "environment variable"),
     ("gptj.alarm_topic_arn", "oncall", "SNS topic ARN"),
+    ("gpt2.inference_ami_version", "al2-ami-sagemaker-batch-gpu-535", "GPU inference AMI version"),
     ("gpt2.instnce_type", "ml.g5.xlarge", "unknown setting"),
     ("gptj.py_version", "python3", "py3xx"),
     ("inf2.instance_type", "trn1.32xlarge", "inf2 type"),

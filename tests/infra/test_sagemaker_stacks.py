@@ -61,6 +61,15 @@ def test_endpoint_config_variant(default: Synthesized, stack: str, instance_type
     # g4dn and g5 have NVMe instance storage: SageMaker rejects a volume size or KMS key there.
     assert "KmsKeyId" not in config["Properties"]
     assert "VolumeSizeInGB" not in config["Properties"]["ProductionVariants"][0]
+    assert "InferenceAmiVersion" not in config["Properties"]["ProductionVariants"][0]
+
+
+def test_inference_ami_version_reaches_the_variant(synth: Callable[..., Synthesized]) -> None:
+    result = synth(**{"gpt2.inference_ami_version": "al2-ami-sagemaker-inference-gpu-3-1"})
+    result.template("Gpt2Stack").has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {"ProductionVariants": [Match.object_like({"InferenceAmiVersion": "al2-ami-sagemaker-inference-gpu-3-1"})]},
+    )
 
 
 def test_types_without_nvme_get_an_encrypted_volume(synth: Callable[..., Synthesized]) -> None:

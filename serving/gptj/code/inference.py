@@ -4,7 +4,8 @@ The toolkit imports this module from ``/opt/ml/model/code`` and calls ``model_fn
 then ``input_fn -> predict_fn -> output_fn`` per request. An exception raised by any of the
 last three becomes a 400 response carrying ``str(exc)``: that is the toolkit's error
 mechanism, so every bad request raises :class:`RequestError` with a message that names the
-value and the fix.
+value and the fix. The toolkit answers a fault of the server with 400 too, so such faults
+never reach the endpoint's 5xx alarm: they show in the endpoint's logs.
 
 Request (as in the seed)::
 
@@ -564,8 +565,18 @@ def predict_fn(data: dict[str, Any], model: dict[str, Any]) -> list[dict[str, st
     kwargs = {**options, "pad_token_id": tokenizer.eos_token_id}
     if stops:
         kwargs.update(stop_strings=stops, tokenizer=tokenizer)
-    with torch.inference_mode():
-        output = model["model"].generate(**encoded.to(model["device"]), **kwargs)
+    try:
+        with torch.inference_mode():
+            output = model["model"].generate(**encoded.to(model["device"]), **kwargs)
+    except torch.cuda.OutOfMemoryError:
+        # The cache of this request's beams did not fit beside the weights: free what it took so
+        # that the next request starts clean, and say what to ask for instead.
+        torch.cuda.empty_cache()
+        raise RequestError(
+            f"the request needs more GPU memory than is free ({n_prompt} prompt tokens + "
+            f"{kwargs['max_new_tokens']} new tokens x {kwargs['num_beams']} beams): ask for fewer beams or "
+            "new tokens (the endpoint's limits: GPTJ_MAX_BEAMS, GPTJ_MAX_NEW_TOKENS)"
+        ) from None
     generated = output[0, n_prompt:]
     # The requested eos token ended the text, like a stop sequence: leave it out the same way.
     if "eos_token_id" in options and len(generated) and int(generated[-1]) in options["eos_token_id"]:
