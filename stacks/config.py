@@ -279,6 +279,18 @@ class GptjSettings:
     model_server_workers: int = 1
     model_server_timeout_s: int = 60
 
+    def container_environment(self, region: str) -> dict[str, str]:
+        """The Hugging Face toolkit's contract: our handler in code/inference.py."""
+        return {
+            "HF_TASK": "text-generation",
+            "SAGEMAKER_PROGRAM": "inference.py",
+            "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
+            "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
+            "SAGEMAKER_REGION": region,
+            "SAGEMAKER_MODEL_SERVER_WORKERS": str(self.model_server_workers),
+            "SAGEMAKER_MODEL_SERVER_TIMEOUT": str(self.model_server_timeout_s),
+        }
+
 
 @dataclass(frozen=True, kw_only=True)
 class ModelServerSettings:
@@ -509,6 +521,7 @@ def _gpt2(s: _Section, artifacts: Path) -> Gpt2Settings:
         max_queue_size=s.integer("max_queue_size", 64, lo=1, hi=4096),
         request_timeout_s=s.integer("request_timeout_s", 50, lo=1, hi=59),
     )
+    _typed_variables_stay_typed(s, endpoint, settings.container_environment())
     s.done()
     return settings
 
@@ -540,8 +553,20 @@ def _gptj(s: _Section, artifacts: Path) -> GptjSettings:
         model_server_workers=_gptj_workers(s, endpoint.instance_type),
         model_server_timeout_s=s.integer("model_server_timeout_s", 60, lo=1, hi=3600),
     )
+    _typed_variables_stay_typed(s, endpoint, settings.container_environment(region="<region>"))
     s.done()
     return settings
+
+
+def _typed_variables_stay_typed(s: _Section, endpoint: EndpointSettings, stack_sets: Mapping[str, str]) -> None:
+    clashes = sorted(set(endpoint.environment) & set(stack_sets))
+    s.check(
+        "environment",
+        dict(endpoint.environment),
+        not clashes,
+        f"free of {', '.join(clashes)}: the stack sets {'it' if len(clashes) == 1 else 'them'} from typed "
+        "settings; change the setting instead of the variable",
+    )
 
 
 def _gptj_workers(s: _Section, instance_type: str) -> int:

@@ -59,16 +59,7 @@ class GptjStack(Stack):
             settings=settings.endpoint,
             image=image,
             model_data=model_data,
-            environment={
-                # The Hugging Face toolkit's contract: our handler in code/inference.py.
-                "HF_TASK": "text-generation",
-                "SAGEMAKER_PROGRAM": "inference.py",
-                "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
-                "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
-                "SAGEMAKER_REGION": self.region,
-                "SAGEMAKER_MODEL_SERVER_WORKERS": str(settings.model_server_workers),
-                "SAGEMAKER_MODEL_SERVER_TIMEOUT": str(settings.model_server_timeout_s),
-            },
+            environment=settings.container_environment(self.region),
         )
         CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name)
         CfnOutput(self, "ModelDataUrl", value=model_data_url)

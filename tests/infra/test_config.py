@@ -106,6 +106,16 @@ def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, all
     assert allowed in message, message
 
 
+@pytest.mark.parametrize(
+    ("key", "variable"), [("gptj.environment", "SAGEMAKER_PROGRAM"), ("gpt2.environment", "GPT2_BACKEND")]
+)
+def test_typed_settings_cannot_be_overridden_through_environment(key: str, variable: str) -> None:
+    message = rf"^{key}=.*{variable}.* is invalid: allowed is free of {variable}: the stack"
+    with pytest.raises(ConfigError, match=message):
+        config(**{key: {variable: "x", "OTHER": "kept"}})
+    assert config(**{key: {"OTHER": "kept"}})
+
+
 def test_alarm_window_stays_within_cloudwatch_limits() -> None:
     assert config(**{"gpt2.alarm_period_s": 3600, "gpt2.alarm_evaluation_periods": 24}).gpt2.endpoint.alarms
     with pytest.raises(ConfigError, match=r"^gpt2.alarm_evaluation_periods=25 is invalid: allowed is at most 24 with "):

@@ -458,13 +458,6 @@ def test_tags_from_configuration(default: Synthesized, stack: str) -> None:
     )
 
 
-def test_typed_settings_cannot_be_overridden_through_environment(artifacts: Any, tmp_path: Any) -> None:
-    from tests.infra.conftest import synthesize
-
-    with pytest.raises(ValueError, match=r"SAGEMAKER_PROGRAM is set by the stack"):
-        synthesize(tmp_path, artifacts, **{"gptj.environment": {"SAGEMAKER_PROGRAM": "other.py"}})
-
-
 def test_updates_keep_the_autoscaled_instance_count(default: Synthesized) -> None:
     for stack in SAGEMAKER_STACKS:
         default.template(stack).has_resource_properties(
