@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import Annotations, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
@@ -189,6 +189,16 @@ class Inf2Stack(Stack):
                 )
             ],
         )
+
+        if "/latest/" in settings.ami_ssm_parameter:
+            # CloudFormation resolves the parameter at every deploy: a new DLAMI would replace the
+            # instance, its volume and compiled cache with it, on an unrelated change.
+            Annotations.of(self.instance).add_warning_v2(
+                "llm-inference:inf2-ami-latest",
+                f"inf2.ami_ssm_parameter={settings.ami_ssm_parameter!r} follows the newest Neuron DLAMI: once AWS "
+                "publishes one, the next deploy replaces this instance and its volume. To pin it, point "
+                "inf2.ami_ssm_parameter at a parameter of your own that holds the AMI id (README, Inf2Stack).",
+            )
 
         recover = cloudwatch.Alarm(
             self,

@@ -55,6 +55,17 @@ def test_ami_comes_from_the_neuron_dlami_ssm_parameter(default: Synthesized) -> 
     }
 
 
+def test_an_unpinned_ami_is_flagged_at_synthesis(default: Synthesized, synth: Callable[..., Synthesized]) -> None:
+    from aws_cdk.assertions import Annotations, Match
+
+    Annotations.from_stack(default.stacks["Inf2Stack"]).has_warning(
+        "*", Match.string_like_regexp("inf2.ami_ssm_parameter=.*/latest/.*replaces this instance")
+    )
+    pinned = "/llm-inference/inf2-ami"
+    quiet = synth(**{"inf2.ami_ssm_parameter": pinned}).stacks["Inf2Stack"]
+    assert not Annotations.from_stack(quiet).find_warning("*", Match.string_like_regexp("ami_ssm_parameter"))
+
+
 def test_imdsv2_is_required(default: Synthesized) -> None:
     default.template("Inf2Stack").has_resource_properties(
         "AWS::EC2::LaunchTemplate",
