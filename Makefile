@@ -83,7 +83,7 @@ serve-gpt2: setup
 
 bench: setup
 	$(BIN)/python bench/gpt2_serving.py
-	$(BIN)/python bench/gpt2_bounds.py --dynamic
+	$(BIN)/python bench/gpt2_bounds.py
 	$(BIN)/python bench/gptj_load.py
 
 clean:

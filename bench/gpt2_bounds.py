@@ -1,22 +1,19 @@
-"""Why no CPU graph meets all three GPT-2 serving targets on this machine: the bounds, measured.
+"""The two limits behind the GPT-2 CPU graphs' serving targets, measured per graph.
 
-The serving benchmark (``bench/gpt2_serving.py``) meets each target with one of the two CPU
-graphs, never all three with one. This script measures the two limits behind that:
+The serving benchmark (``bench/gpt2_serving.py``) checks the targets through the real server;
+this script measures what decides them, straight on ONNX Runtime:
 
 1. The memory floor of the fp32 graph. A lone request's decode step reads every fp32 weight
    once, so 32 tokens cannot take less than 32 reads of the weights at the machine's read
    bandwidth (timed here as a 2-thread sum over as many bytes). The c=1 target needs a lone
    request within 1 / (2.5 x PyTorch's c=1 QPS), read from the serving benchmark's last run.
-2. How batching scales for each graph: the time of one decode step at 1, 4 and 16 rows,
-   straight on ONNX Runtime with the server's session settings (no HTTP, no Python loop).
-   The p50 target asks a batch of 16 to take at most 2.5x a lone request, so a step of 16
-   rows may cost at most about 2.5x a step of one row.
+2. How batching scales for each graph (fp32, weight-only int8, int8 weights and activations):
+   the time of one decode step at 1, 4 and 16 rows, with the server's session settings (no
+   HTTP, no Python loop). The p50 target asks a batch of 16 to take at most 2.5x a lone
+   request, so a step of 16 rows may cost at most about 2.5x a step of one row.
 
-    python bench/gpt2_bounds.py          # about 2 minutes with the serving benchmark's builds
+    python bench/gpt2_bounds.py          # about 3 minutes with the serving benchmark's builds
 
-``--dynamic`` adds ONNX Runtime's ``quantize_dynamic`` (int8 activations and weights, the
-fastest batched int8 kernel here) for reference only: one activation scale per tensor is what
-GPT-2's outlier channels quantize worst (docs/BENCHMARKS.md), so no payload ships it.
 Results: ``bench/results/gpt2_bounds.json``.
 """
 
@@ -35,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
 from bench.gpt2_serving import build  # noqa: E402
+from serving.gpt2.generation import ONNX_FP32, ONNX_INT8, ONNX_INT8_DYNAMIC  # noqa: E402
 
 ROWS = (1, 4, 16)
 PAST = 24  # a decode step in the middle of a 16-token prompt + 32 new tokens
@@ -101,14 +99,6 @@ def step_ms(path: Path, rows: int, threads: int, reps: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def dynamic_int8(source: Path, target: Path) -> Path:
-    if not target.exists():
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"])
-    return target
-
-
 def torch_lone_ms(serving: Path) -> float | None:
     """PyTorch eager's lone-request mean latency (batching off, c=1) from the serving benchmark."""
     if not serving.exists():
@@ -124,17 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--dynamic", action="store_true", help="also time quantize_dynamic (reference only)")
     args = parser.parse_args(argv)
     threads = len(os.sched_getaffinity(0))
     options = ["--random-weights", "--max-batch-size", "16", "--max-length", "64"]
-    graphs = {
-        "fp32": build(args.out_dir / "artifacts-124m", options) / "model.onnx",
-        "int8 weight-only": build(args.out_dir / "artifacts-124m-int8", [*options, "--cpu-precision", "int8"])
-        / "model_int8.onnx",
-    }
-    if args.dynamic:
-        graphs["int8 dynamic (fails the gate)"] = dynamic_int8(graphs["fp32"], args.out_dir / "model_dynamic_int8.onnx")
+    # The serving benchmark's builds (same options, same folders): built once, reused by both.
+    graphs = {}
+    for label, precision, graph in (
+        ("fp32", "fp32", ONNX_FP32),
+        ("int8 weight-only", "int8", ONNX_INT8),
+        ("int8 dynamic", "int8-dynamic", ONNX_INT8_DYNAMIC),
+    ):
+        suffix, extra = ("", []) if precision == "fp32" else (f"-{precision}", ["--cpu-precision", precision])
+        graphs[label] = build(args.out_dir / f"artifacts-124m{suffix}", [*options, *extra]) / graph
 
     weights = matmul_weight_bytes(graphs["fp32"])
     floor = read_floor_ms(weights, threads, args.reps)

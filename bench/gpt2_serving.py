@@ -1,14 +1,15 @@
 """The seed's JMeter measurement, redone: GPT-2 latency and QPS through the real server.
 
-For each backend (ONNX Runtime on the fp32 graph, ONNX Runtime on the weight-only int8 graph
-of a ``--cpu-precision int8`` build, PyTorch eager) and with dynamic batching on and off, the
+For each backend (ONNX Runtime on the fp32 graph, on the weight-only int8 graph of a
+``--cpu-precision int8`` build and on the int8 weights-and-activations graph of an
+``int8-dynamic`` build, PyTorch eager) and with dynamic batching on and off, the
 container's `serve` (nginx + gunicorn) is started on the 124M GPT-2 architecture with random
 weights (``GPT2Config()`` defaults; nothing comes from the hub) and driven by closed-loop
 clients at concurrency 1, 4 and 16: mean, p50 and p95 latency and QPS. The server overhead
 (HTTP, JSON, queue) is the difference between a one-token request through the server and the
 same call made directly on the backend.
 
-    python bench/gpt2_serving.py                 # full run, a few minutes on 2 cores
+    python bench/gpt2_serving.py                 # full run, about 7 minutes on 2 cores
     python bench/gpt2_serving.py --quick         # fewer requests, for a smoke test
 
 Results: ``bench/results/gpt2_serving.json``, a Markdown table on stdout (for
@@ -39,7 +40,7 @@ from serving.gpt2.local import LocalServer  # noqa: E402
 PROMPT = "patent search query autocompletion for lithium battery cathode material"
 #: Benchmark label: (GPT2_BACKEND, the builder's --cpu-precision of the payload it serves).
 BACKENDS = {"onnxruntime": ("onnxruntime", "fp32"), "onnxruntime-int8": ("onnxruntime", "int8"),
-            "torch": ("torch", "fp32")}  # fmt: skip
+            "onnxruntime-int8-dynamic": ("onnxruntime", "int8-dynamic"), "torch": ("torch", "fp32")}  # fmt: skip
 
 
 def build(out: Path, options: list[str]) -> Path:
@@ -210,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     # than the build's. Both builds make the same weights (the random init is seeded).
     options = ["--random-weights", "--max-batch-size", str(max(16, max_batch)), "--max-length", "64"]
     model_dirs = {"fp32": build(args.out_dir / "artifacts-124m", options)}
-    if any(BACKENDS[b][1] == "int8" for b in args.backends):
-        model_dirs["int8"] = build(args.out_dir / "artifacts-124m-int8", [*options, "--cpu-precision", "int8"])
+    for precision in sorted({BACKENDS[b][1] for b in args.backends} - {"fp32"}):
+        model_dirs[precision] = build(
+            args.out_dir / f"artifacts-124m-{precision}", [*options, "--cpu-precision", precision]
+        )
     results = []
     for backend in args.backends:
         server_backend, precision = BACKENDS[backend]
@@ -275,7 +278,8 @@ def targets(results: list[dict[str, Any]], over: dict[str, float]) -> list[str]:
         return None
 
     lines = []
-    names = {"onnxruntime": "ONNX Runtime fp32", "onnxruntime-int8": "ONNX Runtime int8"}
+    names = {"onnxruntime": "ONNX Runtime fp32", "onnxruntime-int8": "ONNX Runtime int8 (weight-only)",
+             "onnxruntime-int8-dynamic": "ONNX Runtime int8 (dynamic)"}  # fmt: skip
     for ort_name, label in names.items():
         # Like for like: each batching mode compares the two backends under the same server settings,
         # each with its own verdict (at c=1 batching on can only add its queue delay, never merge).

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from serving.gpt2.generation import (
+    ONNX_INT8_DYNAMIC,
     TORCH_DIR,
     Backend,
     Completion,
@@ -28,11 +29,17 @@ from serving.gpt2.generation import (
     decode_loop,
     input_names,
     onnxruntime_file,
+    onnxruntime_section,
 )
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("tensorrt", "torch-cuda", "onnxruntime", "torch")
+CPUINFO = Path("/proc/cpuinfo")
+#: CPU flags of an int8 dot product that accumulates in int32 (x86 VNNI, AMX; Arm's sdot).
+#: Without one, ONNX Runtime's uint8 x int8 kernels sum pairs of products in int16, which
+#: saturates: the int8-dynamic graph then computes other numbers than its parity gate checked.
+INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8", "asimddp"})
 AUTO_ORDER = ("tensorrt", "torch-cuda", "onnxruntime")
 
 
@@ -48,10 +55,21 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def int8_dot_product(cpuinfo: Path | None = None) -> bool | None:
+    """Whether this CPU (`CPUINFO` by default) has an int8 dot product (`INT8_DOT_FLAGS`); None
+    where it cannot tell."""
+    try:
+        text = (cpuinfo or CPUINFO).read_text()
+    except OSError:
+        return None
+    flags = {flag for line in text.splitlines() if line.startswith(("flags", "Features")) for flag in line.split()}
+    return bool(flags & INT8_DOT_FLAGS)
+
+
 class OnnxRuntimeBackend:
     """An ONNX graph on ONNX Runtime's CPU provider, KV cache kept as numpy arrays: by default
-    the one the payload's manifest names (fp32 ``model.onnx``, or the weight-only int8
-    ``model_int8.onnx`` of a ``--cpu-precision int8`` build)."""
+    the one the payload's manifest names (fp32 ``model.onnx``, or the int8 graph of a
+    ``--cpu-precision int8`` or ``int8-dynamic`` build)."""
 
     name = "onnxruntime"
 
@@ -71,6 +89,16 @@ class OnnxRuntimeBackend:
             str(model_dir / self.onnx_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
         log.info("ONNX Runtime runs %s", self.onnx_file)
+        gated_with_dot = onnxruntime_section(model_dir).get("gate_cpu_int8_dot_product") is not False
+        if self.onnx_file == ONNX_INT8_DYNAMIC and gated_with_dot and int8_dot_product() is False:
+            log.warning(
+                "%s runs on a CPU without an int8 dot product (none of %s in %s) but its parity gate ran on one: "
+                "products may saturate here, so the answers can differ from what the gate checked; rebuild the "
+                "payload on this CPU type or with --cpu-precision int8 (weight-only)",
+                self.onnx_file,
+                ", ".join(sorted(INT8_DOT_FLAGS)),
+                CPUINFO,
+            )
         self._past_names = input_names(info.n_layer)[3:]
         inputs = {i.name: i.type for i in self.session.get_inputs()}
         self._dtype = np.float16 if inputs[self._past_names[0]] == "tensor(float16)" else np.float32

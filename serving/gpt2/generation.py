@@ -24,6 +24,8 @@ ONNX_FP32 = "model.onnx"
 ONNX_FP16 = "model_fp16.onnx"
 #: Weight-only int8 (``--cpu-precision int8``): replaces model.onnx for ONNX Runtime on the CPU.
 ONNX_INT8 = "model_int8.onnx"
+#: Int8 weights and activations (``--cpu-precision int8-dynamic``): replaces model.onnx likewise.
+ONNX_INT8_DYNAMIC = "model_int8_dynamic.onnx"
 MANIFEST_FILE = "manifest.json"
 ENGINE_FILE = "model.engine"
 ENGINE_INFO = "engine.json"
@@ -79,6 +81,16 @@ class ModelInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def onnxruntime_section(model_dir: Path) -> dict[str, Any]:
+    """The manifest's ``onnxruntime`` section: the graph ONNX Runtime serves and how it was made."""
+    try:
+        manifest = json.loads((model_dir / MANIFEST_FILE).read_text())
+    except FileNotFoundError:
+        return {}
+    section = manifest.get("onnxruntime") if isinstance(manifest, dict) else None
+    return section if isinstance(section, dict) else {}
 
 
 def onnxruntime_file(model_dir: Path) -> str:

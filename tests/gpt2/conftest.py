@@ -5,6 +5,7 @@ from __future__ import annotations
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -51,22 +52,29 @@ def model_dir(model_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return _extract(model_tar, tmp_path_factory.mktemp("model"))
 
 
-@pytest.fixture(scope="session")
-def int8_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same tiny model built with `--cpu-precision int8` (its gate passed, or the build fails)."""
-    out = tmp_path_factory.mktemp("artifacts-int8")
-    assert build(out, "--cpu-precision", "int8") == 0
-    return out
+@dataclass(frozen=True)
+class Quantized:
+    """The tiny model built with one `--cpu-precision` (its gate passed, or the build failed)."""
+
+    out: Path
+    tar: Path
+    model_dir: Path
 
 
 @pytest.fixture(scope="session")
-def int8_tar(int8_out: Path) -> Path:
-    return int8_out / "gpt2" / "model.tar.gz"
+def quantized(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Quantized]:
+    """The build for a `--cpu-precision`, made once per session and precision."""
+    builds: dict[str, Quantized] = {}
 
+    def get(precision: str) -> Quantized:
+        if precision not in builds:
+            out = tmp_path_factory.mktemp(f"artifacts-{precision}")
+            assert build(out, "--cpu-precision", precision) == 0
+            tar = out / "gpt2" / "model.tar.gz"
+            builds[precision] = Quantized(out, tar, _extract(tar, tmp_path_factory.mktemp(f"model-{precision}")))
+        return builds[precision]
 
-@pytest.fixture(scope="session")
-def int8_model_dir(int8_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _extract(int8_tar, tmp_path_factory.mktemp("model-int8"))
+    return get
 
 
 @contextmanager

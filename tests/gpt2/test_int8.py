@@ -1,5 +1,5 @@
-"""`--cpu-precision int8`: the weight-only int8 graph, its own parity gate (that it passes on
-the tiny model and refuses a damaged graph), and the server running the file the manifest names."""
+"""`--cpu-precision int8` and `int8-dynamic`: each int8 graph, its parity gate (that it passes
+on the tiny model and refuses a damaged graph), and the server running the file the manifest names."""
 
 from __future__ import annotations
 
@@ -15,8 +15,21 @@ import pytest
 
 from artifacts_builder import gpt2 as builder
 from artifacts_builder.manifest import read_manifest
-from serving.gpt2.generation import ONNX_FP16, ONNX_FP32, ONNX_INT8, ModelInfo, SamplingParams, onnxruntime_file
+from serving.gpt2.generation import (
+    ONNX_FP16,
+    ONNX_FP32,
+    ONNX_INT8,
+    ONNX_INT8_DYNAMIC,
+    ModelInfo,
+    SamplingParams,
+    onnxruntime_file,
+)
 from serving.gpt2.local import LocalServer
+from tests.gpt2.conftest import Quantized
+
+#: --cpu-precision: (the graph it ships, the operator of each quantized linear layer)
+PRECISIONS = {"int8": (ONNX_INT8, "MatMulNBits"), "int8-dynamic": (ONNX_INT8_DYNAMIC, "MatMulInteger")}
+each_precision = pytest.mark.parametrize("precision", list(PRECISIONS))
 
 
 def _gate(model_dir: Path, onnx_file: str, **tolerances: float) -> builder.ParityReport:
@@ -39,84 +52,113 @@ def test_parser_default_stays_fp32() -> None:
     builder.add_arguments(parser)
     args = parser.parse_args(["--tiny"])
     assert (args.cpu_precision, args.int8_tolerance) == ("fp32", 0.25)
-    assert parser.parse_args(["--cpu-precision", "int8"]).cpu_precision == "int8"
+    for precision in PRECISIONS:
+        assert parser.parse_args(["--cpu-precision", precision]).cpu_precision == precision
     with pytest.raises(SystemExit):
         parser.parse_args(["--cpu-precision", "int4"])
 
 
-def test_int8_gate_passes_and_the_manifest_names_the_int8_graph(int8_out: Path, int8_model_dir: Path) -> None:
-    outer = read_manifest(int8_out / "gpt2")
-    inner = read_manifest(int8_model_dir)
+@each_precision
+def test_int8_gate_passes_and_the_manifest_names_the_int8_graph(
+    precision: str, quantized: Callable[[str], Quantized]
+) -> None:
+    build = quantized(precision)
+    graph = PRECISIONS[precision][0]
+    outer = read_manifest(build.out / "gpt2")
+    inner = read_manifest(build.model_dir)
     for manifest in (outer, inner):
-        assert manifest["onnxruntime"]["file"] == ONNX_INT8
-        assert manifest["onnxruntime"]["precision"] == "int8"
+        assert manifest["onnxruntime"]["file"] == graph
+        assert manifest["onnxruntime"]["precision"] == precision
     reports = {r["onnx"]: r for r in outer["parity"]}
     # the fp32 graph is the int8 one's source: it must have passed its own (exact) gate first
-    assert set(reports) == {ONNX_FP32, ONNX_FP16, ONNX_INT8}
+    assert set(reports) == {ONNX_FP32, ONNX_FP16, graph}
     assert all(r["passed"] for r in reports.values())
-    int8 = reports[ONNX_INT8]
+    int8 = reports[graph]
     assert 0 < int8["max_abs_logit_diff"] <= int8["tolerance"]
     assert "std of PyTorch logits" in int8["criterion"]
     # int8 replaces the fp32 graph; the fp16 one stays for TensorRT
-    assert ONNX_INT8 in inner["files"] and ONNX_FP16 in inner["files"] and ONNX_FP32 not in inner["files"]
-    assert not (int8_model_dir / ONNX_FP32).exists()
-    assert onnxruntime_file(int8_model_dir) == ONNX_INT8
+    assert graph in inner["files"] and ONNX_FP16 in inner["files"] and ONNX_FP32 not in inner["files"]
+    assert not (build.model_dir / ONNX_FP32).exists()
+    assert onnxruntime_file(build.model_dir) == graph
 
 
-def test_int8_graph_has_no_fp32_weight_products(int8_model_dir: Path) -> None:
+@each_precision
+def test_int8_graph_has_no_fp32_weight_products(precision: str, quantized: Callable[[str], Quantized]) -> None:
     import onnx
+    from onnx import numpy_helper
 
-    graph = onnx.load(str(int8_model_dir / ONNX_INT8)).graph
-    constants = {t.name for t in graph.initializer}
+    model_dir = quantized(precision).model_dir
+    graph_file, operator = PRECISIONS[precision]
+    graph = onnx.load(str(model_dir / graph_file)).graph
+    constants = {t.name: t for t in graph.initializer}
     ops = [n.op_type for n in graph.node]
-    info = ModelInfo.load(int8_model_dir)
+    info = ModelInfo.load(model_dir)
     # four linear layers per block and the LM head
-    assert ops.count("MatMulNBits") == 4 * info.n_layer + 1
+    assert ops.count(operator) == 4 * info.n_layer + 1
     assert "Gemm" not in ops
     assert not [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in constants]
-    bits = {a.i for n in graph.node if n.op_type == "MatMulNBits" for a in n.attribute if a.name == "bits"}
-    assert bits == {8}
+    quantized_nodes = [n for n in graph.node if n.op_type == operator]
+    if operator == "MatMulNBits":
+        bits = {a.i for n in quantized_nodes for a in n.attribute if a.name == "bits"}
+        assert bits == {8}
+    else:
+        for node in quantized_nodes:
+            weight = numpy_helper.to_array(constants[node.input[1]])
+            assert str(weight.dtype) == "int8"
+            # one zero point (and scale) per output column, not one per tensor
+            assert numpy_helper.to_array(constants[node.input[3]]).shape == (weight.shape[1],)
 
 
-def _damage(model_dir: Path, target: Path, factor: float) -> Path:
-    """A copy of the int8 graph with the scales of one quantized layer multiplied by
-    `factor`: what a quantizer that mis-scaled one layer would ship."""
+def _damage(model_dir: Path, target: Path, graph_file: str, factor: float) -> Path:
+    """A copy of the int8 graph with the weight scales of its first quantized layer multiplied
+    by `factor`: what a quantizer that mis-scaled one layer would ship."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(model_dir / ONNX_INT8))
-    first = next(n for n in model.graph.node if n.op_type == "MatMulNBits")
-    scales = next(t for t in model.graph.initializer if t.name == first.input[2])
+    model = onnx.load(str(model_dir / graph_file))
+    first = next(n for n in model.graph.node if n.op_type in ("MatMulNBits", "MatMulInteger"))
+    # MatMulNBits takes its scales as an input; MatMulInteger's result is scaled by a Mul after it
+    name = first.input[2] if first.op_type == "MatMulNBits" else first.input[1].removesuffix("_quantized") + "_scale"
+    scales = next(t for t in model.graph.initializer if t.name == name)
     scaled = numpy_helper.to_array(scales) * np.float32(factor)
     scales.CopyFrom(numpy_helper.from_array(scaled.astype(numpy_helper.to_array(scales).dtype), scales.name))
-    onnx.save(model, str(target / ONNX_INT8))
+    onnx.save(model, str(target / graph_file))
     return target
 
 
-def test_gate_rejects_a_damaged_int8_graph(int8_model_dir: Path, tmp_path: Path) -> None:
+@each_precision
+def test_gate_rejects_a_damaged_int8_graph(
+    precision: str, quantized: Callable[[str], Quantized], tmp_path: Path
+) -> None:
+    model_dir = quantized(precision).model_dir
+    graph = PRECISIONS[precision][0]
     copy = tmp_path / "model"
-    shutil.copytree(int8_model_dir, copy)
+    shutil.copytree(model_dir, copy)
     # the same gate on the intact copy passes: the rejection below is the damage's doing
-    assert _gate(copy, ONNX_INT8).passed
-    _damage(int8_model_dir, copy, 1.5)
-    report = _gate(copy, ONNX_INT8)
+    assert _gate(copy, graph).passed
+    _damage(model_dir, copy, graph, 1.5)
+    report = _gate(copy, graph)
     assert not report.passed
     assert report.max_abs_logit_diff > report.tolerance
 
 
+@pytest.mark.parametrize(
+    ("precision", "fix"),
+    [("int8", "build with --cpu-precision fp32"), ("int8-dynamic", "build with --cpu-precision int8 (weight-only)")],
+)
 def test_failing_int8_gate_writes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], build: Callable[..., int]
+    precision: str, fix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], build: Callable[..., int]
 ) -> None:
     out = tmp_path / "out"
     (out / "gpt2").mkdir(parents=True)
     previous = out / "gpt2" / "model.tar.gz"
     previous.write_bytes(b"previous good build")
     # int8 rounding moves the logits by far more than 1e-6 of their spread
-    assert build(out, "--cpu-precision", "int8", "--int8-tolerance", "1e-6") == 1
+    assert build(out, "--cpu-precision", precision, "--int8-tolerance", "1e-6") == 1
     err = capsys.readouterr().err
-    assert "parity gate failed for model_int8.onnx" in err
-    assert "build with --cpu-precision fp32" in err
+    assert f"parity gate failed for {PRECISIONS[precision][0]}" in err
+    assert fix in err
     assert previous.read_bytes() == b"previous good build"
     assert sorted(p.name for p in (out / "gpt2").iterdir()) == ["model.tar.gz"]
 
@@ -130,26 +172,78 @@ def test_manifest_naming_an_unlisted_graph_is_refused(model_dir: Path, tmp_path:
     assert onnxruntime_file(tmp_path / "no-manifest-here") == ONNX_FP32
 
 
+@each_precision
 def test_server_serves_the_int8_graph_over_http(
-    int8_tar: Path,
-    int8_model_dir: Path,
+    precision: str,
+    quantized: Callable[[str], Quantized],
     running_tar: Callable[[Path, dict[str, str]], AbstractContextManager[LocalServer]],
 ) -> None:
     from serving.gpt2.backends import OnnxRuntimeBackend
     from serving.gpt2.predictor import Tokenizer
 
-    with tarfile.open(int8_tar) as tar:
+    build = quantized(precision)
+    with tarfile.open(build.tar) as tar:
         assert ONNX_FP32 not in tar.getnames()  # only the int8 graph can answer
     request: dict[str, Any] = {"inputs": ["amazon", "lithium battery"], "parameters": {"max_new_tokens": 6}}
-    with running_tar(int8_tar, {"GPT2_THREADS": "1"}) as srv:
+    with running_tar(build.tar, {"GPT2_THREADS": "1"}) as srv:
         status, body = srv.invoke(request)
     assert status == 200, body
     assert body["backend"] == "onnxruntime"
     # the same greedy tokens as the int8 graph run in this process
-    direct = OnnxRuntimeBackend(int8_model_dir, ModelInfo.load(int8_model_dir), threads=1)
-    assert direct.onnx_file == ONNX_INT8
-    tokenizer = Tokenizer(int8_model_dir / "tokenizer")
+    direct = OnnxRuntimeBackend(build.model_dir, ModelInfo.load(build.model_dir), threads=1)
+    assert direct.onnx_file == PRECISIONS[precision][0]
+    tokenizer = Tokenizer(build.model_dir / "tokenizer")
     prompts = [tokenizer.encode(text) for text in request["inputs"]]
     expected = direct.generate(prompts, [SamplingParams(max_new_tokens=6)] * len(prompts))
     served = [output["completions"][0]["text"] for output in body["outputs"]]
     assert served == [tokenizer.decode(c.tokens) for c in expected]
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ("fpu avx2 avx512f avx512_vnni", True),  # Cascade Lake and later, Zen 4
+        ("fpu avx2 avx_vnni", True),  # Alder Lake
+        ("fpu avx avx2 fma", False),  # Zen 2/3, Broadwell: u8 x s8 pairs sum in int16
+    ],
+)
+def test_int8_dot_product_is_read_from_the_cpu_flags(flags: str, expected: bool, tmp_path: Path) -> None:
+    from serving.gpt2.backends import int8_dot_product
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    assert int8_dot_product(cpuinfo) is expected
+    assert int8_dot_product(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize(("gated_with_dot", "warns"), [(True, True), (False, False)])
+def test_dynamic_graph_on_a_cpu_unlike_its_gates_warns(
+    gated_with_dot: bool,
+    warns: bool,
+    quantized: Callable[[str], Quantized],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A payload gated on a CPU with VNNI, served on one without: the server says so, with the fix.
+    Gated on such a CPU itself, the gate checked the very kernels that serve it: nothing to say."""
+    from serving.gpt2 import backends
+
+    build = quantized("int8-dynamic")
+    assert read_manifest(build.model_dir)["onnxruntime"]["gate_cpu_int8_dot_product"] == backends.int8_dot_product()
+    copy = tmp_path / "model"
+    shutil.copytree(build.model_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["onnxruntime"]["gate_cpu_int8_dot_product"] = gated_with_dot
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    no_vnni = tmp_path / "cpuinfo"
+    no_vnni.write_text("flags\t\t: fpu avx avx2 fma\n")
+    monkeypatch.setattr(backends, "CPUINFO", no_vnni)
+    with caplog.at_level("WARNING", logger=backends.__name__):
+        backend = backends.OnnxRuntimeBackend(copy, ModelInfo.load(copy), threads=1)
+    assert backend.onnx_file == ONNX_INT8_DYNAMIC
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    if warns:
+        assert any("without an int8 dot product" in w and "--cpu-precision int8" in w for w in warnings), warnings
+    else:
+        assert not warnings
