@@ -45,7 +45,8 @@ GPTJ_GPU_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "p3", "p3dn", "p4d", "
 # GPUs per instance where there is more than one (AWS's accelerated computing instance table):
 # each GPT-J worker holds its own copy of the weights on its own GPU.
 MULTI_GPU_INSTANCES = {
-    **{f"ml.{family}.{size}": 4 for family in ("g4dn", "g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
+    "ml.g4dn.12xlarge": 4,
+    **{f"ml.{family}.{size}": 4 for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
     **{f"ml.{family}.48xlarge": 8 for family in ("g5", "g6", "g6e", "p5", "p5e")},
     "ml.p3.8xlarge": 4,
     "ml.p3.16xlarge": 8,
@@ -521,7 +522,18 @@ def _gpt2(s: _Section, artifacts: Path) -> Gpt2Settings:
         max_queue_size=s.integer("max_queue_size", 64, lo=1, hi=4096),
         request_timeout_s=s.integer("request_timeout_s", 50, lo=1, hi=59),
     )
-    _typed_variables_stay_typed(s, endpoint, settings.container_environment())
+    _typed_variables_stay_typed(
+        s,
+        endpoint,
+        settings.container_environment(),
+        {
+            "GPT2_BACKEND": "gpt2.backend",
+            "GPT2_MAX_BATCH_SIZE": "gpt2.max_batch_size",
+            "GPT2_MAX_QUEUE_DELAY_US": "gpt2.max_queue_delay_us",
+            "GPT2_MAX_QUEUE_SIZE": "gpt2.max_queue_size",
+            "GPT2_REQUEST_TIMEOUT_S": "gpt2.request_timeout_s",
+        },
+    )
     s.done()
     return settings
 
@@ -553,19 +565,33 @@ def _gptj(s: _Section, artifacts: Path) -> GptjSettings:
         model_server_workers=_gptj_workers(s, endpoint.instance_type),
         model_server_timeout_s=s.integer("model_server_timeout_s", 60, lo=1, hi=3600),
     )
-    _typed_variables_stay_typed(s, endpoint, settings.container_environment(region="<region>"))
+    _typed_variables_stay_typed(
+        s,
+        endpoint,
+        settings.container_environment(region="<region>"),
+        {
+            "SAGEMAKER_MODEL_SERVER_WORKERS": "gptj.model_server_workers",
+            "SAGEMAKER_MODEL_SERVER_TIMEOUT": "gptj.model_server_timeout_s",
+        },
+    )
     s.done()
     return settings
 
 
-def _typed_variables_stay_typed(s: _Section, endpoint: EndpointSettings, stack_sets: Mapping[str, str]) -> None:
+def _typed_variables_stay_typed(
+    s: _Section, endpoint: EndpointSettings, stack_sets: Mapping[str, str], setting_of: Mapping[str, str]
+) -> None:
+    """`environment` may not set a variable the stack sets: say which setting to change instead,
+    or that the variable is the handler's contract and fixed."""
     clashes = sorted(set(endpoint.environment) & set(stack_sets))
+    fixes = [
+        f"{name} comes from {setting_of[name]}: set that instead"
+        if name in setting_of
+        else f"{name} is fixed by the stack (the serving handler's contract)"
+        for name in clashes
+    ]
     s.check(
-        "environment",
-        dict(endpoint.environment),
-        not clashes,
-        f"free of {', '.join(clashes)}: the stack sets {'it' if len(clashes) == 1 else 'them'} from typed "
-        "settings; change the setting instead of the variable",
+        "environment", dict(endpoint.environment), not clashes, f"free of {', '.join(clashes)} ({'; '.join(fixes)})"
     )
 
 

@@ -86,10 +86,15 @@ if [ "$(cat "$ROOT/bundle.sha256" 2>/dev/null || true)" != "$BUNDLE_SHA256" ]; t
   fi
   mkdir -p "$MODEL_DIR.new"
   tar -xzf "$part" -C "$MODEL_DIR.new" --no-same-owner
-  # The running server has the old folder mounted: it is deleted only after the restart below,
-  # so a failure in between (the image pull) leaves that server its files.
-  rm -rf "$MODEL_DIR.old"
-  mv "$MODEL_DIR" "$MODEL_DIR.old"
+  # The running server has the current folder mounted: it becomes .old and is deleted only once
+  # the restart below has been asked for, so a failure in between (the image pull) leaves that
+  # server its files. An .old still here means that such a failure happened: the server still
+  # runs on .old, and the current folder, never served, is the one to drop.
+  if [ -d "$MODEL_DIR.old" ]; then
+    rm -rf "$MODEL_DIR"
+  else
+    mv "$MODEL_DIR" "$MODEL_DIR.old"
+  fi
   mv "$MODEL_DIR.new" "$MODEL_DIR"
   mv -f "$part" "$ROOT/bundle.tar.gz"
   echo "$BUNDLE_SHA256" >"$ROOT/bundle.sha256"
@@ -131,5 +136,6 @@ elif [ "$state" != active ] && [ "$state" != activating ]; then
   systemctl start --no-block djl-serving.service
 fi
 echo "$fingerprint" >"$ROOT/service.fingerprint"
+# The old server is stopping now (or has stopped); it read its model at load.
 rm -rf "$MODEL_DIR.old"
 echo "bootstrap: done $(date -u +%FT%TZ); follow the load with: journalctl -fu djl-serving"

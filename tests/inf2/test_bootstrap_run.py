@@ -194,6 +194,7 @@ V1 = {
     "model.py": b"def handle(inputs): ...\n",
 }
 V2 = {"serving.properties": b"engine=Python\noption.tensor_parallel_degree=4\n", "requirements.txt": b"\n"}
+V3 = {"serving.properties": b"engine=Python\noption.tensor_parallel_degree=2\n"}
 
 
 def contents(folder: Path) -> dict[str, bytes]:
@@ -322,8 +323,14 @@ def test_a_failed_pull_after_a_swap_leaves_the_running_server_its_files(instance
     # The server still running v1 has it mounted: its files are all still there.
     assert contents(instance.root / "model.old") == V1 and contents(instance.model) == V2
 
+    # Another bundle before any restart: v2 was never served and goes; v1 stays for the server.
+    v3 = instance.publish("bundle-v3.tar.gz", V3)
+    result, calls = instance.run("bundle-v3.tar.gz", v3)
+    assert result.returncode != 0 and count(calls, "systemctl restart") == 0
+    assert contents(instance.root / "model.old") == V1 and contents(instance.model) == V3
+
     (instance.tmp / "state" / "pull-fails").unlink()
-    result, calls = instance.run("bundle-v2.tar.gz", v2)
+    result, calls = instance.run("bundle-v3.tar.gz", v3)
     assert result.returncode == 0, result.stdout
     assert count(calls, "aws s3 cp") == 0 and calls.count("systemctl restart --no-block djl-serving.service") == 1
     assert not any(p.name.startswith("model.") for p in instance.root.iterdir())

@@ -107,10 +107,19 @@ def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, all
 
 
 @pytest.mark.parametrize(
-    ("key", "variable"), [("gptj.environment", "SAGEMAKER_PROGRAM"), ("gpt2.environment", "GPT2_BACKEND")]
+    ("key", "variable", "fix"),
+    [
+        ("gptj.environment", "SAGEMAKER_PROGRAM", "SAGEMAKER_PROGRAM is fixed by the stack"),
+        (
+            "gptj.environment",
+            "SAGEMAKER_MODEL_SERVER_WORKERS",
+            "SAGEMAKER_MODEL_SERVER_WORKERS comes from gptj.model_server_workers",
+        ),
+        ("gpt2.environment", "GPT2_BACKEND", "GPT2_BACKEND comes from gpt2.backend: set that instead"),
+    ],
 )
-def test_typed_settings_cannot_be_overridden_through_environment(key: str, variable: str) -> None:
-    message = rf"^{key}=.*{variable}.* is invalid: allowed is free of {variable}: the stack"
+def test_typed_settings_cannot_be_overridden_through_environment(key: str, variable: str, fix: str) -> None:
+    message = rf"^{key}=.*{variable}.* is invalid: allowed is free of {variable} \({fix}"
     with pytest.raises(ConfigError, match=message):
         config(**{key: {variable: "x", "OTHER": "kept"}})
     assert config(**{key: {"OTHER": "kept"}})

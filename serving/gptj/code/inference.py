@@ -341,6 +341,10 @@ def model_fn(model_dir: str, context: Any = None) -> dict[str, Any]:
         tokenizer = AutoTokenizer.from_pretrained(root, local_files_only=True)
         on_gpu = torch.cuda.is_available()
         device = torch.device("cuda", _gpu_id(context)) if on_gpu else torch.device("cpu")
+        if on_gpu:
+            # Work that names no device (the CUDA context, generate's temporaries) lands on this
+            # worker's GPU too, not on GPU 0 beside another worker's weights.
+            torch.cuda.set_device(device)
         dtype = _dtype(torch, on_gpu)
         skeleton = _skeleton(root, dtype) if manifest["format"] == "safetensors" else None
     finally:
@@ -565,18 +569,22 @@ def predict_fn(data: dict[str, Any], model: dict[str, Any]) -> list[dict[str, st
     kwargs = {**options, "pad_token_id": tokenizer.eos_token_id}
     if stops:
         kwargs.update(stop_strings=stops, tokenizer=tokenizer)
+    out_of_memory = False
     try:
         with torch.inference_mode():
             output = model["model"].generate(**encoded.to(model["device"]), **kwargs)
     except torch.cuda.OutOfMemoryError:
-        # The cache of this request's beams did not fit beside the weights: free what it took so
-        # that the next request starts clean, and say what to ask for instead.
+        out_of_memory = True
+    if out_of_memory:
+        # The cache of this request's beams did not fit beside the weights. Outside the except
+        # block the traceback, whose frames hold those tensors, is gone: emptying the cache now
+        # frees what the request took, so that the next one starts clean.
         torch.cuda.empty_cache()
         raise RequestError(
             f"the request needs more GPU memory than is free ({n_prompt} prompt tokens + "
             f"{kwargs['max_new_tokens']} new tokens x {kwargs['num_beams']} beams): ask for fewer beams or "
             "new tokens (the endpoint's limits: GPTJ_MAX_BEAMS, GPTJ_MAX_NEW_TOKENS)"
-        ) from None
+        )
     generated = output[0, n_prompt:]
     # The requested eos token ended the text, like a stop sequence: leave it out the same way.
     if "eos_token_id" in options and len(generated) and int(generated[-1]) in options["eos_token_id"]:
