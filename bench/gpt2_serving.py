@@ -9,7 +9,7 @@ clients at concurrency 1, 4 and 16: mean, p50 and p95 latency and QPS. The serve
 (HTTP, JSON, queue) is the difference between a one-token request through the server and the
 same call made directly on the backend.
 
-    python bench/gpt2_serving.py                 # full run, about 7 minutes on 2 cores
+    python bench/gpt2_serving.py                 # full run, about 10 minutes on 2 cores
     python bench/gpt2_serving.py --quick         # fewer requests, for a smoke test
 
 Results: ``bench/results/gpt2_serving.json``, a Markdown table on stdout (for

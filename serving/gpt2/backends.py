@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import platform
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,11 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("tensorrt", "torch-cuda", "onnxruntime", "torch")
 CPUINFO = Path("/proc/cpuinfo")
-#: CPU flags of an int8 dot product that accumulates in int32 (x86 VNNI, AMX; Arm's sdot).
-#: Without one, ONNX Runtime's uint8 x int8 kernels sum pairs of products in int16, which
-#: saturates: the int8-dynamic graph then computes other numbers than its parity gate checked.
-INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8", "asimddp"})
+#: x86 flags of an int8 dot product that accumulates in int32. Without one, ONNX Runtime's
+#: uint8 x int8 kernels sum pairs of products in int16 (VPMADDUBSW), which saturates: the
+#: int8-dynamic graph then computes other numbers than a gate run on such a CPU checked (on
+#: the AVX2 host its per-column variant missed the gate 3x). Arm's kernels accumulate in int32.
+INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 AUTO_ORDER = ("tensorrt", "torch-cuda", "onnxruntime")
 
 
@@ -55,15 +57,17 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def int8_dot_product(cpuinfo: Path | None = None) -> bool | None:
-    """Whether this CPU (`CPUINFO` by default) has an int8 dot product (`INT8_DOT_FLAGS`); None
-    where it cannot tell."""
+def u8s8_saturates(cpuinfo: Path | None = None, machine: str | None = None) -> bool | None:
+    """Whether ONNX Runtime's uint8 x int8 products saturate on this CPU: an x86 CPU without any
+    of `INT8_DOT_FLAGS` in `CPUINFO`. None where it cannot tell."""
+    if (machine or platform.machine()).lower() not in ("x86_64", "amd64", "i686", "i386"):
+        return False
     try:
         text = (cpuinfo or CPUINFO).read_text()
     except OSError:
         return None
-    flags = {flag for line in text.splitlines() if line.startswith(("flags", "Features")) for flag in line.split()}
-    return bool(flags & INT8_DOT_FLAGS)
+    flags = {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split()}
+    return not flags & INT8_DOT_FLAGS
 
 
 class OnnxRuntimeBackend:
@@ -85,20 +89,18 @@ class OnnxRuntimeBackend:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if threads:
             options.intra_op_num_threads = threads
+        gated_exact = onnxruntime_section(model_dir).get("gate_cpu_u8s8_saturates") is False
+        if self.onnx_file == ONNX_INT8_DYNAMIC and gated_exact and u8s8_saturates():
+            raise BackendUnavailable(
+                f"{self.onnx_file} was gated on a CPU with an int8 dot product, and this one has none of "
+                f"{', '.join(sorted(INT8_DOT_FLAGS))} ({CPUINFO}): its products would saturate and the answers "
+                "differ from what the gate checked; rebuild the payload with --cpu-precision int8 (weight-only) "
+                "or fp32, or on a CPU like this one"
+            )
         self.session = ort.InferenceSession(
             str(model_dir / self.onnx_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
         log.info("ONNX Runtime runs %s", self.onnx_file)
-        gated_with_dot = onnxruntime_section(model_dir).get("gate_cpu_int8_dot_product") is not False
-        if self.onnx_file == ONNX_INT8_DYNAMIC and gated_with_dot and int8_dot_product() is False:
-            log.warning(
-                "%s runs on a CPU without an int8 dot product (none of %s in %s) but its parity gate ran on one: "
-                "products may saturate here, so the answers can differ from what the gate checked; rebuild the "
-                "payload on this CPU type or with --cpu-precision int8 (weight-only)",
-                self.onnx_file,
-                ", ".join(sorted(INT8_DOT_FLAGS)),
-                CPUINFO,
-            )
         self._past_names = input_names(info.n_layer)[3:]
         inputs = {i.name: i.type for i in self.session.get_inputs()}
         self._dtype = np.float16 if inputs[self._past_names[0]] == "tensor(float16)" else np.float32

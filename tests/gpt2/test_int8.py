@@ -200,50 +200,78 @@ def test_server_serves_the_int8_graph_over_http(
 
 
 @pytest.mark.parametrize(
-    ("flags", "expected"),
+    ("flags", "machine", "saturates"),
     [
-        ("fpu avx2 avx512f avx512_vnni", True),  # Cascade Lake and later, Zen 4
-        ("fpu avx2 avx_vnni", True),  # Alder Lake
-        ("fpu avx avx2 fma", False),  # Zen 2/3, Broadwell: u8 x s8 pairs sum in int16
+        ("fpu avx2 avx512f avx512_vnni", "x86_64", False),  # Cascade Lake and later, Zen 4
+        ("fpu avx2 avx_vnni", "x86_64", False),  # Alder Lake
+        ("fpu avx avx2 fma", "x86_64", True),  # Zen 2/3, Skylake: u8 x s8 pairs sum in int16
+        ("fp asimd", "aarch64", False),  # Arm's kernels accumulate in int32, with or without sdot
     ],
 )
-def test_int8_dot_product_is_read_from_the_cpu_flags(flags: str, expected: bool, tmp_path: Path) -> None:
-    from serving.gpt2.backends import int8_dot_product
+def test_u8s8_saturation_is_read_from_the_cpu(flags: str, machine: str, saturates: bool, tmp_path: Path) -> None:
+    from serving.gpt2.backends import u8s8_saturates
 
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
-    assert int8_dot_product(cpuinfo) is expected
-    assert int8_dot_product(tmp_path / "missing") is None
+    key = "Features" if machine == "aarch64" else "flags"
+    cpuinfo.write_text(f"processor\t: 0\n{key}\t\t: {flags}\n\nprocessor\t: 1\n{key}\t\t: {flags}\n")
+    assert u8s8_saturates(cpuinfo, machine) is saturates
+    assert u8s8_saturates(tmp_path / "missing", "x86_64") is None
 
 
-@pytest.mark.parametrize(("gated_with_dot", "warns"), [(True, True), (False, False)])
-def test_dynamic_graph_on_a_cpu_unlike_its_gates_warns(
-    gated_with_dot: bool,
-    warns: bool,
+@pytest.mark.parametrize(("gate_saturated", "refused"), [(False, True), (True, False), (None, False)])
+def test_dynamic_graph_is_refused_where_its_gate_did_not_check_the_kernels(
+    gate_saturated: bool | None,
+    refused: bool,
     quantized: Callable[[str], Quantized],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A payload gated on a CPU with VNNI, served on one without: the server says so, with the fix.
-    Gated on such a CPU itself, the gate checked the very kernels that serve it: nothing to say."""
+    """Gated on a CPU with an int8 dot product, served on one without: refused, with the fix.
+    Gated on a saturating CPU itself (or a payload that does not say), it runs."""
     from serving.gpt2 import backends
 
     build = quantized("int8-dynamic")
-    assert read_manifest(build.model_dir)["onnxruntime"]["gate_cpu_int8_dot_product"] == backends.int8_dot_product()
+    assert read_manifest(build.model_dir)["onnxruntime"]["gate_cpu_u8s8_saturates"] == backends.u8s8_saturates()
     copy = tmp_path / "model"
     shutil.copytree(build.model_dir, copy)
     manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["onnxruntime"]["gate_cpu_int8_dot_product"] = gated_with_dot
+    manifest["onnxruntime"]["gate_cpu_u8s8_saturates"] = gate_saturated
     (copy / "manifest.json").write_text(json.dumps(manifest))
-    no_vnni = tmp_path / "cpuinfo"
-    no_vnni.write_text("flags\t\t: fpu avx avx2 fma\n")
-    monkeypatch.setattr(backends, "CPUINFO", no_vnni)
-    with caplog.at_level("WARNING", logger=backends.__name__):
-        backend = backends.OnnxRuntimeBackend(copy, ModelInfo.load(copy), threads=1)
-    assert backend.onnx_file == ONNX_INT8_DYNAMIC
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    if warns:
-        assert any("without an int8 dot product" in w and "--cpu-precision int8" in w for w in warnings), warnings
+    avx2 = tmp_path / "cpuinfo"
+    avx2.write_text("flags\t\t: fpu avx avx2 fma\n")
+    monkeypatch.setattr(backends, "CPUINFO", avx2)
+    monkeypatch.setattr(backends.platform, "machine", lambda: "x86_64")
+    if refused:
+        with pytest.raises(backends.BackendUnavailable, match=r"would saturate.*--cpu-precision int8 \(weight-only\)"):
+            backends.OnnxRuntimeBackend(copy, ModelInfo.load(copy), threads=1)
     else:
-        assert not warnings
+        assert backends.OnnxRuntimeBackend(copy, ModelInfo.load(copy), threads=1).onnx_file == ONNX_INT8_DYNAMIC
+
+
+@pytest.mark.parametrize(("precision", "moves"), [("fp32", False), ("int8-dynamic", True)])
+def test_the_int8_gate_runs_the_prompts_batched_as_the_server_does(
+    precision: str, moves: bool, model_dir: Path, quantized: Callable[[str], Quantized]
+) -> None:
+    """Batched teacher forcing reproduces the lone one on the fp32 graph (so it feeds the rows
+    right), and shows what it is there for on the dynamic graph: a row's logits move with its
+    batch-mates (one activation scale per tensor), which the gate now bounds."""
+    import numpy as np
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    from serving.gpt2.backends import OnnxRuntimeBackend
+
+    folder = model_dir if precision == "fp32" else quantized(precision).model_dir
+    model = GPT2LMHeadModel.from_pretrained(folder / "pytorch", dtype="float32").eval()  # type: ignore[no-untyped-call]
+    tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer")
+    info = ModelInfo.load(folder)
+    prompts = [tokenizer(p).input_ids for p in builder.PARITY_PROMPTS]
+    expected = builder._reference(model, prompts, 6, info.eos_token_id)
+    backend = OnnxRuntimeBackend(folder, info, threads=1)
+    batched = builder._teacher_forced_batched(backend, prompts, expected, info.max_batch_size, info.eos_token_id)
+    alone = [builder._teacher_forced(backend, p, t) for p, t in zip(prompts, expected, strict=True)]
+    assert [len(b) for b in batched] == [min(len(t) for t in expected) + 1] * len(prompts)
+    shift = max(float(np.abs(a[: len(b)] - b).max()) for a, b in zip(alone, batched, strict=True))
+    assert (shift > 1e-3) is moves, shift
+    if moves:
+        report = next(r for r in read_manifest(folder)["parity"] if r["onnx"] == ONNX_INT8_DYNAMIC)
+        assert "in a full batch" in report["criterion"] and report["max_abs_logit_diff"] <= report["tolerance"]
