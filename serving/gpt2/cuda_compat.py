@@ -82,6 +82,8 @@ def probe(library_path: str) -> str | None:
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"cuInit did not return within {PROBE_TIMEOUT_S} s"
+    except OSError as exc:  # the interpreter itself could not start: say so, do not crash `serve`
+        return f"the probe could not run ({exc})"
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines()
         return f"libcuda.so.1 did not load ({lines[-1] if lines else f'exit status {result.returncode}'})"
@@ -117,8 +119,9 @@ def decide(
         return Decision(None)
     host = _version(driver)
     current = environ.get("LD_LIBRARY_PATH", "")
-    if any(Path(entry).is_relative_to(root) for entry in current.split(":") if entry):
-        return Decision(None)  # an entrypoint already chose
+    chosen = [Path(e) for e in current.split(":") if e and Path(e).is_relative_to(root)]
+    if any((folder / "libcuda.so.1").exists() for folder in chosen):
+        return Decision(None)  # an entrypoint already put compat libraries first
     compat_dir = find_compat_dir(root)
     compat = compat_driver_version(compat_dir) if compat_dir else None
     if compat_dir is None or compat is None:

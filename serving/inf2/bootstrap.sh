@@ -86,6 +86,9 @@ if [ "$(cat "$ROOT/bundle.sha256" 2>/dev/null || true)" != "$BUNDLE_SHA256" ]; t
   fi
   mkdir -p "$MODEL_DIR.new"
   tar -xzf "$part" -C "$MODEL_DIR.new" --no-same-owner
+  # From here until the new sha256 is written the folders do not match any recorded bundle: a
+  # run killed in between downloads again instead of trusting what it finds.
+  rm -f "$ROOT/bundle.sha256"
   # The running server has the current folder mounted: it becomes .old and is deleted only once
   # the restart below has been asked for, so a failure in between (the image pull) leaves that
   # server its files. An .old still here means that such a failure happened: the server still

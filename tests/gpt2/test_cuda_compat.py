@@ -105,9 +105,26 @@ def test_no_gpu_changes_nothing(tmp_path: Path) -> None:
 
 def test_an_entrypoint_that_already_chose_is_respected(tmp_path: Path) -> None:
     root = compat_root(tmp_path)
-    environ = {"LD_LIBRARY_PATH": f"/usr/lib:{root / 'lib'}"}  # NGC's entrypoint links compat/lib
+    (root / "lib").symlink_to("lib.real")  # what NGC's entrypoint makes when it enables compat
+    environ = {"LD_LIBRARY_PATH": f"/usr/lib:{root / 'lib'}"}
     decision = cuda_compat.decide(environ, root=root, driver_file=driver(tmp_path, DRIVER_470), run_probe=never_probe)
     assert decision == cuda_compat.Decision(None)
+
+
+def test_a_compat_entry_that_holds_no_library_does_not_count(tmp_path: Path) -> None:
+    """An image's ENV may list compat/lib, which only NGC's entrypoint (not ours) creates."""
+    root = compat_root(tmp_path)
+    environ = {"LD_LIBRARY_PATH": f"{root / 'lib'}:/usr/lib"}
+    decision = cuda_compat.decide(
+        environ, root=root, driver_file=driver(tmp_path, DRIVER_470), run_probe=lambda path: None
+    )
+    assert decision.library_path == f"{root / 'lib.real'}:{root / 'lib'}:/usr/lib"
+
+
+def test_a_probe_that_cannot_start_is_a_refusal_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cuda_compat.sys, "executable", str(tmp_path / "no-python-here"))
+    assert (failure := cuda_compat.probe("/nowhere")) is not None
+    assert failure.startswith("the probe could not run")
 
 
 def test_no_compat_libraries_is_an_error_only_where_the_host_cannot_run_cuda_12(tmp_path: Path) -> None:
