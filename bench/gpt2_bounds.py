@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
-from bench.gpt2_serving import build  # noqa: E402
+from bench.gpt2_serving import build_124m  # noqa: E402
 from serving.gpt2.generation import ONNX_FP32, ONNX_INT8, ONNX_INT8_DYNAMIC  # noqa: E402
 
 ROWS = (1, 4, 16)
@@ -116,16 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=32)
     args = parser.parse_args(argv)
     threads = len(os.sched_getaffinity(0))
-    options = ["--random-weights", "--max-batch-size", "16", "--max-length", "64"]
-    # The serving benchmark's builds (same options, same folders): built once, reused by both.
-    graphs = {}
-    for label, precision, graph in (
-        ("fp32", "fp32", ONNX_FP32),
-        ("int8 weight-only", "int8", ONNX_INT8),
-        ("int8 dynamic", "int8-dynamic", ONNX_INT8_DYNAMIC),
-    ):
-        suffix, extra = ("", []) if precision == "fp32" else (f"-{precision}", ["--cpu-precision", precision])
-        graphs[label] = build(args.out_dir / f"artifacts-124m{suffix}", [*options, *extra]) / graph
+    # The serving benchmark's builds: built once, reused by both.
+    graphs = {
+        "fp32": build_124m(args.out_dir, "fp32") / ONNX_FP32,
+        "int8 weight-only": build_124m(args.out_dir, "int8") / ONNX_INT8,
+        "int8 dynamic": build_124m(args.out_dir, "int8-dynamic") / ONNX_INT8_DYNAMIC,
+    }
 
     weights = matmul_weight_bytes(graphs["fp32"])
     floor = read_floor_ms(weights, threads, args.reps)

@@ -89,8 +89,11 @@ class OnnxRuntimeBackend:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if threads:
             options.intra_op_num_threads = threads
-        gated_exact = onnxruntime_section(model_dir).get("gate_cpu_u8s8_saturates") is False
-        if self.onnx_file == ONNX_INT8_DYNAMIC and gated_exact and u8s8_saturates():
+        if (
+            self.onnx_file == ONNX_INT8_DYNAMIC
+            and onnxruntime_section(model_dir).get("gate_cpu_u8s8_saturates") is False
+            and u8s8_saturates()
+        ):
             raise BackendUnavailable(
                 f"{self.onnx_file} was gated on a CPU with an int8 dot product, and this one has none of "
                 f"{', '.join(sorted(INT8_DOT_FLAGS))} ({CPUINFO}): its products would saturate and the answers "

@@ -55,11 +55,7 @@ def host_driver(driver_file: Path = DRIVER_FILE) -> str | None:
 
 
 def find_compat_dir(root: Path = COMPAT_ROOT) -> Path | None:
-    for sub in COMPAT_SUBDIRS:
-        folder = root / sub if sub else root
-        if (folder / "libcuda.so.1").exists():
-            return folder
-    return None
+    return next((root / sub for sub in COMPAT_SUBDIRS if (root / sub / "libcuda.so.1").exists()), None)
 
 
 def compat_driver_version(compat_dir: Path) -> tuple[int, ...] | None:

@@ -83,13 +83,18 @@ class ModelInfo:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def onnxruntime_section(model_dir: Path) -> dict[str, Any]:
-    """The manifest's ``onnxruntime`` section: the graph ONNX Runtime serves and how it was made."""
+def _manifest(model_dir: Path) -> dict[str, Any] | None:
+    """The payload's manifest; None for a folder without one."""
     try:
         manifest = json.loads((model_dir / MANIFEST_FILE).read_text())
     except FileNotFoundError:
-        return {}
-    section = manifest.get("onnxruntime") if isinstance(manifest, dict) else None
+        return None
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def onnxruntime_section(model_dir: Path) -> dict[str, Any]:
+    """The manifest's ``onnxruntime`` section: the graph ONNX Runtime serves and how it was made."""
+    section = (_manifest(model_dir) or {}).get("onnxruntime")
     return section if isinstance(section, dict) else {}
 
 
@@ -97,15 +102,13 @@ def onnxruntime_file(model_dir: Path) -> str:
     """The ONNX file the payload's manifest names for ONNX Runtime on the CPU (its
     ``onnxruntime.file``); ``model.onnx`` for a folder whose manifest names none (payloads built
     before the builder had ``--cpu-precision``, or a folder with no manifest)."""
-    path = model_dir / MANIFEST_FILE
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
+    manifest = _manifest(model_dir)
+    if manifest is None:
         return ONNX_FP32
     name = (manifest.get("onnxruntime") or {}).get("file", ONNX_FP32)
     if not isinstance(name, str) or name not in manifest.get("files", {}):
         raise FileNotFoundError(
-            f"{path} names {name!r} as the ONNX Runtime graph but does not list that file: "
+            f"{model_dir / MANIFEST_FILE} names {name!r} as the ONNX Runtime graph but does not list that file: "
             "rebuild the payload with `python -m artifacts_builder gpt2`"
         )
     return name
