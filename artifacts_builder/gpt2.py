@@ -20,13 +20,13 @@ import shutil
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from artifacts_builder.gpt2_cpu_graph import export_shared_kv, trace_to_onnx
 from artifacts_builder.manifest import library_versions, write_manifest
 from artifacts_builder.tarball import pack_directory
 
@@ -203,8 +203,10 @@ def model_info(model: Any, tokenizer: Any, name: str, args: argparse.Namespace) 
 
 
 def export_onnx(model: Any, info: Any, path: Path, *, fp16: bool) -> None:
-    """Export the step graph. Past keys/values are plain tensors: a `DynamicCache` input
-    cannot be exported, so a wrapper rebuilds one inside the traced function."""
+    """Export the step graph with a concatenated KV cache: the fp16 graph TensorRT builds its
+    engine from. (ONNX Runtime's CPU graph is `gpt2_cpu_graph.export_shared_kv`.) Past
+    keys/values are plain tensors: a `DynamicCache` input cannot be exported, so a wrapper
+    rebuilds one inside the traced function."""
     import copy
     import types
 
@@ -268,19 +270,7 @@ def export_onnx(model: Any, info: Any, path: Path, *, fp16: bool) -> None:
     }
     axes.update({name: {0: "batch", 2: "past"} for name in inputs[3:]})
     axes.update({name: {0: "batch", 2: "total"} for name in outputs[1:]})
-    with warnings.catch_warnings(), torch.no_grad():
-        # The tracer warns about every Python branch on shapes; the parity gate checks the result.
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            Step().eval(),
-            sample,
-            str(path),
-            input_names=inputs,
-            output_names=outputs,
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            dynamo=False,
-        )
+    trace_to_onnx(Step(), sample, path, inputs=inputs, outputs=outputs, axes=axes, opset=OPSET)
 
 
 def _linear_as_matmul(source: Path) -> Any:
@@ -605,8 +595,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        with _timed("exporting fp32 ONNX (prefill + decode, KV cache)"):
-            export_onnx(model, info, staging / ONNX_FP32, fp16=False)
+        with _timed("exporting fp32 ONNX for ONNX Runtime (prefill + decode, KV cache updated in place)"):
+            export_shared_kv(model, info, staging / ONNX_FP32, opset=OPSET)
         with _timed("exporting fp16 ONNX for TensorRT"):
             export_onnx(model, info, staging / ONNX_FP16, fp16=True)
         checks = [(ONNX_FP32, "fp32"), (ONNX_FP16, "fp16")]

@@ -8,8 +8,8 @@ this script measures what decides them, straight on ONNX Runtime:
    bandwidth (timed here as a 2-thread sum over as many bytes). The c=1 target needs a lone
    request within 1 / (2.5 x PyTorch's c=1 QPS), read from the serving benchmark's last run.
 2. How batching scales for each graph (fp32, weight-only int8, int8 weights and activations):
-   the time of one decode step at 1, 4 and 16 rows, with the server's session settings (no
-   HTTP, no Python loop). The p50 target asks a batch of 16 to take at most 2.5x a lone
+   the time of one decode step at 1, 4 and 16 rows, through the server's ONNX Runtime backend
+   (no HTTP, no decoding loop). The p50 target asks a batch of 16 to take at most 2.5x a lone
    request, so a step of 16 rows may cost at most about 2.5x a step of one row.
 
     python bench/gpt2_bounds.py          # about 3 minutes with the serving benchmark's builds
@@ -35,7 +35,7 @@ from bench.gpt2_serving import build_124m  # noqa: E402
 from serving.gpt2.generation import ONNX_FP32, ONNX_INT8, ONNX_INT8_DYNAMIC  # noqa: E402
 
 ROWS = (1, 4, 16)
-PAST = 24  # a decode step in the middle of a 16-token prompt + 32 new tokens
+PAST = 24  # decode steps from the middle of a 16-token prompt + 32 new tokens
 
 
 def read_floor_ms(nbytes: int, threads: int, reps: int) -> float:
@@ -67,36 +67,26 @@ def matmul_weight_bytes(path: Path) -> int:
     return total
 
 
-def step_ms(path: Path, rows: int, threads: int, reps: int) -> float:
-    """Median time of one decode step of `rows` rows, with the server's session settings."""
+def step_ms(model_dir: Path, onnx_file: str, rows: int, threads: int, reps: int) -> float:
+    """Median time of a decode step of `rows` rows after a prompt of PAST tokens, through the
+    server's own ONNX Runtime backend (its session settings and KV cache handling), without
+    the decoding loop around it."""
     import numpy as np
-    import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    feeds: dict[str, Any] = {}
-    for spec in session.get_inputs():
-        if spec.name == "input_ids":
-            feeds[spec.name] = np.ones((rows, 1), np.int64)
-        elif spec.name == "attention_mask":
-            feeds[spec.name] = np.ones((rows, PAST + 1), np.int64)
-        elif spec.name == "position_ids":
-            feeds[spec.name] = np.full((rows, 1), PAST, np.int64)
-        else:  # past key or value: (batch, heads, past, head_dim)
-            heads, head_dim = spec.shape[1], spec.shape[3]
-            feeds[spec.name] = rng.standard_normal((rows, heads, PAST, head_dim), dtype=np.float32)
-    for _ in range(3):
-        session.run(None, feeds)
+    from serving.gpt2.backends import OnnxRuntimeBackend
+    from serving.gpt2.generation import ModelInfo
+
+    backend = OnnxRuntimeBackend(model_dir, ModelInfo.load(model_dir), threads=threads, onnx_file=onnx_file)
+    ids = np.ones((rows, PAST), np.int64)
+    mask = np.ones_like(ids)
+    _, past = backend.forward(ids, mask, np.tile(np.arange(PAST), (rows, 1)), None)
     times = []
-    for _ in range(reps):
+    for step in range(3 + reps):  # each step adds one position: 3 warm-ups, then the timed ones
+        mask = np.ones((rows, PAST + step + 1), np.int64)
         start = time.perf_counter()
-        session.run(None, feeds)
+        _, past = backend.forward(np.ones((rows, 1), np.int64), mask, np.full((rows, 1), PAST + step), past)
         times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    return statistics.median(times[3:]) * 1e3
 
 
 def torch_lone_ms(serving: Path) -> float | None:
@@ -118,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     threads = len(os.sched_getaffinity(0))
     # The serving benchmark's builds: built once, reused by both.
     graphs = {
-        "fp32": build_124m(args.out_dir, "fp32") / ONNX_FP32,
-        "int8 weight-only": build_124m(args.out_dir, "int8") / ONNX_INT8,
-        "int8 dynamic": build_124m(args.out_dir, "int8-dynamic") / ONNX_INT8_DYNAMIC,
+        "fp32": (build_124m(args.out_dir, "fp32"), ONNX_FP32),
+        "int8 weight-only": (build_124m(args.out_dir, "int8"), ONNX_INT8),
+        "int8 dynamic": (build_124m(args.out_dir, "int8-dynamic"), ONNX_INT8_DYNAMIC),
     }
 
-    weights = matmul_weight_bytes(graphs["fp32"])
+    weights = matmul_weight_bytes(graphs["fp32"][0] / ONNX_FP32)
     floor = read_floor_ms(weights, threads, args.reps)
     torch_ms = torch_lone_ms(args.out_dir / "gpt2_serving.json")
     report: dict[str, Any] = {
@@ -144,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if torch_ms:
         print(f"c=1 target: a lone request <= {torch_ms:.0f} / 2.5 = {report['c1_budget_ms']:.0f} ms")
-    for name, path in graphs.items():
-        times = {rows: step_ms(path, rows, threads, args.reps) for rows in ROWS}
+    for name, (model_dir, onnx_file) in graphs.items():
+        times = {rows: step_ms(model_dir, onnx_file, rows, threads, args.reps) for rows in ROWS}
         report["step_ms"][name] = {str(rows): round(ms, 2) for rows, ms in times.items()}
         cells = "  ".join(f"{rows:>2} rows {ms:6.1f} ms" for rows, ms in times.items())
         print(f"{name:30} {cells}  16 rows / 1 row {times[16] / times[1]:.2f}x")

@@ -12,10 +12,12 @@ import importlib.util
 import logging
 import platform
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from serving.gpt2.generation import (
     ONNX_INT8_DYNAMIC,
@@ -31,6 +33,8 @@ from serving.gpt2.generation import (
     input_names,
     onnxruntime_file,
     onnxruntime_section,
+    output_names,
+    shared_kv_input_names,
 )
 
 log = logging.getLogger(__name__)
@@ -103,15 +107,20 @@ class OnnxRuntimeBackend:
         self.session = ort.InferenceSession(
             str(model_dir / self.onnx_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        log.info("ONNX Runtime runs %s", self.onnx_file)
-        self._past_names = input_names(info.n_layer)[3:]
         inputs = {i.name: i.type for i in self.session.get_inputs()}
+        # The CPU graphs of current payloads update the KV cache in place; the fp16 graph (the
+        # TensorRT export, checked here by the builder) and older payloads concatenate it.
+        self._shared = SharedKVStep(self.session, info) if "seqlens_k" in inputs else None
+        log.info("ONNX Runtime runs %s (KV cache %s)", self.onnx_file, "in place" if self._shared else "concatenated")
+        self._past_names = input_names(info.n_layer)[3:]
         self._dtype = np.float16 if inputs[self._past_names[0]] == "tensor(float16)" else np.float32
         self._rng = np.random.default_rng()
 
     def forward(
         self, input_ids: IntArray, attention_mask: IntArray, position_ids: IntArray, past: Any | None
     ) -> tuple[FloatArray, Any]:
+        if self._shared is not None:
+            return self._shared.forward(input_ids, attention_mask, position_ids, past)
         if past is None:
             shape = (input_ids.shape[0], self.info.n_head, 0, self.info.head_dim)
             past = [np.zeros(shape, dtype=self._dtype)] * len(self._past_names)
@@ -124,6 +133,95 @@ class OnnxRuntimeBackend:
         self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams], stop: StopCheck | None = None
     ) -> list[Completion]:
         return decode_loop(self, prompts, params, eos_token_id=self.info.eos_token_id, rng=self._rng, stop=stop)
+
+
+@dataclass(eq=False)
+class _SharedKV:
+    """One batch's KV cache: per layer a key and a value buffer of shape (rows, heads,
+    capacity, head_dim), each bound as both the past input and the present output of `binding`,
+    which the batch's steps share (only the token inputs and the logits are bound again)."""
+
+    buffers: list[FloatArray]
+    binding: Any
+    #: Each row's last filled position (its length - 1).
+    seqlens: npt.NDArray[np.int32]
+
+    @property
+    def capacity(self) -> int:
+        return int(self.buffers[0].shape[2])
+
+
+class SharedKVStep:
+    """The step interface (`StepModel`) over the CPU graph whose attention writes new keys and
+    values into the buffers it reads (`artifacts_builder.gpt2_cpu_graph`): no step copies the
+    past. That graph wants rows right-padded (each row's tokens from position 0); the decoding
+    loop pads on the left, so a prompt's rows are shifted here."""
+
+    #: Buffer positions added at a time when a batch outgrows its cache.
+    GROWTH = 64
+
+    def __init__(self, session: Any, info: ModelInfo) -> None:
+        import onnxruntime as ort
+
+        self.session = session
+        self.info = info
+        self._wrap = ort.OrtValue.ortvalue_from_numpy
+        self._past = shared_kv_input_names(info.n_layer)[4:]
+        self._present = output_names(info.n_layer)[1:]
+
+    def _alloc(self, rows: int, capacity: int) -> _SharedKV:
+        shape = (rows, self.info.n_head, capacity, self.info.head_dim)
+        buffers = [np.empty(shape, dtype=np.float32) for _ in self._past]
+        binding = self.session.io_binding()
+        for past_name, present_name, buffer in zip(self._past, self._present, buffers, strict=True):
+            value = self._wrap(buffer)
+            binding.bind_ortvalue_input(past_name, value)
+            binding.bind_ortvalue_output(present_name, value)
+        return _SharedKV(buffers, binding, np.zeros(rows, dtype=np.int32))
+
+    def _grow(self, kv: _SharedKV, needed: int) -> _SharedKV:
+        """A larger cache holding `kv`'s contents: a batch may run past the room its prompt
+        suggested (teacher forcing, long completions)."""
+        bigger = self._alloc(len(kv.seqlens), needed + self.GROWTH)
+        for old, new in zip(kv.buffers, bigger.buffers, strict=True):
+            new[:, :, : kv.capacity] = old
+        bigger.seqlens = kv.seqlens
+        return bigger
+
+    def forward(
+        self, input_ids: IntArray, attention_mask: IntArray, position_ids: IntArray, past: _SharedKV | None
+    ) -> tuple[FloatArray, _SharedKV]:
+        rows, width = input_ids.shape
+        if past is None:
+            lengths = attention_mask.sum(axis=1)
+            filled = np.arange(width)[None, :] >= (width - lengths)[:, None]
+            if lengths.min() < 1 or not np.array_equal(filled, attention_mask.astype(bool)):
+                raise ValueError("a prompt's attention_mask must be left padding: zeros, then at least one 1 per row")
+            # Row r's tokens move from its last lengths[r] positions to its first.
+            source = np.minimum(np.arange(width)[None, :] + (width - lengths)[:, None], width - 1)
+            keep = np.arange(width)[None, :] < lengths[:, None]
+            input_ids = np.where(keep, np.take_along_axis(input_ids, source, axis=1), self.info.eos_token_id)
+            position_ids = np.where(keep, np.take_along_axis(position_ids, source, axis=1), 0)
+            kv = self._alloc(rows, width + self.GROWTH)
+            seqlens = (lengths - 1).astype(np.int32)
+            total = width
+        else:
+            if width != 1:
+                raise ValueError(f"after the prompt the graph takes one token a step, not {width}")
+            seqlens = past.seqlens + 1
+            total = int(seqlens.max()) + 1
+            kv = past if total <= past.capacity else self._grow(past, total)
+        kv.seqlens = seqlens
+        # A new array a step: the caller may keep the logits it was given (teacher forcing does).
+        logits = np.empty((rows, self.info.vocab_size), dtype=np.float32)
+        binding = kv.binding
+        binding.bind_cpu_input("input_ids", np.ascontiguousarray(input_ids, dtype=np.int64))
+        binding.bind_cpu_input("position_ids", np.ascontiguousarray(position_ids, dtype=np.int64))
+        binding.bind_cpu_input("seqlens_k", seqlens)
+        binding.bind_cpu_input("total_sequence_length", np.array(total, dtype=np.int32))
+        binding.bind_ortvalue_output("logits", self._wrap(logits))
+        self.session.run_with_iobinding(binding)
+        return logits, kv
 
 
 class TorchEagerBackend:

@@ -3,7 +3,8 @@
 A step-wise backend (ONNX Runtime, TensorRT) only knows how to run one forward pass of the
 exported graph: ``input_ids`` (B, S), ``attention_mask`` (B, past + S), ``position_ids``
 (B, S) and the past keys/values in, the last position's logits and the new keys/values
-out. Prefill is the same graph with an empty past. Everything else (left padding, greedy
+out. Prefill is the same graph with an empty past. (ONNX Runtime's CPU graph takes other
+inputs and updates its cache in place; `backends.SharedKVStep` gives it this interface.) Everything else (left padding, greedy
 or sampled token choice, EOS, stop strings, per-row limits) lives here once.
 """
 
@@ -43,6 +44,18 @@ def input_names(n_layer: int) -> list[str]:
         "input_ids",
         "attention_mask",
         "position_ids",
+        *(f"past_key_values.{i}.{kv}" for i in range(n_layer) for kv in ("key", "value")),
+    ]
+
+
+def shared_kv_input_names(n_layer: int) -> list[str]:
+    """Inputs of the CPU graph whose KV cache is updated in place
+    (`artifacts_builder.gpt2_cpu_graph`); its outputs are `output_names`."""
+    return [
+        "input_ids",
+        "position_ids",
+        "seqlens_k",
+        "total_sequence_length",
         *(f"past_key_values.{i}.{kv}" for i in range(n_layer) for kv in ("key", "value")),
     ]
 

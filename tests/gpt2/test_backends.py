@@ -38,6 +38,58 @@ def test_batched_greedy_equals_each_prompt_alone(ort: OnnxRuntimeBackend) -> Non
     assert together == alone
 
 
+def _teacher_forced(backend: OnnxRuntimeBackend, prompts: list[list[int]], steps: list[list[int]]) -> np.ndarray:
+    """Logits of a left-padded batch of `prompts`, then of each row's forced tokens, one a step."""
+    ids, mask, pos = left_pad(prompts, pad_id=0)
+    logits, past = backend.forward(ids, mask, pos, None)
+    out = [logits]
+    for tokens in steps:
+        mask = np.concatenate([mask, np.ones((len(prompts), 1), dtype=np.int64)], axis=1)
+        pos = pos[:, -1:] + 1
+        logits, past = backend.forward(np.array([[t] for t in tokens]), mask, pos, past)
+        out.append(logits)
+    return np.stack(out, axis=1)
+
+
+def test_cpu_graph_rows_of_a_batch_equal_each_row_alone(ort: OnnxRuntimeBackend) -> None:
+    """The in-place graph right-pads rows of different lengths: each row's logits, at the prompt
+    and at every step, are the ones it gets alone (fp32: to rounding)."""
+    steps = [[11, 12, 13], [21, 22, 23], [31, 32, 33], [41, 42, 43]]
+    together = _teacher_forced(ort, PROMPTS, steps)
+    for row, prompt in enumerate(PROMPTS):
+        alone = _teacher_forced(ort, [prompt], [[s[row]] for s in steps])
+        np.testing.assert_allclose(together[row], alone[0], atol=1e-5)
+
+
+def test_cpu_graph_updates_the_cache_in_place_and_grows_it(
+    ort: OnnxRuntimeBackend, info: ModelInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids, mask, pos = left_pad(PROMPTS, pad_id=0)
+    _, kv = ort.forward(ids, mask, pos, None)
+    before = kv.buffers[0].copy()
+    mask = np.concatenate([mask, np.ones((len(PROMPTS), 1), dtype=np.int64)], axis=1)
+    _, after = ort.forward(np.array([[9]] * len(PROMPTS)), mask, pos[:, -1:] + 1, kv)
+    assert after is kv  # the same buffers, written by the graph: no copy of the past
+    lengths = [len(p) for p in PROMPTS]
+    for row, length in enumerate(lengths):
+        assert not np.array_equal(kv.buffers[0][row, :, length], before[row, :, length])  # the new key
+        np.testing.assert_array_equal(kv.buffers[0][row, :, :length], before[row, :, :length])  # the past kept
+    # A cache too small for the run grows, keeping what it held: the answers do not change.
+    steps = [[11, 12, 13]] * (info.max_total_length - max(lengths) - 1)
+    roomy = _teacher_forced(ort, PROMPTS, steps)
+    monkeypatch.setattr(type(ort._shared), "GROWTH", 1)
+    np.testing.assert_array_equal(_teacher_forced(ort, PROMPTS, steps), roomy)
+
+
+def test_cpu_graph_refuses_what_it_cannot_run(ort: OnnxRuntimeBackend) -> None:
+    ids, mask, pos = left_pad(PROMPTS, pad_id=0)
+    with pytest.raises(ValueError, match="left padding"):
+        ort.forward(ids, mask[:, ::-1].copy(), pos, None)
+    _, kv = ort.forward(ids, mask, pos, None)
+    with pytest.raises(ValueError, match="one token a step"):
+        ort.forward(ids, np.ones((3, 12), dtype=np.int64), pos, kv)
+
+
 def test_torch_baseline_agrees_with_onnxruntime(model_dir: Path, info: ModelInfo, ort: OnnxRuntimeBackend) -> None:
     eager = TorchEagerBackend(model_dir, info, threads=1)
     params = [SamplingParams(max_new_tokens=8)] * len(PROMPTS)

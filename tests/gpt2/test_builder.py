@@ -14,7 +14,15 @@ import pytest
 from artifacts_builder import gpt2 as builder
 from artifacts_builder.manifest import read_manifest, sha256_file, verify_files
 from artifacts_builder.tarball import pack_directory
-from serving.gpt2.generation import GENERATION_FILE, ONNX_FP16, ONNX_FP32, ModelInfo, input_names, output_names
+from serving.gpt2.generation import (
+    GENERATION_FILE,
+    ONNX_FP16,
+    ONNX_FP32,
+    ModelInfo,
+    input_names,
+    output_names,
+    shared_kv_input_names,
+)
 
 
 def test_parser_contract() -> None:
@@ -52,17 +60,38 @@ def test_onnx_graphs_take_and_return_the_kv_cache(model_dir: Path) -> None:
     import onnx
 
     info = ModelInfo.load(model_dir)
-    for name, past_type in ((ONNX_FP32, onnx.TensorProto.FLOAT), (ONNX_FP16, onnx.TensorProto.FLOAT16)):
+    # ONNX Runtime's graph updates a buffer of some capacity in place; TensorRT's concatenates a past.
+    layouts = (
+        (ONNX_FP32, shared_kv_input_names, onnx.TensorProto.FLOAT, "capacity"),
+        (ONNX_FP16, input_names, onnx.TensorProto.FLOAT16, "past"),
+    )
+    for name, names, past_type, length in layouts:
         graph = onnx.load(str(model_dir / name), load_external_data=False).graph
-        assert [i.name for i in graph.input] == input_names(info.n_layer)
+        assert [i.name for i in graph.input] == names(info.n_layer)
         assert [o.name for o in graph.output] == output_names(info.n_layer)
-        past = graph.input[3].type.tensor_type
+        past = next(i for i in graph.input if i.name == "past_key_values.0.key").type.tensor_type
         assert past.elem_type == past_type
         # batch and past length are dynamic; heads and head size are fixed
         dims = [d.dim_param or d.dim_value for d in past.shape.dim]
-        assert dims == ["batch", info.n_head, "past", info.head_dim]
+        assert dims == ["batch", info.n_head, length, info.head_dim]
         # logits stay fp32 even in the fp16 graph
         assert graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+
+
+def test_cpu_graph_writes_its_kv_cache_in_place(model_dir: Path) -> None:
+    """Each layer's attention is ONNX Runtime's GroupQueryAttention, whose present outputs are
+    the graph's own (so the server can bind them to the past buffers) and nothing concatenates."""
+    import onnx
+
+    info = ModelInfo.load(model_dir)
+    graph = onnx.load(str(model_dir / ONNX_FP32), load_external_data=False).graph
+    attention = [n for n in graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(attention) == info.n_layer
+    assert all(n.domain == "com.microsoft" for n in attention)
+    assert [out for n in attention for out in n.output[1:]] == output_names(info.n_layer)[1:]
+    assert not [n.name for n in graph.node if n.op_type == "Concat" and "past" in " ".join(n.input)]
+    heads = {a.name: a.i for n in attention for a in n.attribute if a.name in ("num_heads", "kv_num_heads")}
+    assert heads == {"num_heads": info.n_head, "kv_num_heads": info.n_head}
 
 
 def test_parity_gate_failure_writes_nothing(

@@ -191,7 +191,7 @@ def test_every_shape_the_server_runs_is_inside_a_profile(model_dir: Path, info: 
     """Drive the real decode loop (ONNX Runtime underneath) at the batcher's limits and check
     each forward call against the profile TensorRT would select for it."""
     context, generation = trt_engine.profiles(info)
-    ort = OnnxRuntimeBackend(model_dir, info, threads=1)
+    ort = OnnxRuntimeBackend(model_dir, info, threads=1, onnx_file=ONNX_FP16)  # TensorRT's graph
     seen: list[int] = []
 
     class Checked:
