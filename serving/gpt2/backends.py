@@ -155,7 +155,8 @@ class SharedKVStep:
     """The step interface (`StepModel`) over the CPU graph whose attention writes new keys and
     values into the buffers it reads (`artifacts_builder.gpt2_cpu_graph`): no step copies the
     past. That graph wants rows right-padded (each row's tokens from position 0); the decoding
-    loop pads on the left, so a prompt's rows are shifted here."""
+    loop pads on the left, so a prompt's rows are shifted here. A step writes into the past it
+    is given and returns it: each past is stepped once, as the decoding loop does."""
 
     #: Buffer positions added at a time when a batch outgrows its cache.
     GROWTH = 64

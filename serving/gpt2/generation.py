@@ -4,8 +4,9 @@ A step-wise backend (ONNX Runtime, TensorRT) only knows how to run one forward p
 exported graph: ``input_ids`` (B, S), ``attention_mask`` (B, past + S), ``position_ids``
 (B, S) and the past keys/values in, the last position's logits and the new keys/values
 out. Prefill is the same graph with an empty past. (ONNX Runtime's CPU graph takes other
-inputs and updates its cache in place; `backends.SharedKVStep` gives it this interface.) Everything else (left padding, greedy
-or sampled token choice, EOS, stop strings, per-row limits) lives here once.
+inputs and updates its cache in place; `backends.SharedKVStep` gives it this interface.)
+Everything else (left padding, greedy or sampled token choice, EOS, stop strings, per-row
+limits) lives here once.
 """
 
 from __future__ import annotations
