@@ -1,9 +1,10 @@
 """GPT-2: ONNX export with a KV cache, TensorRT engine where a GPU is present, parity gate,
 ``model.tar.gz``.
 
-One graph serves both shapes: prefill (the padded prompt, an empty past) and decode (one
-token on a past), exported fp32 for ONNX Runtime and fp16 (LayerNorm kept in fp32, as
-NVIDIA's GPT-2 demo did) for TensorRT. ``--cpu-precision int8`` replaces the fp32 graph for
+Each graph serves both shapes: prefill (the padded prompt, an empty past) and decode (one
+token on a past). ONNX Runtime gets an fp32 graph that updates its KV cache in place
+(`gpt2_cpu_graph`), TensorRT an fp16 one (LayerNorm kept in fp32, as NVIDIA's GPT-2 demo did)
+that concatenates it. ``--cpu-precision int8`` replaces the fp32 graph for
 ONNX Runtime by a weight-only int8 one (twice as fast per token on a CPU, where a decode step
 is bound by reading the weights); ``--cpu-precision int8-dynamic`` by one whose activations are
 int8 too, which keeps that speed for a lone request and batches like fp32 on a CPU with int8

@@ -4,7 +4,7 @@ The export that TensorRT takes (`artifacts_builder.gpt2.export_onnx`) concatenat
 keys and values onto a copy of the whole past: at 16 rows that copy was 15% of a decode step on
 ONNX Runtime. Here each layer's attention is ONNX Runtime's ``GroupQueryAttention`` (with as
 many key/value heads as query heads, i.e. plain multi-head attention), which writes the new
-keys and values into a buffer of fixed capacity and attends over each row's own length. The
+keys and values into a buffer and attends over each row's own length. The
 server binds one buffer per layer as both the past input and the present output, so nothing is
 copied (`serving.gpt2.backends.SharedKVStep`).
 
@@ -113,7 +113,7 @@ def export_shared_kv(model: Any, info: Any, path: Path, *, opset: int) -> None:
     if head_dim % HEAD_SIZE_MULTIPLE:
         raise ValueError(
             f"head size {head_dim} (n_embd {width} / n_head {n_head}) is not a multiple of {HEAD_SIZE_MULTIPLE}, "
-            "which ONNX Runtime's GroupQueryAttention needs: use a GPT-2 configuration whose head size is"
+            "which ONNX Runtime's GroupQueryAttention needs: use a GPT-2 configuration whose n_embd / n_head is one"
         )
     scales = []
     for layer in range(n_layer):

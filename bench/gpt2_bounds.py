@@ -1,7 +1,7 @@
 """The two limits behind the GPT-2 CPU graphs' serving targets, measured per graph.
 
 The serving benchmark (``bench/gpt2_serving.py``) checks the targets through the real server;
-this script measures what decides them, straight on ONNX Runtime:
+this script measures what decides them, without HTTP or the decoding loop:
 
 1. The memory floor of the fp32 graph. A lone request's decode step reads every fp32 weight
    once, so 32 tokens cannot take less than 32 reads of the weights at the machine's read
@@ -12,7 +12,7 @@ this script measures what decides them, straight on ONNX Runtime:
    (no HTTP, no decoding loop). The p50 target asks a batch of 16 to take at most 2.5x a lone
    request, so a step of 16 rows may cost at most about 2.5x a step of one row.
 
-    python bench/gpt2_bounds.py          # about 3 minutes with the serving benchmark's builds
+    python bench/gpt2_bounds.py          # under a minute with the serving benchmark's builds
 
 Results: ``bench/results/gpt2_bounds.json``.
 """

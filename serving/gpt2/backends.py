@@ -186,7 +186,6 @@ class SharedKVStep:
         bigger = self._alloc(len(kv.seqlens), needed + self.GROWTH)
         for old, new in zip(kv.buffers, bigger.buffers, strict=True):
             new[:, :, : kv.capacity] = old
-        bigger.seqlens = kv.seqlens
         return bigger
 
     def forward(
