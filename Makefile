@@ -24,10 +24,12 @@ help:
 	@echo "make bench       run the benchmarks under bench/"
 	@echo "make lint        ruff, mypy and hadolint"
 
-# Debian packages the tests run for real (nginx, shellcheck, systemd-analyze, curl).
+# Debian packages the tests and the demo run for real (nginx, shellcheck, systemd-analyze, curl,
+# and a Java runtime for the Hugging Face image's model server, Multi Model Server).
 system-deps:
 	@missing=""; \
 	command -v nginx >/dev/null || missing="$$missing nginx"; \
+	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
@@ -42,8 +44,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
-# The GPT-J handler's tests serve the payload under the Hugging Face image's own transformers
-# and toolkit (serving/gptj/requirements-container.txt says why torch differs from the image).
+# The Hugging Face image's model server, toolkit and transformers, which the GPT-J tests and the
+# demo run for real (serving/gptj/requirements-container.txt says what differs from the image).
 .venv-hf/.installed: serving/gptj/requirements-container.txt
 	$(PYTHON) -m venv .venv-hf
 	.venv-hf/bin/pip install -q --upgrade pip
@@ -64,7 +66,7 @@ synth: artifacts
 	@ls -l cdk.out/*.template.json
 
 # Deploys and destroys the three stacks for real against a local AWS on 127.0.0.1 (moto).
-demo: artifacts
+demo: artifacts .venv-hf/.installed
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
 # Lint first: a style or type error fails the same command CI runs.
@@ -74,7 +76,7 @@ test: lint .venv-hf/.installed
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stacks artifacts_builder local_aws app.py
+	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts app.py
 	$(BIN)/hadolint serving/gpt2/Dockerfile
 
 serve-gpt2: setup

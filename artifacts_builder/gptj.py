@@ -41,6 +41,7 @@ from typing import IO, Any
 
 from artifacts_builder.manifest import SCHEMA, file_entry, library_versions, write_manifest
 from artifacts_builder.tarball import pack_directory
+from llm_contracts.gptj import PAYLOAD_MANIFEST, mms_manifest_lookalikes
 
 COMPONENT = "gptj"
 DEFAULT_MODEL = "EleutherAI/gpt-j-6B"
@@ -48,7 +49,6 @@ DEFAULT_REVISION = "float16"
 FORMATS = {"safetensors": "model.safetensors", "torch-save": "model.pt"}
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PAYLOAD_DIR = "model"
-PAYLOAD_MANIFEST = "manifest.json"
 TARBALL = "model.tar.gz"
 #: Default shard size: small enough that a few shards per core can be hashed in parallel at
 #: load, and far below S3's 5 GB single-request copy (the stack copies each file once).
@@ -578,6 +578,12 @@ class _Progress:
 def write_payload(folder: Path, entries: list[Entry], *, extra: dict[str, Any]) -> dict[str, Any]:
     """Write `entries` into `folder`, hashing each file as it is written, then the payload
     manifest (sha256 and size of every file); returns the manifest."""
+    clashes = mms_manifest_lookalikes([*(e.name for e in entries), PAYLOAD_MANIFEST])
+    if clashes:
+        raise BuildError(
+            f"the payload would hold {', '.join(clashes)}, which the image's model server (Multi Model Server) "
+            "reads as its own manifest and refuses to start on: rename or leave out that file"
+        )
     progress = _Progress(sum(e.size for e in entries))
     files: dict[str, dict[str, Any]] = {}
     for entry in entries:

@@ -58,10 +58,12 @@ def write_manifest(
     files: Mapping[str, Path] | Iterable[Path],
     *,
     known: Mapping[str, Mapping[str, Any]] | None = None,
+    name: str = MANIFEST_NAME,
     **extra: Any,
 ) -> Path:
     """Hash `files` (relative names are the keys), add the `known` entries (hashed while
-    they were written: a multi-GB file is not read twice) and write the manifest atomically."""
+    they were written: a multi-GB file is not read twice) and write the manifest `name`
+    atomically."""
     items = files.items() if isinstance(files, Mapping) else ((p.name, p) for p in files)
     entries = {name: file_entry(Path(path)) for name, path in items}
     entries.update({name: dict(entry) for name, entry in (known or {}).items()})
@@ -71,15 +73,16 @@ def write_manifest(
         "files": dict(sorted(entries.items())),
         **extra,
     }
-    target = directory / MANIFEST_NAME
+    target = directory / name
     tmp = target.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, target)
     return target
 
 
-def read_manifest(directory: Path) -> dict[str, Any]:
-    path = directory / MANIFEST_NAME
+def read_manifest(directory: Path, name: str = MANIFEST_NAME) -> dict[str, Any]:
+    """The manifest `name` in `directory` (a payload folder names its own: llm_contracts)."""
+    path = directory / name
     try:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:

@@ -17,10 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from llm_contracts.gptj import PAYLOAD_MANIFEST
 from local_aws.cdk import PROJECT_ROOT, Cdk
 from local_aws.server import LocalAws, seed_neuron_dlami
 
 STACKS = ("Gpt2Stack", "GptjStack", "Inf2Stack")
+SEED_GPTJ_PROMPT = "Can you please let us know more details about your"
 
 
 @contextmanager
@@ -29,6 +31,15 @@ def step(title: str, why: str) -> Iterator[None]:
     started = time.monotonic()
     yield
     print(f"    done in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def model_environment(aws: LocalAws, stack: str) -> dict[str, str]:
+    """The container environment of the model behind the stack's endpoint, as deployed."""
+    sagemaker = aws.client("sagemaker")
+    endpoint = sagemaker.describe_endpoint(EndpointName=aws.stack_outputs(stack)["EndpointName"])
+    config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+    model = sagemaker.describe_model(ModelName=config["ProductionVariants"][0]["ModelName"])
+    return dict(model["PrimaryContainer"].get("Environment", {}))
 
 
 def download_model_data(aws: LocalAws, model_data_url: str, into: Path) -> Path:
@@ -52,22 +63,20 @@ def download_prefix(aws: LocalAws, prefix_url: str, into: Path) -> Path:
     return into
 
 
-def request_gptj(model_dir: Path, prompt: str = "Can you please let us know more details about your") -> str:
-    """Load ``model_dir`` with the payload's own ``code/inference.py`` as the Hugging Face
-    toolkit does (model_fn verifies every file first), send it the seed's request, and
-    return a line to print."""
-    import importlib.util
+def request_gptj(model_dir: Path, environment: dict[str, str], prompt: str = SEED_GPTJ_PROMPT) -> str:
+    """Serve ``model_dir`` with the Hugging Face image's own model server (the toolkit's
+    ``serve``: Multi Model Server under ``.venv-hf``), with the Model's environment, as
+    SageMaker starts the container; send it the seed's request, stop it, and return a line to
+    print."""
+    from local_aws.containers import HuggingFaceContainer
 
-    spec = importlib.util.spec_from_file_location("gptj_inference", model_dir / "code" / "inference.py")
-    assert spec is not None and spec.loader is not None
-    inference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(inference)
-    model = inference.model_fn(str(model_dir))
     body = json.dumps({"inputs": prompt, "parameters": {"max_new_tokens": 12}})
-    answer = inference.output_fn(
-        inference.predict_fn(inference.input_fn(body, "application/json"), model), "application/json"
-    )
-    return f"{body} -> {answer[:300]}"
+    with HuggingFaceContainer(model_dir, environment=environment) as container:
+        container.wait_ready(timeout=180)
+        response = container.invoke(body.encode())
+    if response.status != 200:
+        raise RuntimeError(f"POST /invocations answered {response.status}: {response.body[:500]!r}")
+    return f"{body} -> {response.body.decode()[:300]}"
 
 
 def request_gpt2(model_tar: Path, prompt: str = "amazon") -> str:
@@ -116,12 +125,15 @@ def run(artifacts: Path, app: Path, workdir: Path, timeout_s: float) -> None:
                 print(f"    downloaded {gpt2_model_url} (sha256 {digest[:16]}...)")
                 answer = request_gpt2(model_tar)
                 print(f"    -> {answer}")
-            with step("GPT-J request", "load the files the endpoint's S3 prefix holds, as SageMaker lays them out"):
+            with step(
+                "GPT-J request",
+                "serve the files the endpoint's S3 prefix holds with the Hugging Face image's model server",
+            ):
                 gptj_url = aws.stack_outputs("GptjStack")["ModelDataUrl"]
                 model_dir = download_prefix(aws, gptj_url, workdir / "gptj-model")
                 files = sorted(p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file())
                 print(f"    downloaded {len(files)} files under {gptj_url}: {', '.join(files)}")
-                print(f"    -> {request_gptj(model_dir)}")
+                print(f"    -> {request_gptj(model_dir, model_environment(aws, 'GptjStack'))}")
         finally:
             with step("cdk destroy --all --force", "delete every stack and everything it created"):
                 cdk.destroy(app)
@@ -138,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=240.0, help="bound on each CDK CLI call, seconds")
     args = parser.parse_args(argv)
-    for component, name in (("gpt2", "model.tar.gz"), ("gptj", "model/manifest.json"), ("inf2", "bundle.tar.gz")):
+    for component, name in (("gpt2", "model.tar.gz"), ("gptj", f"model/{PAYLOAD_MANIFEST}"), ("inf2", "bundle.tar.gz")):
         if not (args.artifacts / component / name).is_file():
             print(f"{args.artifacts / component / name} is missing: run `make artifacts` first", file=sys.stderr)
             return 2

@@ -280,16 +280,16 @@ class GptjSettings:
     model_server_workers: int = 1
     model_server_timeout_s: int = 60
 
-    def container_environment(self, region: str) -> dict[str, str]:
-        """The Hugging Face toolkit's contract: our handler in code/inference.py."""
+    def container_environment(self) -> dict[str, str]:
+        """The Hugging Face toolkit's contract: our handler in code/inference.py. Only what the
+        image's toolkit (sagemaker-inference 1.10.1 under sagemaker-huggingface-inference-toolkit
+        2.6.0) reads: SAGEMAKER_MODEL_SERVER_TIMEOUT (without _SECONDS) would be read by Multi
+        Model Server as minutes."""
         return {
             "HF_TASK": "text-generation",
             "SAGEMAKER_PROGRAM": "inference.py",
-            "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
-            "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
-            "SAGEMAKER_REGION": region,
             "SAGEMAKER_MODEL_SERVER_WORKERS": str(self.model_server_workers),
-            "SAGEMAKER_MODEL_SERVER_TIMEOUT": str(self.model_server_timeout_s),
+            "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": str(self.model_server_timeout_s),
         }
 
 
@@ -568,10 +568,13 @@ def _gptj(s: _Section, artifacts: Path) -> GptjSettings:
     _typed_variables_stay_typed(
         s,
         endpoint,
-        settings.container_environment(region="<region>"),
+        # SAGEMAKER_MODEL_SERVER_TIMEOUT is refused too: Multi Model Server reads it as minutes.
+        {**settings.container_environment(), "SAGEMAKER_MODEL_SERVER_TIMEOUT": ""},
         {
             "SAGEMAKER_MODEL_SERVER_WORKERS": "gptj.model_server_workers",
-            "SAGEMAKER_MODEL_SERVER_TIMEOUT": "gptj.model_server_timeout_s",
+            "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "gptj.model_server_timeout_s",
+            "SAGEMAKER_MODEL_SERVER_TIMEOUT": "gptj.model_server_timeout_s (in seconds; MMS reads this variable as "
+            "minutes)",
         },
     )
     s.done()

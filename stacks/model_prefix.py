@@ -27,7 +27,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from artifacts_builder.manifest import MANIFEST_NAME, ManifestError, read_manifest, sha256_file
+from artifacts_builder.manifest import ManifestError, read_manifest, sha256_file
+from llm_contracts.gptj import PAYLOAD_MANIFEST
 from stacks.model_asset import ModelAsset
 from stacks.nag import acknowledge
 
@@ -37,9 +38,10 @@ MAX_COPY_BYTES = 5 * 1000**3
 
 class ModelPrefix(Construct):
     """The files of a payload folder (as ``python -m artifacts_builder gptj`` writes it, with
-    its ``manifest.json``) copied under one prefix of a bucket owned by the stack.
+    its manifest) copied under one prefix of a bucket owned by the stack.
 
     :param folder: the payload folder; every file its manifest lists is shipped, and the manifest.
+    :param manifest_name: the manifest's file name in `folder` (default: ``payload-manifest.json``).
     :param copy_timeout: how long one file's copy may take (default: 10 minutes).
     """
 
@@ -49,12 +51,13 @@ class ModelPrefix(Construct):
         construct_id: str,
         *,
         folder: Path,
+        manifest_name: str = PAYLOAD_MANIFEST,
         copy_timeout: Duration | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        files = _payload_files(folder)
-        manifest_sha = files[MANIFEST_NAME]["sha256"]
+        files = _payload_files(folder, manifest_name)
+        manifest_sha = files[manifest_name]["sha256"]
         self.prefix = f"{manifest_sha}/"
 
         self.bucket = s3.Bucket(
@@ -161,16 +164,16 @@ def _cfn(construct: Construct) -> Any:
     return construct.node.default_child
 
 
-def _payload_files(folder: Path) -> dict[str, dict[str, Any]]:
+def _payload_files(folder: Path, manifest_name: str) -> dict[str, dict[str, Any]]:
     """Every file the payload manifest lists, sizes checked (cheap), plus the manifest itself
     (small: hashed here)."""
-    manifest = read_manifest(folder)
+    manifest = read_manifest(folder, manifest_name)
     files: dict[str, dict[str, Any]] = {}
     for name, entry in manifest["files"].items():
         parts = name.split("/")
         if name.startswith("/") or any(part in ("", ".", "..") or len(part.encode()) > 255 for part in parts):
             raise ManifestError(
-                f"{folder / MANIFEST_NAME} names {name!r}: a payload file must be a relative path without "
+                f"{folder / manifest_name} names {name!r}: a payload file must be a relative path without "
                 "'.', '..' or empty segments (SageMaker writes it under /opt/ml/model); rebuild the payload"
             )
         path = folder / name
@@ -178,11 +181,11 @@ def _payload_files(folder: Path) -> dict[str, dict[str, Any]]:
             size = path.stat().st_size
         except FileNotFoundError:
             raise ManifestError(
-                f"{path} is listed in {folder / MANIFEST_NAME} but missing: rebuild the payload"
+                f"{path} is listed in {folder / manifest_name} but missing: rebuild the payload"
             ) from None
         if size != entry["size"]:
             raise ManifestError(
-                f"{path} is {size} bytes but {folder / MANIFEST_NAME} says {entry['size']}: the file changed "
+                f"{path} is {size} bytes but {folder / manifest_name} says {entry['size']}: the file changed "
                 "after the build; rebuild the payload"
             )
         if size > MAX_COPY_BYTES:
@@ -191,6 +194,6 @@ def _payload_files(folder: Path) -> dict[str, dict[str, Any]]:
                 "--shard-size-mb (python -m artifacts_builder gptj --help)"
             )
         files[name] = dict(entry)
-    path = folder / MANIFEST_NAME
-    files[MANIFEST_NAME] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    path = folder / manifest_name
+    files[manifest_name] = {"sha256": sha256_file(path), "size": path.stat().st_size}
     return files

@@ -59,7 +59,7 @@ class GptjStack(Stack):
             settings=settings.endpoint,
             image=image,
             model_data=model_data,
-            environment=settings.container_environment(self.region),
+            environment=settings.container_environment(),
         )
         CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name)
         CfnOutput(self, "ModelDataUrl", value=model_data_url)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from artifacts_builder.manifest import sha256_file, write_manifest
+from llm_contracts.gptj import PAYLOAD_MANIFEST
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from stacks.config import AppConfig, EndpointSettings
@@ -40,9 +41,8 @@ def expected_container(stack: str, config: AppConfig, aws: LocalAws) -> tuple[st
     image = f"{dlc.registries[aws.region]}.dkr.ecr.{aws.region}.amazonaws.com/{dlc.repository}:{dlc.tag}"
     return image, {
         "SAGEMAKER_PROGRAM": "inference.py",
-        "SAGEMAKER_REGION": aws.region,
         "SAGEMAKER_MODEL_SERVER_WORKERS": str(config.gptj.model_server_workers),
-        "SAGEMAKER_MODEL_SERVER_TIMEOUT": str(config.gptj.model_server_timeout_s),
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": str(config.gptj.model_server_timeout_s),
     }
 
 
@@ -147,7 +147,9 @@ def test_new_gptj_payload_moves_to_a_new_prefix_and_the_old_one_is_emptied(
     payload = artifacts / "gptj" / "model"
     (payload / "config.json").write_text('{"rebuilt": true}')
     entries = {p.relative_to(payload).as_posix(): p for p in payload.rglob("*") if p.is_file()}
-    write_manifest(payload, "gptj-payload", {k: v for k, v in entries.items() if k != "manifest.json"})
+    write_manifest(
+        payload, "gptj-payload", {k: v for k, v in entries.items() if k != PAYLOAD_MANIFEST}, name=PAYLOAD_MANIFEST
+    )
     rebuilt = assembly_of(tmp_path / "cdk.out", local_aws, artifacts)
 
     bootstrapped.deploy(base.path, ["GptjStack"])

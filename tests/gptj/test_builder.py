@@ -13,6 +13,7 @@ from artifacts_builder import gptj
 from artifacts_builder.__main__ import build_parser
 from artifacts_builder.__main__ import main as cli
 from artifacts_builder.manifest import entry_for, library_versions, read_manifest, verify_files
+from llm_contracts.gptj import PAYLOAD_MANIFEST
 from tests.gptj.helpers import extract, load_inference
 
 
@@ -29,7 +30,7 @@ SHARDS = [f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)]
 def test_payload_folder_holds_the_sagemaker_layout(tiny_build: Path) -> None:
     names = {p.relative_to(tiny_build / "model").as_posix() for p in (tiny_build / "model").rglob("*") if p.is_file()}
     assert {*SHARDS, "model.safetensors.index.json", "config.json", "tokenizer.json", "code/inference.py"} <= names
-    assert "manifest.json" in names
+    assert PAYLOAD_MANIFEST in names
     assert not any(name.endswith(".pt") or name.startswith("code/requirements") for name in names)
 
 
@@ -74,8 +75,8 @@ def test_outer_manifest_is_what_the_stack_reads(tiny_build: Path) -> None:
 
 
 def test_payload_manifest_lists_every_file(model_dir: Path) -> None:
-    payload = read_manifest(model_dir)
-    on_disk = {p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file()} - {"manifest.json"}
+    payload = read_manifest(model_dir, PAYLOAD_MANIFEST)
+    on_disk = {p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file()} - {PAYLOAD_MANIFEST}
     assert set(payload["files"]) == on_disk
     verify_files(model_dir, payload)  # every sha256 and size recorded while streaming is right
     assert payload["format"] == "safetensors" and payload["weights"] == SHARDS
@@ -174,7 +175,7 @@ def torch_save_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_torch_save_payload_serves(torch_save_dir: Path) -> None:
-    assert read_manifest(torch_save_dir)["format"] == "torch-save"
+    assert read_manifest(torch_save_dir, PAYLOAD_MANIFEST)["format"] == "torch-save"
     inference = load_inference(torch_save_dir)
     model = inference.model_fn(str(torch_save_dir))
     (out,) = inference.predict_fn({"inputs": "Hello", "parameters": {"max_new_tokens": 4}}, model)
@@ -211,9 +212,9 @@ def test_manifest_naming_a_path_outside_the_payload_is_refused(model_dir: Path, 
     import shutil
 
     copy = Path(shutil.copytree(model_dir, tmp_path / "model"))
-    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest = json.loads((copy / PAYLOAD_MANIFEST).read_text())
     manifest["files"]["../outside"] = {"sha256": "0" * 64, "size": 1}
-    (copy / "manifest.json").write_text(json.dumps(manifest))
+    (copy / PAYLOAD_MANIFEST).write_text(json.dumps(manifest))
     inference = load_inference(copy)
     with pytest.raises(inference.IntegrityError, match="outside the model folder"):
         inference.verify_payload(copy)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_contracts.gptj import PAYLOAD_MANIFEST
 from tests.gptj.helpers import load_inference
 
 
@@ -18,7 +19,7 @@ def payload(model_dir: Path, tmp_path: Path) -> Path:
 
 
 def _shards(folder: Path) -> list[str]:
-    return list(json.loads((folder / "manifest.json").read_text())["weights"])
+    return list(json.loads((folder / PAYLOAD_MANIFEST).read_text())["weights"])
 
 
 def test_built_from_the_maps_equals_from_pretrained(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,9 +52,9 @@ def test_every_altered_shard_is_found_and_the_first_is_named(payload: Path) -> N
 
 
 def test_manifest_naming_a_non_weight_file_as_weights_is_refused(payload: Path) -> None:
-    manifest = json.loads((payload / "manifest.json").read_text())
+    manifest = json.loads((payload / PAYLOAD_MANIFEST).read_text())
     manifest["weights"] = ["config.json"]
-    (payload / "manifest.json").write_text(json.dumps(manifest))
+    (payload / PAYLOAD_MANIFEST).write_text(json.dumps(manifest))
     inference = load_inference(payload)
     with pytest.raises(inference.IntegrityError, match=r"lists no weights of a known format"):
         inference.model_fn(str(payload))
@@ -70,9 +71,9 @@ def test_a_payload_missing_a_weight_fails_to_load(payload: Path) -> None:
     tensors = load_file(payload / shard)
     tensors.pop(sorted(tensors)[0])
     save_file(tensors, payload / shard, metadata={"format": "pt"})
-    manifest = json.loads((payload / "manifest.json").read_text())
+    manifest = json.loads((payload / PAYLOAD_MANIFEST).read_text())
     manifest["files"][shard] = file_entry(payload / shard)
-    (payload / "manifest.json").write_text(json.dumps(manifest))
+    (payload / PAYLOAD_MANIFEST).write_text(json.dumps(manifest))
     inference = load_inference(payload)
     with pytest.raises(RuntimeError, match=r"Missing key\(s\)"):
         inference.model_fn(str(payload))
@@ -93,19 +94,19 @@ def test_a_shard_without_tensor_data_loads(payload: Path, monkeypatch: pytest.Mo
     assert list(tensors) == ["unused.empty"] and tensors["unused.empty"].numel() == 0
 
     save_file({}, payload / "model-none.safetensors")
-    manifest = json.loads((payload / "manifest.json").read_text())
+    manifest = json.loads((payload / PAYLOAD_MANIFEST).read_text())
     manifest["files"]["model-none.safetensors"] = file_entry(payload / "model-none.safetensors")
     manifest["weights"].append("model-none.safetensors")
-    (payload / "manifest.json").write_text(json.dumps(manifest))
+    (payload / PAYLOAD_MANIFEST).write_text(json.dumps(manifest))
     monkeypatch.setenv("GPTJ_DTYPE", "float16")
     loaded = inference.model_fn(str(payload))
     assert not any(t.is_meta for t in loaded["model"].parameters())
 
 
 def test_an_entry_without_size_is_refused(payload: Path) -> None:
-    manifest = json.loads((payload / "manifest.json").read_text())
+    manifest = json.loads((payload / PAYLOAD_MANIFEST).read_text())
     del manifest["files"]["config.json"]["size"]
-    (payload / "manifest.json").write_text(json.dumps(manifest))
+    (payload / PAYLOAD_MANIFEST).write_text(json.dumps(manifest))
     inference = load_inference(payload)
     with pytest.raises(inference.IntegrityError, match=r"has no size and sha256 for 'config.json'"):
         inference.model_fn(str(payload))

@@ -14,6 +14,7 @@ from aws_cdk import App
 from aws_cdk.assertions import Template
 
 from artifacts_builder.manifest import write_manifest
+from llm_contracts.gptj import PAYLOAD_MANIFEST
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACT_FILES = {"gpt2": "model.tar.gz", "inf2": "bundle.tar.gz"}
@@ -43,7 +44,7 @@ def make_artifacts(root: Path, components: tuple[str, ...] = ("gpt2", "gptj", "i
         for name, data in GPTJ_PAYLOAD.items():
             (payload / name).parent.mkdir(parents=True, exist_ok=True)
             (payload / name).write_bytes(data * 64)
-        write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD})
+        write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD}, name=PAYLOAD_MANIFEST)
     return root
 
 

@@ -116,6 +116,12 @@ def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, all
             "SAGEMAKER_MODEL_SERVER_WORKERS comes from gptj.model_server_workers",
         ),
         ("gpt2.environment", "GPT2_BACKEND", "GPT2_BACKEND comes from gpt2.backend: set that instead"),
+        (
+            "gptj.environment",
+            "SAGEMAKER_MODEL_SERVER_TIMEOUT",
+            r"SAGEMAKER_MODEL_SERVER_TIMEOUT comes from gptj.model_server_timeout_s \(in seconds; MMS reads this "
+            "variable as minutes\\)",
+        ),
     ],
 )
 def test_typed_settings_cannot_be_overridden_through_environment(key: str, variable: str, fix: str) -> None:

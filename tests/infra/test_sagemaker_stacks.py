@@ -11,6 +11,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from artifacts_builder.manifest import sha256_file, write_manifest
+from llm_contracts.gptj import PAYLOAD_MANIFEST
 from tests.infra.conftest import ROOT, Synthesized, actions_of, resources_of
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
@@ -188,7 +189,7 @@ def _role_statements(synthesized: Synthesized, stack: str) -> list[dict[str, Any
 
 
 def _payload_prefix(artifacts: Any) -> str:
-    return sha256_file(artifacts / "gptj" / "model" / "manifest.json")
+    return sha256_file(artifacts / "gptj" / "model" / PAYLOAD_MANIFEST)
 
 
 @pytest.mark.parametrize("stack", SAGEMAKER_STACKS)
@@ -291,8 +292,8 @@ def test_gptj_ships_its_payload_folder_uncompressed_under_one_prefix(default: Sy
     assert source["S3Uri"]["Fn::Join"][1][-1] == f"/{prefix}/"  # SageMaker wants the trailing slash
 
     folder = artifacts / "gptj" / "model"
-    payload = json.loads((folder / "manifest.json").read_text())["files"]
-    expected = {**{name: e["sha256"] for name, e in payload.items()}, "manifest.json": prefix}
+    payload = json.loads((folder / PAYLOAD_MANIFEST).read_text())["files"]
+    expected = {**{name: e["sha256"] for name, e in payload.items()}, PAYLOAD_MANIFEST: prefix}
     assets = json.loads((default.outdir / "GptjStack.assets.json").read_text())["files"]
     copies = {}
     for resource in resources_of(template, "Custom::AWS").values():
@@ -360,9 +361,9 @@ def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: An
     payload = folder / "gptj" / "model"
     with open(payload / "model-00001-of-00001.safetensors", "r+b") as f:
         f.truncate(5 * 1000**3 + 1)  # sparse: nothing is written, and synthesis reads nothing
-    entries = json.loads((payload / "manifest.json").read_text())
+    entries = json.loads((payload / PAYLOAD_MANIFEST).read_text())
     entries["files"]["model-00001-of-00001.safetensors"]["size"] = 5 * 1000**3 + 1
-    (payload / "manifest.json").write_text(json.dumps(entries))
+    (payload / PAYLOAD_MANIFEST).write_text(json.dumps(entries))
     with pytest.raises(ManifestError, match=r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb"):
         synthesize(tmp_path / "out", folder)
 
@@ -376,7 +377,7 @@ def test_payload_file_name_outside_the_folder_fails_synthesis(tmp_path: Any, art
 
     folder = tmp_path / "art"
     shutil.copytree(artifacts, folder)
-    manifest_path = folder / "gptj" / "model" / "manifest.json"
+    manifest_path = folder / "gptj" / "model" / PAYLOAD_MANIFEST
     entries = json.loads(manifest_path.read_text())
     entries["files"][name] = {"sha256": "0" * 64, "size": 1}
     manifest_path.write_text(json.dumps(entries))
@@ -392,8 +393,8 @@ def test_payload_folder_without_manifest_names_the_fix(tmp_path: Any, artifacts:
 
     folder = tmp_path / "art"
     shutil.copytree(artifacts, folder)
-    (folder / "gptj" / "model" / "manifest.json").unlink()
-    with pytest.raises(ManifestError, match=r"manifest.json does not exist: build the artifacts first"):
+    (folder / "gptj" / "model" / PAYLOAD_MANIFEST).unlink()
+    with pytest.raises(ManifestError, match=r"payload-manifest.json does not exist: build the artifacts first"):
         synthesize(tmp_path / "out", folder)
 
 
@@ -404,16 +405,13 @@ def test_gptj_container_contract(default: Synthesized) -> None:
         {
             "PrimaryContainer": Match.object_like(
                 {
-                    "Environment": Match.object_like(
-                        {
-                            "SAGEMAKER_PROGRAM": "inference.py",
-                            "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
-                            "HF_TASK": "text-generation",
-                            "SAGEMAKER_MODEL_SERVER_TIMEOUT": "60",
-                            "SAGEMAKER_MODEL_SERVER_WORKERS": "1",
-                            "SAGEMAKER_REGION": {"Ref": "AWS::Region"},
-                        }
-                    ),
+                    # Exactly what the image's toolkit reads (a variable it ignores would mislead).
+                    "Environment": {
+                        "SAGEMAKER_PROGRAM": "inference.py",
+                        "HF_TASK": "text-generation",
+                        "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "60",
+                        "SAGEMAKER_MODEL_SERVER_WORKERS": "1",
+                    },
                     "Image": {
                         "Fn::Join": [
                             "",

@@ -14,8 +14,18 @@ Request (as in the seed)::
 Response: ``[{"generated_text": "..."}]``.
 
 This file runs inside the image, where the project's ``artifacts_builder`` is not installed,
-so it carries its own small sha256 check of the payload's ``manifest.json`` (standard
-library only) instead of importing the builder's.
+so it carries its own small sha256 check of the payload's ``payload-manifest.json`` (standard
+library only) instead of importing the builder's. The manifest is not called
+``manifest.json``: the image's model server would take that for its own manifest and refuse to
+start (``llm_contracts/gptj.py`` says which names it takes).
+
+A payload that cannot be loaded (a file that does not match its sha256, a missing file, a
+model that does not build) stops the model server: left running, Multi Model Server would
+keep the worker READY, answer ``/ping`` with 200 and load (and hash) the whole payload again
+for every request. Stopped, nothing answers on the port, SageMaker's health check fails, and
+the deployment fails or rolls back. ``/ping`` cannot be held at unhealthy while the model
+loads: MMS 1.1.11 answers it with HTTP 200 as soon as its front end listens, before any
+worker has loaded the model (README, "GPT-J payload and requests", says what that means).
 
 Settings (environment of the SageMaker model):
 
@@ -35,6 +45,8 @@ import logging
 import math
 import mmap
 import os
+import signal
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +55,10 @@ from typing import Any, BinaryIO
 
 logger = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
+#: llm_contracts.gptj.PAYLOAD_MANIFEST (this file cannot import it inside the image).
+MANIFEST = "payload-manifest.json"
+#: The main class of Multi Model Server's front end, on its command line.
+MMS_FRONT_END = b"com.amazonaws.ml.mms.ModelServer"
 WEIGHT_SUFFIXES = {"safetensors": ".safetensors", "torch-save": ".pt"}
 _CHUNK = 1024 * 1024
 JSON = "application/json"
@@ -314,7 +329,47 @@ def _gpu_id(context: Any) -> int:
     return int(gpu) if gpu is not None else 0
 
 
+def _model_server_pid() -> int | None:
+    """The pid of Multi Model Server's front end among this worker's ancestors (the worker's
+    parent is MMS's Python server process, whose parent is the Java front end), or None when
+    this code does not run under MMS (tests that call the handler directly)."""
+    pid = os.getppid()
+    for _ in range(8):
+        if pid <= 1:
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        if MMS_FRONT_END in cmdline:
+            return pid
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent's pid
+    return None
+
+
+def _stop_serving(error: BaseException) -> None:
+    """A payload that cannot be loaded must not be served: stop the model server (see the
+    module's docstring for why)."""
+    pid = _model_server_pid()
+    stopping = f"; stopping the model server (pid {pid}) so that the endpoint's health check fails" if pid else ""
+    # On stderr: MMS logs its workers' stdout at INFO and their stderr at WARN.
+    print(f"ERROR: GPT-J cannot be loaded, so this container must not serve: {error}{stopping}", file=sys.stderr)
+    sys.stderr.flush()
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+
+
 def model_fn(model_dir: str, context: Any = None) -> dict[str, Any]:
+    """Load the payload (`_load`); on any failure stop the model server and re-raise."""
+    try:
+        return _load(model_dir, context)
+    except Exception as exc:
+        _stop_serving(exc)
+        raise
+
+
+def _load(model_dir: str, context: Any = None) -> dict[str, Any]:
     """Verify, then load the weights (fp16 onto this worker's GPU where there is one) and the
     tokenizer, and warm up with one token so the first request does not pay for it.
 

@@ -1,0 +1,289 @@
+"""Serving containers run on this host as SageMaker runs their images.
+
+SageMaker copies the model data into ``/opt/ml/model``, sets the Model's environment and
+runs the image's ``serve`` with ``SAGEMAKER_BIND_TO_PORT``; it waits for ``GET /ping`` to
+answer 200, sends ``POST /invocations``, and stops the container with SIGTERM, then SIGKILL.
+:class:`Container` does the same with the image's own server code on this host: the model
+under a base folder laid out like ``/opt/ml``, every process in a session of its own, and
+a stop that leaves no process, socket or temporary file behind (the run folder is removed).
+
+:class:`HuggingFaceContainer` is the Hugging Face PyTorch inference image: the toolkit's real
+``serve`` (Multi Model Server 1.1.11, Java front end and Python workers) under ``.venv-hf``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+HF_VENV = PROJECT_ROOT / ".venv-hf"
+HF_ENTRYPOINT = Path(__file__).with_name("hf_entrypoint.py")
+#: Multi Model Server refuses a port of Short.MAX_VALUE (32767) or more ("Invalid port number").
+MMS_PORT_LIMIT = 32767
+#: SageMaker sends SIGKILL this long after SIGTERM.
+STOP_GRACE_S = 30.0
+
+
+class ContainerError(RuntimeError):
+    """The container exited, or never answered /ping with 200; the message ends with its log."""
+
+
+def free_port(low: int = 20000, high: int = MMS_PORT_LIMIT - 1) -> int:
+    """A TCP port of 127.0.0.1 in [low, high] that nothing listens on right now (the OS's own
+    ephemeral ports lie above what Multi Model Server accepts)."""
+    for _ in range(200):
+        port = random.randint(low, high)  # noqa: S311 (a port number, not a secret)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise ContainerError(f"no free TCP port between {low} and {high} on 127.0.0.1")
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    content_type: str
+    body: bytes
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Processes whose process group is `pgid` (read from /proc: they may have been re-parented)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
+class Container:
+    """One serving container's processes; a context manager that stops it on exit.
+
+    :param model_dir: the model files, copied to ``<run>/opt/ml/model`` at start (SageMaker
+        copies them too: the container may not write into the caller's folder).
+    :param environment: the Model's container environment.
+    :param port: the port SageMaker would give (default: a free one).
+    :param log: a file for the container's output (default: one in the run folder, kept for
+        error messages and removed at stop).
+    """
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        environment: Mapping[str, str] | None = None,
+        port: int | None = None,
+        log: Path | None = None,
+    ) -> None:
+        self.source = model_dir
+        self.environment = dict(environment or {})
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.run_dir: Path | None = None
+        self._log = log
+
+    # --- what differs per image -------------------------------------------------------------
+
+    def command(self, run_dir: Path) -> Sequence[str]:
+        raise NotImplementedError
+
+    def process_environment(self, run_dir: Path) -> dict[str, str]:
+        """The environment `command` runs in: the Model's, plus SageMaker's own variables."""
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            **self.environment,
+            "SAGEMAKER_BIND_TO_PORT": str(self.port),
+        }
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder that stands in for /opt/ml."""
+        if self.run_dir is None:
+            raise ContainerError("the container is not started")
+        return self.run_dir / "opt" / "ml"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.base_dir / "model"
+
+    @property
+    def log(self) -> Path:
+        if self._log is not None:
+            return self._log
+        if self.run_dir is None:
+            raise ContainerError("the container is not started")
+        return self.run_dir / "container.log"
+
+    def start(self) -> Container:
+        self.run_dir = Path(tempfile.mkdtemp(prefix="container-"))
+        (self.run_dir / "tmp").mkdir()
+        shutil.copytree(self.source, self.model_dir, symlinks=False)
+        with open(self.log, "ab") as out:
+            # A session of its own: stop() can find and end every process the image starts,
+            # including those its front end re-parents or leaves behind.
+            self.process = subprocess.Popen(
+                list(self.command(self.run_dir)),
+                env=self.process_environment(self.run_dir),
+                cwd=self.run_dir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        return self
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def ping(self, timeout: float = 2.0) -> int:
+        """The HTTP status of GET /ping; 0 when nothing answers."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/ping", timeout=timeout) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except OSError:
+            return 0
+
+    def wait_ready(self, timeout: float) -> float:
+        """Wait until /ping answers 200, as SageMaker does within the startup health-check
+        timeout; returns the seconds waited. ContainerError if the container exits first or
+        the timeout passes."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.process is None or self.process.poll() is not None:
+                code = None if self.process is None else self.process.returncode
+                raise ContainerError(
+                    f"the container exited (code {code}) before /ping answered 200:\n{self.log_tail()}"
+                )
+            if self.ping() == 200:
+                return time.monotonic() - started
+            time.sleep(0.2)
+        raise ContainerError(f"/ping did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def invoke(
+        self, body: bytes, *, content_type: str = "application/json", accept: str | None = None, timeout: float = 60.0
+    ) -> Response:
+        """POST /invocations as SageMaker forwards an InvokeEndpoint call."""
+        headers = {"Content-Type": content_type}
+        if accept is not None:
+            headers["Accept"] = accept
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/invocations", data=body, headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
+                return Response(int(response.status), response.headers.get("Content-Type", ""), response.read())
+        except urllib.error.HTTPError as exc:
+            return Response(int(exc.code), exc.headers.get("Content-Type", ""), exc.read())
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM, then SIGKILL after `grace_s`, as SageMaker stops a container; then end
+        whatever of its session is still running and remove the run folder. Returns the
+        exit code of the container's main process (None if it was never started)."""
+        code = None
+        process, self.process = self.process, None
+        if process is not None:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+            code = process.returncode
+            self._end_session(process.pid)
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir = None
+        return code
+
+    @staticmethod
+    def _end_session(pgid: int) -> None:
+        """SIGKILL what is left of the container's process group (in the image, the container's
+        end does this), and wait until it is gone."""
+        deadline = time.monotonic() + 10
+        while members := _group_members(pgid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                raise ContainerError(f"processes {members} of the container survived SIGKILL")
+            time.sleep(0.05)
+
+    def __enter__(self) -> Container:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class HuggingFaceContainer(Container):
+    """The Hugging Face PyTorch inference image: the toolkit's ``serve`` under ``.venv-hf``
+    (local_aws/hf_entrypoint.py says how it differs from the image's entrypoint)."""
+
+    def command(self, run_dir: Path) -> Sequence[str]:
+        python = HF_VENV / "bin" / "python"
+        if not python.exists():
+            raise ContainerError(
+                f"{python} is missing: build the environment pinned to the Hugging Face image with "
+                "`make .venv-hf/.installed`"
+            )
+        if shutil.which("java") is None:
+            raise ContainerError(
+                "java is not on PATH: the image's model server (Multi Model Server) has a Java front end; "
+                "install a Java runtime (Debian: apt-get install default-jre-headless, or `make system-deps`)"
+            )
+        return [str(python), str(HF_ENTRYPOINT), str(run_dir / "mms.properties")]
+
+    def process_environment(self, run_dir: Path) -> dict[str, str]:
+        env = super().process_environment(run_dir)
+        tmp = str(run_dir / "tmp")
+        env.update(
+            {
+                # `multi-model-server` is on the image's PATH.
+                "PATH": os.pathsep.join([str(HF_VENV / "bin"), env["PATH"]]),
+                "SAGEMAKER_BASE_DIR": str(self.base_dir),
+                # The image sets TEMP=/tmp; MMS puts its worker sockets under TEMP (Java's
+                # java.io.tmpdir) and its pid file under Python's temporary folder.
+                "TEMP": tmp,
+                "TMPDIR": tmp,
+                "HOME": str(run_dir),
+                # As the image's Dockerfile sets them.
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                # The endpoint's container has no network (enable_network_isolation).
+                "HF_HUB_OFFLINE": "1",
+            }
+        )
+        if "JAVA_HOME" in os.environ:
+            env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+        return env
