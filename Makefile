@@ -52,6 +52,17 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	.venv-hf/bin/pip install -q --no-deps -r serving/gptj/requirements-container.txt
 	touch $@
 
+# The Hugging Face image's interpreter (Python 3.12) with the same packages but torch, which has
+# no CPU wheel for 3.12 here: the GPT-J payload's tokenizer and config are loaded under it.
+PYTHON312 ?= $(firstword $(wildcard $(shell pyenv prefix 3.12 2>/dev/null)/bin/python3.12) $(shell command -v python3.12))
+.venv-hf312/.installed: serving/gptj/requirements-container.txt
+	@test -x "$(PYTHON312)" || { echo "Python 3.12 (the Hugging Face image's) is missing: pyenv install 3.12, or make PYTHON312=/path/to/python3.12"; exit 1; }
+	$(PYTHON312) -m venv .venv-hf312
+	.venv-hf312/bin/pip install -q --upgrade pip
+	grep -v '^torch==' serving/gptj/requirements-container.txt > .venv-hf312/requirements.txt
+	.venv-hf312/bin/pip install -q --no-deps -r .venv-hf312/requirements.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -70,7 +81,7 @@ demo: artifacts .venv-hf/.installed
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
 # Lint first: a style or type error fails the same command CI runs.
-test: lint .venv-hf/.installed
+test: lint .venv-hf/.installed .venv-hf312/.installed
 	$(BIN)/python -m pytest
 
 lint: setup

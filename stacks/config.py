@@ -38,6 +38,8 @@ NVME_FAMILIES = frozenset(
     }
 )  # fmt: skip
 
+# Families with NVIDIA GPUs: a container on one of them must not quietly serve from the CPU.
+NVIDIA_GPU_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "p3", "p3dn", "p4d", "p4de", "p5", "p5e"})
 # Families TensorRT 10 still supports (Volta, i.e. p3, was dropped in 10.5).
 TENSORRT_GPU_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e"})
 # GPU families with at least 16 GB per GPU: enough for GPT-J 6B in fp16 (12 GB).
@@ -251,6 +253,7 @@ class Gpt2Settings:
     def container_environment(self) -> dict[str, str]:
         """The variables `serving/gpt2/settings.py` reads."""
         return {
+            "GPT2_REQUIRE_GPU": str(_instance_family(self.endpoint.instance_type) in NVIDIA_GPU_FAMILIES).lower(),
             "GPT2_BACKEND": self.backend,
             "GPT2_MAX_BATCH_SIZE": str(self.max_batch_size),
             "GPT2_MAX_QUEUE_DELAY_US": str(self.max_queue_delay_us),
@@ -527,6 +530,7 @@ def _gpt2(s: _Section, artifacts: Path) -> Gpt2Settings:
         endpoint,
         settings.container_environment(),
         {
+            "GPT2_REQUIRE_GPU": "gpt2.instance_type",
             "GPT2_BACKEND": "gpt2.backend",
             "GPT2_MAX_BATCH_SIZE": "gpt2.max_batch_size",
             "GPT2_MAX_QUEUE_DELAY_US": "gpt2.max_queue_delay_us",

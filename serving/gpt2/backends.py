@@ -311,8 +311,34 @@ class TorchCudaGraphBackend(TorchEagerBackend):
         }
 
 
-def create_backend(name: str, model_dir: Path, info: ModelInfo, *, threads: int = 0, engine_cache: Path) -> Backend:
-    """Build backend `name`, or with "auto" the first of AUTO_ORDER that starts here."""
+GPU_BACKENDS = ("tensorrt", "torch-cuda")
+
+
+class GpuRequired(BackendUnavailable):
+    """The endpoint's instance type has a GPU, and CUDA does not start: refuse to serve from the CPU."""
+
+
+def create_backend(
+    name: str, model_dir: Path, info: ModelInfo, *, threads: int = 0, engine_cache: Path, require_gpu: bool = False
+) -> Backend:
+    """Build backend `name`, or with "auto" the first of AUTO_ORDER that starts here. With
+    `require_gpu` (a GPU instance type), only a backend that runs on CUDA will do."""
+    if require_gpu:
+        if not cuda_available():
+            raise GpuRequired(
+                "the endpoint's instance type has a GPU (GPT2_REQUIRE_GPU=true), but CUDA does not start in this "
+                "container: refusing to serve from the CPU. Check the host driver against the image's CUDA "
+                "(serve's CUDA compat message above; the endpoint's inference_ami_version) and that the image's "
+                "torch is a CUDA build (serving/gpt2/requirements-torch.txt)"
+            )
+        if name == "auto":
+            failures = []
+            for candidate in GPU_BACKENDS:
+                try:
+                    return create_backend(candidate, model_dir, info, threads=threads, engine_cache=engine_cache)
+                except BackendUnavailable as exc:
+                    failures.append(str(exc))
+            raise GpuRequired("no GPU backend can run here (GPT2_REQUIRE_GPU=true): " + "; ".join(failures))
     if name == "auto":
         failures = []
         if Path("/dev/nvidia0").exists() and not cuda_available():

@@ -121,6 +121,7 @@ class Predictor:
             info,
             threads=self.settings.threads,
             engine_cache=self.settings.engine_cache,
+            require_gpu=self.settings.require_gpu,
         )
         # Warm-up at both ends of the batch range: first-call allocations, kernel choice and
         # CUDA-graph capture happen here, not in a client's request.

@@ -34,6 +34,9 @@ class ServerSettings:
     request_timeout_s: float = 50.0
     threads: int = 0
     engine_cache: Path = Path("/tmp/gpt2-engine")  # noqa: S108 (the model folder may be read-only)
+    #: The endpoint's instance type has a GPU (the stack says so): serving from the CPU there
+    #: would be slow and costly, so the model fails to load, and /ping stays 503, without CUDA.
+    require_gpu: bool = False
 
     def gunicorn_threads(self, model_batch_size: int) -> int:
         """Threads per worker: a request holds one while it waits or runs, so a full queue plus
@@ -55,6 +58,15 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
     return value
 
 
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw not in ("true", "false"):
+        raise SettingsError(f"{name}={raw!r} is invalid: allowed is true or false")
+    return raw == "true"
+
+
 def from_environment(env: Mapping[str, str] | None = None) -> ServerSettings:
     env = os.environ if env is None else env
     backend = env.get("GPT2_BACKEND", "auto") or "auto"
@@ -72,4 +84,5 @@ def from_environment(env: Mapping[str, str] | None = None) -> ServerSettings:
         request_timeout_s=float(timeout),
         threads=_int(env, "GPT2_THREADS", 0, 0, 256),
         engine_cache=Path(env.get("GPT2_ENGINE_CACHE") or "/tmp/gpt2-engine"),  # noqa: S108
+        require_gpu=_bool(env, "GPT2_REQUIRE_GPU", False),
     )

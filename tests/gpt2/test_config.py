@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,13 @@ def test_stack_settings_round_trip_through_the_server_settings() -> None:
 def test_defaults_match_between_stack_and_server() -> None:
     defaults = from_environment({})
     from_stack = from_environment(config({}).container_environment())
-    assert from_stack == defaults
+    # The default instance type (ml.g5.xlarge) has a GPU: the stack tells the container so.
+    assert from_stack == replace(defaults, require_gpu=True)
+
+
+def test_bad_require_gpu_names_the_variable() -> None:
+    with pytest.raises(SettingsError, match="GPT2_REQUIRE_GPU='yes' is invalid: allowed is true or false"):
+        from_environment({"GPT2_REQUIRE_GPU": "yes"})
 
 
 @pytest.mark.parametrize(

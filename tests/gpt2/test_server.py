@@ -288,6 +288,24 @@ def test_altered_model_file_is_refused_by_name(model_tar: Path, tmp_path: Path, 
         srv.stop()
 
 
+@pytest.mark.parametrize("backend", ["auto", "onnxruntime"])
+def test_gpu_instance_without_cuda_never_turns_healthy(
+    model_tar: Path, free_port: Callable[[], int], backend: str
+) -> None:
+    """What Gpt2Stack sets on a GPU instance type: without CUDA (this host has
+    none) the model fails to load and /ping stays 503, instead of serving from the CPU."""
+    env = {"GPT2_REQUIRE_GPU": "true", "GPT2_BACKEND": backend}
+    srv = LocalServer(model_tar, port=free_port(), env=env).start()
+    try:
+        with pytest.raises(RuntimeError, match=r"GPT2_REQUIRE_GPU=true.*CUDA does not start"):
+            srv.wait_ready(timeout=90)
+        assert ping(srv.port)[0] == 503
+        status, body = srv.invoke({"input": "amazon"})
+        assert status == 503 and body["error"]["code"] == "model_failed", body
+    finally:
+        srv.stop()
+
+
 def test_bad_setting_stops_the_start_with_its_name(model_tar: Path, free_port: Callable[[], int]) -> None:
     srv = LocalServer(model_tar, port=free_port(), env={"GPT2_MAX_QUEUE_DELAY_US": "soon"}).start()
     assert srv.process is not None
