@@ -87,7 +87,7 @@ test: lint .venv-hf/.installed .venv-hf312/.installed
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts app.py
+	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk app.py
 	$(BIN)/hadolint serving/gpt2/Dockerfile
 
 serve-gpt2: setup

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from artifacts_builder.gpt2_cpu_graph import export_shared_kv, trace_to_onnx
-from artifacts_builder.manifest import library_versions, write_manifest
 from artifacts_builder.tarball import pack_directory
+from llm_contracts.manifest import library_versions, write_manifest
 
 COMPONENT = "gpt2"
 PARITY_PROMPTS = (

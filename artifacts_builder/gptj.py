@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from artifacts_builder.manifest import SCHEMA, file_entry, library_versions, write_manifest
 from artifacts_builder.tarball import pack_directory
 from llm_contracts.gptj import PAYLOAD_MANIFEST, mms_manifest_lookalikes
+from llm_contracts.manifest import SCHEMA, file_entry, library_versions, write_manifest
 
 COMPONENT = "gptj"
 DEFAULT_MODEL = "EleutherAI/gpt-j-6B"

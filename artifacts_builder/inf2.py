@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from artifacts_builder.manifest import library_versions, write_manifest
 from artifacts_builder.tarball import pack_directory
+from llm_contracts.manifest import library_versions, write_manifest
 from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_context_pairs
 from stacks.inf2_rules import ModelFacts, facts_from_config, known_model, settings_problems, unknown_model_message
 

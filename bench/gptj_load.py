@@ -41,7 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from artifacts_builder.manifest import sha256_file  # noqa: E402 (needs the project root on sys.path)
+from llm_contracts.manifest import sha256_file  # noqa: E402 (needs the project root on sys.path)
 
 WORK = ROOT / "bench" / "results" / "gptj"
 # GPT-J 6B's width, heads, rotary size, context and vocabulary; 2 of its 28 layers.

@@ -20,13 +20,13 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from artifacts_builder.inf2 import serving_properties, stale_properties
-from artifacts_builder.manifest import read_manifest
+from llm_contracts.manifest import read_manifest
+from llm_inference_cdk.dlc import djl_neuronx
+from llm_inference_cdk.images import ContainerImage
+from llm_inference_cdk.model_data import ModelAsset
+from llm_inference_cdk.nag import acknowledge
 from stacks.config import ConfigError, Inf2Settings
-from stacks.images import djl_neuronx
 from stacks.inf2_rules import ModelFacts, known_model, settings_problems, unknown_model_message
-from stacks.model_asset import ModelAsset
-from stacks.model_image import ModelImage
-from stacks.nag import acknowledge
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
 ROOT_DEVICE = "/dev/sda1"  # the root device name of the Ubuntu-based Neuron DLAMIs
@@ -132,10 +132,9 @@ class Inf2Stack(Stack):
 
         bundle = ModelAsset(self, "Bundle", path=settings.bundle)
         if settings.model_server.image_uri is not None:
-            image = ModelImage.from_uri(self, "ImageRepository", settings.model_server.image_uri)
+            image = ContainerImage.from_uri(settings.model_server.image_uri)
         else:
-            image = ModelImage.from_dlc(self, "ImageRepository", djl_neuronx(settings.model_server.image_version))
-        image_uri = image.uri
+            image = ContainerImage.from_dlc(djl_neuronx(settings.model_server.image_version))
 
         log_group = logs.LogGroup(
             self, "ServerLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
@@ -149,7 +148,7 @@ class Inf2Stack(Stack):
         )
         bundle.grant_read_object(role)
         log_group.grant_write(role)
-        image.grant_pull(role)
+        image_uri = image.bind(self, role)
 
         user_data_script = render_user_data(
             {

@@ -8,26 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import Stack
 from constructs import Construct
 
-from artifacts_builder.manifest import read_manifest
+from llm_contracts.manifest import read_manifest
+from llm_inference_cdk import ContainerImage, ModelData
 from stacks.config import ConfigError, Gpt2Settings
-from stacks.model_asset import ModelAsset
-from stacks.model_image import ModelImage
-from stacks.sagemaker_endpoint import SageMakerEndpoint
+from stacks.endpoint import add_endpoint, require_payload
 
 
 def _check_batch_size(settings: Gpt2Settings) -> None:
     """The ONNX graph and engine accept batches up to the size they were built for: a larger
     setting would only fail when the endpoint starts, minutes into the deploy."""
     built = read_manifest(settings.model_data.parent).get("generation", {}).get("max_batch_size")
-    if built is not None and settings.max_batch_size > built:
+    wanted = settings.server.max_batch_size
+    if built is not None and wanted > built:
         raise ConfigError(
-            f"gpt2.max_batch_size={settings.max_batch_size} is invalid: {settings.model_data} was built for "
-            f"batches of at most {built}; lower the setting or rebuild with "
-            f"`python -m artifacts_builder gpt2 --max-batch-size {settings.max_batch_size}`"
+            f"gpt2.max_batch_size={wanted} is invalid: {settings.model_data} was built for batches of at most "
+            f"{built}; lower the setting or rebuild with `python -m artifacts_builder gpt2 --max-batch-size {wanted}`"
         )
 
 
@@ -38,24 +36,12 @@ class Gpt2Stack(Stack):
         kwargs.setdefault("description", "GPT-2 autocompletion: TensorRT container on a SageMaker endpoint")
         super().__init__(scope, construct_id, **kwargs)
 
-        model_data = ModelAsset(self, "ModelData", path=settings.model_data)
+        require_payload(settings.model_data, "gpt2.model_data", "gpt2")
         _check_batch_size(settings)
-        if settings.image_uri is not None:
-            image = ModelImage.from_uri(self, "ImageRepository", settings.image_uri)
-        else:
-            image = ModelImage.from_asset(
-                ecr_assets.DockerImageAsset(
-                    self, "Image", directory=str(settings.container_dir), platform=ecr_assets.Platform.LINUX_AMD64
-                )
-            )
-
-        self.endpoint = SageMakerEndpoint(
-            self,
-            "Endpoint",
-            settings=settings.endpoint,
-            image=image,
-            model_data=model_data,
-            environment=settings.container_environment(),
+        model_data = ModelData.from_asset(settings.model_data)
+        image = (
+            ContainerImage.from_uri(settings.image_uri)
+            if settings.image_uri is not None
+            else ContainerImage.from_asset(settings.container_dir)
         )
-        CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name)
-        CfnOutput(self, "ModelDataUrl", value=model_data.s3_object_url)
+        self.endpoint = add_endpoint(self, settings, image, model_data)

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from artifacts_builder.manifest import sha256_file
+from llm_contracts.manifest import sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import NO_CHANGES, Cdk
 from local_aws.server import seed_neuron_dlami
 from stacks.config import AppConfig, load_config
-from tests.infra.conftest import cdk_context, make_artifacts, synthesize
+from tests.infra.helpers import cdk_context, make_artifacts, synthesize
 
 #: Settings that the update step changes, one visible effect per stack.
 UPDATES = {"gptj.max_capacity": 3, "gpt2.max_capacity": 6, "inf2.volume_size_gb": 600}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from artifacts_builder.manifest import sha256_file
+from llm_contracts.manifest import sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from tests.e2e.conftest import (

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from artifacts_builder.manifest import sha256_file, write_manifest
 from llm_contracts.gptj import PAYLOAD_MANIFEST
+from llm_contracts.manifest import sha256_file, write_manifest
+from llm_inference_cdk import EndpointProps, huggingface_inference
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from stacks.config import AppConfig, EndpointSettings
-from stacks.images import huggingface_inference
-from stacks.sagemaker_endpoint import VARIANT_NAME
+from stacks.config import AppConfig
 from tests.e2e.conftest import (
     Assembly,
     assembly_of,
@@ -46,7 +45,7 @@ def expected_container(stack: str, config: AppConfig, aws: LocalAws) -> tuple[st
     }
 
 
-def endpoint_settings(stack: str, config: AppConfig) -> EndpointSettings:
+def endpoint_settings(stack: str, config: AppConfig) -> EndpointProps:
     return config.gpt2.endpoint if stack == "Gpt2Stack" else config.gptj.endpoint
 
 
@@ -59,12 +58,12 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
     assert endpoint["EndpointStatus"] == "InService"
     endpoint_config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
     (variant,) = endpoint_config["ProductionVariants"]
-    assert variant["VariantName"] == VARIANT_NAME
+    assert variant["VariantName"] == settings.variant_name
     assert variant["InstanceType"] == settings.instance_type
-    assert variant["InitialInstanceCount"] == settings.initial_instance_count
+    assert variant["InitialInstanceCount"] == settings.instance_count
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == settings.startup_health_check_timeout_s
     assert variant["ModelDataDownloadTimeoutInSeconds"] == settings.model_data_download_timeout_s
-    assert ("VolumeSizeInGB" in variant) == (settings.volume_size_gb is not None)
+    assert ("VolumeSizeInGB" in variant) == (settings.volume_size is not None)
 
     model = sm.describe_model(ModelName=variant["ModelName"])
     image, environment = expected_container(stack, config, aws)
@@ -93,7 +92,7 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
     repository = image.split("/", 1)[1].split(":")[0]
     assert [s["Resource"].rsplit("/", 1)[-1] for s in pulls] == [repository]
 
-    resource_id = f"endpoint/{outputs['EndpointName']}/variant/{VARIANT_NAME}"
+    resource_id = f"endpoint/{outputs['EndpointName']}/variant/{settings.variant_name}"
     scaling = aws.client("application-autoscaling")
     (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[resource_id])[
         "ScalableTargets"
@@ -112,7 +111,7 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
 
     dimensions = [
         {"Name": "EndpointName", "Value": outputs["EndpointName"]},
-        {"Name": "VariantName", "Value": VARIANT_NAME},
+        {"Name": "VariantName", "Value": settings.variant_name},
     ]
     alarms = {
         a["MetricName"]: a

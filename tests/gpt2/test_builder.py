@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from artifacts_builder import gpt2 as builder
-from artifacts_builder.manifest import read_manifest, sha256_file, verify_files
 from artifacts_builder.tarball import pack_directory
+from llm_contracts.manifest import read_manifest, sha256_file, verify_files
 from serving.gpt2.generation import (
     GENERATION_FILE,
     ONNX_FP16,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from artifacts_builder import gpt2 as builder
-from artifacts_builder.manifest import read_manifest
+from llm_contracts.manifest import read_manifest
 from serving.gpt2.generation import (
     ONNX_FP16,
     ONNX_FP32,

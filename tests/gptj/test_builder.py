@@ -12,8 +12,8 @@ import pytest
 from artifacts_builder import gptj
 from artifacts_builder.__main__ import build_parser
 from artifacts_builder.__main__ import main as cli
-from artifacts_builder.manifest import entry_for, library_versions, read_manifest, verify_files
 from llm_contracts.gptj import PAYLOAD_MANIFEST
+from llm_contracts.manifest import entry_for, library_versions, read_manifest, verify_files
 from tests.gptj.helpers import extract, load_inference
 
 
@@ -166,10 +166,14 @@ def test_torch_save_version_match_ignores_build_tags(local: dict[str, Any], ok: 
 @pytest.fixture(scope="module")
 def torch_save_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A torch-save payload, built where the configured image's versions are this
-    environment's (a `-c` override, as for a custom image)."""
+    environment's: a custom image of these versions (no Deep Learning Container has them)."""
     here = library_versions(["torch", "transformers"])
     out = tmp_path_factory.mktemp("torch-save")
-    args = [f"gptj.pytorch_version={here['torch']}".split("+")[0], f"gptj.transformers_version={here['transformers']}"]
+    args = [
+        f"gptj.pytorch_version={here['torch']}".split("+")[0],
+        f"gptj.transformers_version={here['transformers']}",
+        "gptj.image_uri=123456789012.dkr.ecr.us-east-1.amazonaws.com/my-gptj:1",
+    ]
     assert cli(["gptj", "--tiny", "--format", "torch-save", "--out", str(out), *(f"-c{a}" for a in args)]) == 0
     return out / "gptj" / "model"
 

@@ -65,7 +65,7 @@ def test_a_payload_missing_a_weight_fails_to_load(payload: Path) -> None:
     refuses it instead of generating from uninitialised parameters."""
     from safetensors.torch import load_file, save_file
 
-    from artifacts_builder.manifest import file_entry
+    from llm_contracts.manifest import file_entry
 
     shard = _shards(payload)[-1]
     tensors = load_file(payload / shard)
@@ -85,7 +85,7 @@ def test_a_shard_without_tensor_data_loads(payload: Path, monkeypatch: pytest.Mo
     import torch
     from safetensors.torch import save_file
 
-    from artifacts_builder.manifest import file_entry
+    from llm_contracts.manifest import file_entry
 
     save_file({"unused.empty": torch.empty(0, dtype=torch.float16)}, payload.parent / "empty.safetensors")
     inference = load_inference(payload)

@@ -68,7 +68,7 @@ def builder_args(out: Path, *extra: str) -> argparse.Namespace:
 
 def stand_in_artifacts(root: Path) -> None:
     """The other stacks only hash and upload their payloads: small stand-ins do."""
-    from tests.infra.conftest import make_artifacts
+    from tests.infra.helpers import make_artifacts
 
     make_artifacts(root, components=("gpt2", "gptj"))
 

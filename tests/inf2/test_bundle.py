@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 from artifacts_builder.inf2 import run
-from artifacts_builder.manifest import read_manifest, sha256_file, verify_files
+from llm_contracts.manifest import read_manifest, sha256_file, verify_files
 
 from .conftest import ROOT, builder_args
 

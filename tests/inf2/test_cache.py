@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from artifacts_builder.manifest import write_manifest
+from llm_contracts.manifest import write_manifest
 
 
 def server_config(model_py: ModuleType, model_dir: Path, **props: str) -> Any:

@@ -1,73 +1,15 @@
-"""Synthesis fixtures: stand-in artifacts, the app synthesized as the CDK CLI would."""
+"""Synthesis fixtures: stand-in artifacts, and the app synthesized once per set of overrides."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App
-from aws_cdk.assertions import Template
 
-from artifacts_builder.manifest import write_manifest
-from llm_contracts.gptj import PAYLOAD_MANIFEST
-
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACT_FILES = {"gpt2": "model.tar.gz", "inf2": "bundle.tar.gz"}
-#: The GPT-J stand-in payload folder (shipped uncompressed under an S3 prefix): a weights
-#: shard, a file in a subfolder, and the payload manifest.
-GPTJ_PAYLOAD = {"model-00001-of-00001.safetensors": b"weights", "config.json": b"{}", "code/inference.py": b"#"}
-
-
-def cdk_context(**overrides: Any) -> dict[str, Any]:
-    """cdk.json's context plus dotted overrides, as `cdk synth -c key=value` passes them."""
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
-    context.update(overrides)
-    return context
-
-
-def make_artifacts(root: Path, components: tuple[str, ...] = ("gpt2", "gptj", "inf2")) -> Path:
-    """Small stand-ins for the built payloads of `components`: the stacks only upload and hash them."""
-    for component, name in ARTIFACT_FILES.items():
-        if component not in components:
-            continue
-        folder = root / component
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(f"{component} payload stand-in\n".encode() * 64)
-        write_manifest(folder, component, [folder / name])
-    if "gptj" in components:
-        payload = root / "gptj" / "model"
-        for name, data in GPTJ_PAYLOAD.items():
-            (payload / name).parent.mkdir(parents=True, exist_ok=True)
-            (payload / name).write_bytes(data * 64)
-        write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD}, name=PAYLOAD_MANIFEST)
-    return root
-
-
-@dataclass
-class Synthesized:
-    app: App
-    stacks: dict[str, Any]
-    outdir: Path
-
-    def template(self, name: str) -> Template:
-        return Template.from_stack(self.stacks[name])
-
-    def template_json(self, name: str) -> dict[str, Any]:
-        return json.loads((self.outdir / f"{name}.template.json").read_text())  # type: ignore[no-any-return]
-
-
-def synthesize(outdir: Path, artifacts: Path, **overrides: Any) -> Synthesized:
-    from app import build_app
-
-    app = App(context=cdk_context(**{"project.artifacts_dir": str(artifacts), **overrides}), outdir=str(outdir))
-    _, stacks = build_app(app)
-    app.synth()  # runs the cdk-nag validation plugin: raises on any unacknowledged finding
-    return Synthesized(app=app, stacks=stacks, outdir=outdir)
+from tests.infra.helpers import Synthesized, make_artifacts, synthesize
 
 
 @pytest.fixture(scope="session")
@@ -87,28 +29,3 @@ def synth(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Callable
         return cache[key]
 
     return run
-
-
-_HASH = re.compile(r"[0-9a-f]{64}")
-
-
-def normalized(template: dict[str, Any]) -> dict[str, Any]:
-    """Asset hashes (S3 keys, image tags) change with every payload or container edit;
-    snapshots compare the rest."""
-    return json.loads(_HASH.sub("<asset-hash>", json.dumps(template)))  # type: ignore[no-any-return]
-
-
-def resources_of(template: dict[str, Any], type_name: str) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_name}
-
-
-def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
-    statements = []
-    for policy in resources_of(template, "AWS::IAM::Policy").values():
-        statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
-    return statements
-
-
-def actions_of(statement: dict[str, Any]) -> list[str]:
-    actions = statement["Action"]
-    return [actions] if isinstance(actions, str) else list(actions)

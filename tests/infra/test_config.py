@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stacks.config import PROJECT_ROOT, ConfigError, load_config
-from tests.infra.conftest import ROOT, cdk_context
+from tests.infra.helpers import ROOT, cdk_context
 
 
 def config(**overrides: Any):  # type: ignore[no-untyped-def]
@@ -46,8 +46,7 @@ def test_cli_overrides_arrive_as_text_and_win_over_cdk_json() -> None:
 
 def test_volume_size_defaults_for_types_without_nvme() -> None:
     cfg = config(**{"gptj.instance_type": "ml.p3.2xlarge"})
-    assert cfg.gptj.endpoint.volume_size_gb == 30
-    assert not cfg.gptj.endpoint.has_nvme
+    assert cfg.gptj.endpoint.volume_size_gb is None and cfg.gptj.endpoint.volume_size == 30
 
 
 def test_relative_paths_are_relative_to_the_project_root(tmp_path: Path) -> None:

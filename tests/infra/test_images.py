@@ -6,7 +6,9 @@ import pytest
 from aws_cdk import App, CfnMapping, Environment, Stack
 from aws_cdk.assertions import Template
 
-from stacks.images import ImageResolutionError, djl_neuronx, huggingface_inference
+from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx, huggingface_inference
+from stacks.config import ConfigError, load_config
+from tests.infra.helpers import cdk_context
 
 REGIONS = ["us-east-1", "eu-west-1", "ap-southeast-3", "af-south-1", "cn-north-1", "us-gov-west-1"]
 
@@ -50,17 +52,26 @@ def test_djl_neuronx_uri_matches_sdk_retrieve(region: str) -> None:
 
 
 def test_unknown_versions_name_what_exists() -> None:
-    with pytest.raises(ImageResolutionError, match=r"gptj.transformers_version='9.9.9'.*allowed: .*4\.51\.3"):
+    with pytest.raises(ImageResolutionError, match=r"transformers_version='9.9.9' is invalid: .*4\.51\.3"):
         huggingface_inference(transformers_version="9.9.9", pytorch_version="2.6.0", py_version="py312")
-    with pytest.raises(ImageResolutionError, match=r"gptj.pytorch_version='1.0.0'.*allowed: 2\.6\.0"):
+    with pytest.raises(ImageResolutionError, match=r"pytorch_version='1.0.0' is invalid: .*: 2\.6\.0"):
         huggingface_inference(transformers_version="4.51.3", pytorch_version="1.0.0", py_version="py312")
-    with pytest.raises(ImageResolutionError, match=r"inf2.image_version='0.1.0'"):
+    with pytest.raises(ImageResolutionError, match=r"image_version='0.1.0'"):
         djl_neuronx("0.1.0")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("gptj.transformers_version", "9.9.9"), ("gptj.py_version", "py399"), ("inf2.image_version", "0.1.0")],
+)
+def test_the_app_names_the_setting_of_a_version_without_an_image(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{key}='{value}' is invalid: allowed is "):
+        load_config(cdk_context(**{key: value}))
 
 
 def test_a_region_without_the_image_is_refused() -> None:
     stack = Stack(App(), "S", env=Environment(account="111122223333", region="us-west-1"))
-    with pytest.raises(ImageResolutionError, match=r"not published in region 'us-west-1'"):
+    with pytest.raises(ImageResolutionError, match=r"region='us-west-1' is invalid: allowed is a region where"):
         djl_neuronx("0.29.0").uri(stack)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from aws_cdk.assertions import Match
 
-from tests.infra.conftest import Synthesized, actions_of, policy_statements, resources_of
+from tests.infra.helpers import Synthesized, actions_of, policy_statements, resources_of
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from artifacts_builder.manifest import sha256_file, write_manifest
 from llm_contracts.gptj import PAYLOAD_MANIFEST
-from tests.infra.conftest import ROOT, Synthesized, actions_of, resources_of
+from llm_contracts.manifest import sha256_file, write_manifest
+from tests.infra.helpers import ROOT, Synthesized, actions_of, resources_of, synthesize_some
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
 
@@ -353,9 +355,6 @@ def test_gptj_tarball_ships_as_model_data_url(synth: Callable[..., Synthesized],
 def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: Any) -> None:
     import shutil
 
-    from artifacts_builder.manifest import ManifestError
-    from tests.infra.conftest import synthesize
-
     folder = tmp_path / "art"
     shutil.copytree(artifacts, folder)
     payload = folder / "gptj" / "model"
@@ -364,16 +363,12 @@ def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: An
     entries = json.loads((payload / PAYLOAD_MANIFEST).read_text())
     entries["files"]["model-00001-of-00001.safetensors"]["size"] = 5 * 1000**3 + 1
     (payload / PAYLOAD_MANIFEST).write_text(json.dumps(entries))
-    with pytest.raises(ManifestError, match=r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb"):
-        synthesize(tmp_path / "out", folder)
+    assert_left_out(tmp_path, folder, r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb")
 
 
 @pytest.mark.parametrize("name", ["../outside.json", "/etc/passwd", "code//inference.py", "a/./b"])
 def test_payload_file_name_outside_the_folder_fails_synthesis(tmp_path: Any, artifacts: Any, name: str) -> None:
     import shutil
-
-    from artifacts_builder.manifest import ManifestError
-    from tests.infra.conftest import synthesize
 
     folder = tmp_path / "art"
     shutil.copytree(artifacts, folder)
@@ -381,21 +376,16 @@ def test_payload_file_name_outside_the_folder_fails_synthesis(tmp_path: Any, art
     entries = json.loads(manifest_path.read_text())
     entries["files"][name] = {"sha256": "0" * 64, "size": 1}
     manifest_path.write_text(json.dumps(entries))
-    with pytest.raises(ManifestError, match=r"a payload file must be a relative path"):
-        synthesize(tmp_path / "out", folder)
+    assert_left_out(tmp_path, folder, r"a payload file must be a relative path")
 
 
 def test_payload_folder_without_manifest_names_the_fix(tmp_path: Any, artifacts: Any) -> None:
     import shutil
 
-    from artifacts_builder.manifest import ManifestError
-    from tests.infra.conftest import synthesize
-
     folder = tmp_path / "art"
     shutil.copytree(artifacts, folder)
     (folder / "gptj" / "model" / PAYLOAD_MANIFEST).unlink()
-    with pytest.raises(ManifestError, match=r"payload-manifest.json does not exist: build the artifacts first"):
-        synthesize(tmp_path / "out", folder)
+    assert_left_out(tmp_path, folder, r"payload-manifest.json does not exist: build the artifacts first")
 
 
 def test_gptj_container_contract(default: Synthesized) -> None:
@@ -491,9 +481,9 @@ def test_alarms_notify_the_configured_topic(synth: Callable[..., Synthesized]) -
 
 
 def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any) -> None:
-    from artifacts_builder.manifest import write_manifest
+    from llm_contracts.manifest import write_manifest
     from stacks.config import ConfigError
-    from tests.infra.conftest import make_artifacts, synthesize
+    from tests.infra.helpers import make_artifacts, synthesize
 
     artifacts = make_artifacts(tmp_path / "artifacts")
     tar = artifacts / "gpt2" / "model.tar.gz"
@@ -503,8 +493,14 @@ def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any) -> None:
     synthesize(tmp_path / "out-ok", artifacts, **{"gpt2.max_batch_size": 4})
 
 
-def test_missing_gptj_payload_names_the_builder(synth: Callable[..., Synthesized], tmp_path: Any) -> None:
-    from stacks.config import ConfigError
+def test_missing_gptj_payload_names_the_builder(tmp_path: Path, artifacts: Path) -> None:
+    pattern = r"gptj.model_data='.*nowhere' does not exist: build it with `python -m artifacts_builder gptj`"
+    assert_left_out(tmp_path, artifacts, pattern, **{"gptj.model_data": str(tmp_path / "nowhere")})
 
-    with pytest.raises(ConfigError, match=r"gptj.model_data='.*nowhere' does not exist: build the payload folder"):
-        synth(**{"gptj.model_data": str(tmp_path / "nowhere")})
+
+def assert_left_out(tmp_path: Path, artifacts: Path, reason: str, stack: str = "GptjStack", **overrides: Any) -> None:
+    """`stack` alone is left out of the synthesis, for `reason`; the others are synthesized."""
+    synthesized, left_out = synthesize_some(tmp_path / "out", artifacts, **overrides)
+    assert list(left_out) == [stack] and re.search(reason, left_out[stack]), left_out
+    assert set(synthesized.stacks) == {"Gpt2Stack", "GptjStack", "Inf2Stack"} - {stack}
+    assert not (tmp_path / "out" / f"{stack}.template.json").exists()

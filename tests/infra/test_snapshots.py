@@ -9,7 +9,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from tests.infra.conftest import Synthesized, normalized
+from tests.infra.helpers import Synthesized, normalized
 
 
 @pytest.fixture

@@ -81,7 +81,7 @@ def write_manifest(
 
 
 def read_manifest(directory: Path, name: str = MANIFEST_NAME) -> dict[str, Any]:
-    """The manifest `name` in `directory` (a payload folder names its own: llm_contracts)."""
+    """The manifest `name` in `directory` (a payload folder names its own: llm_contracts.gptj)."""
     path = directory / name
     try:
         manifest = json.loads(path.read_text())

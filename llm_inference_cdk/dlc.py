@@ -1,10 +1,11 @@
-"""AWS Deep Learning Container image URIs, from the sagemaker SDK's own image configuration.
+"""AWS Deep Learning Container images, from the sagemaker SDK's own image configuration.
 
-The SDK ships one JSON file per framework with the registry account of every region. We
-read those files straight from the installed `sagemaker-core` distribution instead of
-importing the SDK (a 4 s import at every synthesis) and turn them into a URI: a literal
-for a stack pinned to a region, or a `CfnMapping` lookup on `AWS::Region` for an
-environment-agnostic stack. No account id is written in this repository.
+The SDK ships one JSON file per framework with the registry account of every region. Those
+files are read straight from the installed `sagemaker-core` distribution instead of importing
+the SDK (a 4 s import at every synthesis) and turned into a URI: a literal for a stack pinned
+to a region, or a `CfnMapping` lookup on `AWS::Region` for an environment-agnostic stack. No
+account id is written in this repository. Resolving a version needs no AWS CDK (the app's
+configuration checks versions with it); building a URI in a stack does.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from functools import cache
 from importlib import metadata
 from typing import Any
 
-from aws_cdk import Aws, CfnMapping, Fn, Stack, Token
-from constructs import Construct
+from llm_inference_cdk.props import PropError
 
 SDK_DISTRIBUTION = "sagemaker-core"
 
 
-class ImageResolutionError(ValueError):
-    pass
+class ImageResolutionError(PropError):
+    """A Deep Learning Container that does not exist for the versions or the region asked for."""
 
 
 @cache
@@ -32,7 +32,7 @@ def _image_config(framework: str) -> dict[str, Any]:
     for file in metadata.files(SDK_DISTRIBUTION) or []:
         if str(file) == wanted:
             return json.loads(file.read_text())  # type: ignore[no-any-return]
-    raise ImageResolutionError(f"{SDK_DISTRIBUTION} has no {wanted}; reinstall requirements.txt")
+    raise RuntimeError(f"{SDK_DISTRIBUTION} has no {wanted}: install a sagemaker-core that ships it")
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,17 @@ class DlcImage:
     tag: str
     registries: Mapping[str, str]  # region -> registry account
 
-    def _account(self, scope: Construct) -> str:
+    def _account(self, scope: Any) -> str:
+        from aws_cdk import Aws, CfnMapping, Stack, Token
+
         stack = Stack.of(scope)
         if not Token.is_unresolved(stack.region):
             if stack.region not in self.registries:
                 raise ImageResolutionError(
-                    f"{self.repository}:{self.tag} is not published in region {stack.region!r}; "
-                    f"regions: {', '.join(sorted(self.registries))}"
+                    self.repository,
+                    "region",
+                    stack.region,
+                    f"a region where {self.repository}:{self.tag} is published: {', '.join(sorted(self.registries))}",
                 )
             return self.registries[stack.region]
         map_id = f"{self.repository}-registry".replace("-", "")
@@ -63,14 +67,19 @@ class DlcImage:
         assert isinstance(mapping, CfnMapping)
         return mapping.find_in_map(Aws.REGION, "account")
 
-    def uri(self, scope: Construct) -> str:
+    def uri(self, scope: Any) -> str:
+        """The image's URI in the registry of `scope`'s stack's region."""
+        from aws_cdk import Fn, Stack
+
         stack = Stack.of(scope)
         return Fn.join(
             "",
             [self._account(scope), ".dkr.ecr.", stack.region, ".", stack.url_suffix, f"/{self.repository}:{self.tag}"],
         )
 
-    def repository_arn(self, scope: Construct) -> str:
+    def repository_arn(self, scope: Any) -> str:
+        from aws_cdk import Fn, Stack
+
         stack = Stack.of(scope)
         return Fn.join(
             "",
@@ -88,28 +97,24 @@ class DlcImage:
 
 def huggingface_inference(*, transformers_version: str, pytorch_version: str, py_version: str) -> DlcImage:
     """The Hugging Face PyTorch inference image for GPU instances (as `image_uris.retrieve`)."""
+    owner = "huggingface_inference"
     config = _image_config("huggingface")["inference"]
     versions = config["versions"]
     version = config.get("version_aliases", {}).get(transformers_version, transformers_version)
     if version not in versions:
-        raise ImageResolutionError(
-            f"gptj.transformers_version={transformers_version!r} has no Hugging Face inference image; "
-            f"allowed: {', '.join(versions)}"
-        )
+        raise ImageResolutionError(owner, "transformers_version", transformers_version, "one of " + ", ".join(versions))
     base_key = f"pytorch{pytorch_version}"
     entry = versions[version]
     base_key = entry.get("version_aliases", {}).get(base_key, base_key)
     if base_key not in entry:
         bases = [k.removeprefix("pytorch") for k in entry if k.startswith("pytorch")]
         raise ImageResolutionError(
-            f"gptj.pytorch_version={pytorch_version!r} is not built with transformers {version}; "
-            f"allowed: {', '.join(bases)}"
+            owner, "pytorch_version", pytorch_version, f"one built with transformers {version}: {', '.join(bases)}"
         )
     base = entry[base_key]
     if py_version not in base["py_versions"]:
         raise ImageResolutionError(
-            f"gptj.py_version={py_version!r} is not built for transformers {version}; "
-            f"allowed: {', '.join(base['py_versions'])}"
+            owner, "py_version", py_version, f"one built for transformers {version}: {', '.join(base['py_versions'])}"
         )
     tag = f"{pytorch_version}-transformers{version}-gpu-{py_version}"
     if base.get("container_version", {}).get("gpu"):
@@ -123,8 +128,6 @@ def djl_neuronx(version: str) -> DlcImage:
     versions = config["versions"]
     version = config.get("version_aliases", {}).get(version, version)
     if version not in versions:
-        raise ImageResolutionError(
-            f"inf2.image_version={version!r} has no DJL neuronx image; allowed: {', '.join(versions)}"
-        )
+        raise ImageResolutionError("djl_neuronx", "image_version", version, "one of " + ", ".join(versions))
     entry = versions[version]
     return DlcImage(repository=entry["repository"], tag=entry["tag_prefix"], registries=entry["registries"])

@@ -1,0 +1,69 @@
+"""LLM inference on AWS, as CDK constructs.
+
+Public API (``from llm_inference_cdk import ...``):
+
+* :class:`SageMakerEndpoint` with :class:`EndpointProps`, :class:`AutoscalingProps` and
+  :class:`AlarmProps`: model, endpoint config, endpoint, autoscaling and alarms, with
+  ``grant_invoke`` and ``metric_*`` methods.
+* :class:`ModelData` (a ``model.tar.gz`` asset or S3 object, an uncompressed S3 prefix) and
+  :class:`S3PrefixModelData`, which ships a local payload folder uncompressed under an S3 prefix.
+* :class:`ContainerImage` (an ECR URI, an image built from a folder, or a Deep Learning
+  Container) with :func:`huggingface_inference` and :func:`djl_neuronx`, which resolve AWS's
+  images per region.
+* :class:`PropError`, raised by every props class for a value it cannot use.
+
+Names are loaded on first use, so that ``llm_inference_cdk.props`` (standard library only) can
+be imported without the AWS CDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "AlarmProps": "llm_inference_cdk.endpoint_props",
+    "AutoscalingProps": "llm_inference_cdk.endpoint_props",
+    "EndpointProps": "llm_inference_cdk.endpoint_props",
+    "SageMakerEndpoint": "llm_inference_cdk.endpoint",
+    "BoundModelData": "llm_inference_cdk.model_data",
+    "ModelAsset": "llm_inference_cdk.model_data",
+    "ModelData": "llm_inference_cdk.model_data",
+    "S3PrefixModelData": "llm_inference_cdk.model_data",
+    "ContainerImage": "llm_inference_cdk.images",
+    "DlcImage": "llm_inference_cdk.dlc",
+    "ImageResolutionError": "llm_inference_cdk.dlc",
+    "djl_neuronx": "llm_inference_cdk.dlc",
+    "huggingface_inference": "llm_inference_cdk.dlc",
+    "PropError": "llm_inference_cdk.props",
+}
+__all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
+    "AlarmProps",
+    "AutoscalingProps",
+    "EndpointProps",
+    "SageMakerEndpoint",
+    "BoundModelData",
+    "ModelAsset",
+    "ModelData",
+    "S3PrefixModelData",
+    "ContainerImage",
+    "DlcImage",
+    "ImageResolutionError",
+    "djl_neuronx",
+    "huggingface_inference",
+    "PropError",
+]
+
+if TYPE_CHECKING:
+    from llm_inference_cdk.dlc import DlcImage, ImageResolutionError, djl_neuronx, huggingface_inference
+    from llm_inference_cdk.endpoint import SageMakerEndpoint
+    from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, EndpointProps
+    from llm_inference_cdk.images import ContainerImage
+    from llm_inference_cdk.model_data import BoundModelData, ModelAsset, ModelData, S3PrefixModelData
+    from llm_inference_cdk.props import PropError
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'llm_inference_cdk' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

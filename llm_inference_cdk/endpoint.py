@@ -1,0 +1,341 @@
+"""A SageMaker real-time endpoint: model, endpoint config, endpoint, and optionally
+autoscaling and alarms.
+
+L1 resources are used on purpose: aws-cdk's alpha SageMaker module grants
+``AmazonSageMakerFullAccess`` by default and its shape changes between releases. The props
+follow its spirit (``aws-sagemaker-alpha``: endpoint.ts, endpoint-config.ts): typed,
+keyword-only, validated when they are made, with SageMaker's and CloudFormation's own limits,
+so that a setting AWS would refuse fails synthesis instead of a deployment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, EndpointProps
+from llm_inference_cdk.images import ContainerImage
+from llm_inference_cdk.model_data import ModelData
+from llm_inference_cdk.nag import acknowledge, nag_arn
+from llm_inference_cdk.props import invalid
+
+LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
+#: Namespace of the per-instance metrics SageMaker publishes (CPU, memory, GPU, disk).
+INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
+
+
+class SageMakerEndpoint(Construct):
+    """A SageMaker real-time endpoint with one production variant, on an execution role that
+    may read its model data, pull its image, and write its own logs and metrics, nothing else.
+
+    :param image: the serving image.
+    :param model_data: the model's files.
+    :param props: instance type, counts, timeouts, environment, autoscaling and alarms.
+    :param role: the execution role SageMaker assumes (default: a new least-privilege role as
+        above; a given role gets the same grants added).
+    :param alarm_topic: an SNS topic the alarms notify on ALARM and OK (default: none).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        image: ContainerImage,
+        model_data: ModelData,
+        props: EndpointProps,
+        role: iam.IRole | None = None,
+        alarm_topic: sns.ITopic | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.props = props
+        self.variant_name = props.variant_name
+        self.role: iam.IRole = role or iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="SageMaker execution role: reads its model data, pulls its image, writes its logs",
+        )
+        bound = model_data.bind(self, self.role)
+        self.image_uri: str = image.bind(self, self.role)
+        self._grant_logs_and_metrics()
+
+        self.model = sagemaker.CfnModel(
+            self,
+            "Model",
+            execution_role_arn=self.role.role_arn,
+            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                image=self.image_uri, environment=dict(props.environment) or None, **bound.container
+            ),
+            enable_network_isolation=props.enable_network_isolation,
+        )
+        self.model_data_url = bound.url
+        # The endpoint starts the container at creation: the role's grants and the model data
+        # (an uncompressed prefix is copied at deploy) must be in place first.
+        policy = self.role.node.try_find_child("DefaultPolicy")
+        if policy is not None:
+            self.model.node.add_dependency(policy)
+        for construct in bound.depends_on:
+            self.model.node.add_dependency(construct)
+
+        volume_key = None if props.volume_size is None else self._volume_key()
+        self.endpoint_config = sagemaker.CfnEndpointConfig(
+            self,
+            "Config",
+            production_variants=[
+                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+                    variant_name=props.variant_name,
+                    model_name=self.model.attr_model_name,
+                    instance_type=props.instance_type,
+                    initial_instance_count=props.instance_count,
+                    initial_variant_weight=1.0,
+                    container_startup_health_check_timeout_in_seconds=props.startup_health_check_timeout_s,
+                    model_data_download_timeout_in_seconds=props.model_data_download_timeout_s,
+                    volume_size_in_gb=props.volume_size,
+                    inference_ami_version=props.inference_ami_version,
+                )
+            ],
+            kms_key_id=volume_key.key_arn if volume_key else None,
+        )
+        # SageMaker refuses to change the instance type of a variant that is an autoscaling
+        # target in place (UpdateEndpoint fails), so the type is part of the endpoint's id: a new
+        # type makes a new endpoint, autoscaling and alarms follow it, and CloudFormation deletes
+        # the old endpoint once the new one is in service. The endpoint's name changes with it.
+        self.endpoint = sagemaker.CfnEndpoint(
+            self,
+            f"Endpoint-{props.instance_type.removeprefix('ml.')}",
+            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            # An update (new model or config) keeps the instance count autoscaling has set,
+            # instead of dropping back to InitialInstanceCount under load.
+            retain_all_variant_properties=True,
+        )
+        self.endpoint_name: str = self.endpoint.attr_endpoint_name
+        self.endpoint_arn: str = Stack.of(self).format_arn(
+            service="sagemaker", resource="endpoint", resource_name=self.endpoint_name
+        )
+
+        self.scalable_target: appscaling.CfnScalableTarget | None = None
+        self.alarms: list[cloudwatch.Alarm] = []
+        if props.autoscaling is not None:
+            self.auto_scale_instance_count(props.autoscaling)
+        if props.alarms is not None:
+            self.add_alarms(props.alarms, topic=alarm_topic)
+
+    # --- grants -----------------------------------------------------------------------------
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` call InvokeEndpoint (and InvokeEndpointWithResponseStream, which
+        the same action covers) on this endpoint alone."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.endpoint_arn]
+        )
+
+    # --- metrics --------------------------------------------------------------------------------
+
+    def metric(
+        self, metric_name: str, *, namespace: str = "AWS/SageMaker", statistic: str = "Sum", **options: Any
+    ) -> cloudwatch.Metric:
+        """A metric of this endpoint's variant, with the dimensions SageMaker publishes it with
+        (``EndpointName``, ``VariantName``); per minute unless `options` say otherwise."""
+        options.setdefault("period", Duration.minutes(1))
+        return cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=metric_name,
+            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": self.variant_name},
+            statistic=statistic,
+            **options,
+        )
+
+    def metric_invocations(self, **options: Any) -> cloudwatch.Metric:
+        """Requests sent to the model (sum)."""
+        return self.metric("Invocations", **options)
+
+    def metric_invocations_per_instance(self, **options: Any) -> cloudwatch.Metric:
+        """Invocations divided by the instance count: what autoscaling tracks (sum)."""
+        return self.metric("InvocationsPerInstance", **options)
+
+    def metric_model_latency(self, **options: Any) -> cloudwatch.Metric:
+        """Time the container took to answer, microseconds (average)."""
+        return self.metric("ModelLatency", **{"statistic": "Average", **options})
+
+    def metric_overhead_latency(self, **options: Any) -> cloudwatch.Metric:
+        """SageMaker's own time around the container's, microseconds (average)."""
+        return self.metric("OverheadLatency", **{"statistic": "Average", **options})
+
+    def metric_invocation_4xx_errors(self, **options: Any) -> cloudwatch.Metric:
+        """Requests answered 4xx (sum)."""
+        return self.metric("Invocation4XXErrors", **options)
+
+    def metric_invocation_5xx_errors(self, **options: Any) -> cloudwatch.Metric:
+        """Requests answered 5xx (sum)."""
+        return self.metric("Invocation5XXErrors", **options)
+
+    def metric_invocation_model_errors(self, **options: Any) -> cloudwatch.Metric:
+        """Requests the container answered with an error or did not answer (sum)."""
+        return self.metric("InvocationModelErrors", **options)
+
+    def metric_model_setup_time(self, **options: Any) -> cloudwatch.Metric:
+        """Time to start a new instance of the model, microseconds (average)."""
+        return self.metric("ModelSetupTime", **{"statistic": "Average", **options})
+
+    def metric_cpu_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """CPU use of the instances, percent of one core times the cores (average)."""
+        return self.metric("CPUUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
+
+    def metric_memory_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """Memory use of the instances, percent (average)."""
+        return self.metric("MemoryUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
+
+    def metric_gpu_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """GPU use of the instances, percent of one GPU times the GPUs (average)."""
+        return self.metric("GPUUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
+
+    def metric_gpu_memory_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """GPU memory use of the instances, percent (average)."""
+        return self.metric("GPUMemoryUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
+
+    def metric_disk_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """Disk use of the instances' ML storage, percent (average)."""
+        return self.metric("DiskUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
+
+    # --- autoscaling and alarms -------------------------------------------------------------
+
+    def auto_scale_instance_count(self, props: AutoscalingProps) -> appscaling.CfnScalableTarget:
+        """Scale the variant's instance count on invocations per instance (once)."""
+        if self.scalable_target is not None:
+            raise ValueError(f"{self.node.path}: autoscaling is already configured")
+        count = self.props.instance_count
+        if not props.min_capacity <= count <= props.max_capacity:
+            raise invalid(
+                props, "min_capacity", f"at most the initial instance count ({count}), with max_capacity at least it"
+            )
+        # No RoleARN: Application Auto Scaling uses its SageMaker service-linked role.
+        self.scalable_target = appscaling.CfnScalableTarget(
+            self,
+            "ScalableTarget",
+            service_namespace="sagemaker",
+            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+            resource_id=f"endpoint/{self.endpoint_name}/variant/{self.variant_name}",
+            min_capacity=props.min_capacity,
+            max_capacity=props.max_capacity,
+        )
+        appscaling.CfnScalingPolicy(
+            self,
+            "ScalingPolicy",
+            policy_name="InvocationsPerInstance",
+            policy_type="TargetTrackingScaling",
+            scaling_target_id=self.scalable_target.ref,
+            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+                target_value=float(props.target_invocations_per_instance),
+                predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
+                    predefined_metric_type="SageMakerVariantInvocationsPerInstance"
+                ),
+                scale_in_cooldown=props.scale_in_cooldown_s,
+                scale_out_cooldown=props.scale_out_cooldown_s,
+            ),
+        )
+        return self.scalable_target
+
+    def add_alarms(self, props: AlarmProps, *, topic: sns.ITopic | None = None) -> list[cloudwatch.Alarm]:
+        """Alarms on mean model latency (when `props` sets a threshold) and 5xx errors;
+        `topic` is notified on ALARM and OK."""
+        period = Duration.seconds(props.period_s)
+        added = []
+        if props.latency_ms is not None:
+            added.append(
+                cloudwatch.Alarm(
+                    self,
+                    "LatencyAlarm",
+                    alarm_description=f"Mean model latency above {props.latency_ms} ms",
+                    # ModelLatency is published in microseconds.
+                    metric=self.metric_model_latency(period=period),
+                    threshold=props.latency_ms * 1000,
+                    evaluation_periods=props.evaluation_periods,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                )
+            )
+        added.append(
+            cloudwatch.Alarm(
+                self,
+                "Errors5xxAlarm",
+                alarm_description=f"{props.errors_5xx} or more 5xx invocation errors per period",
+                metric=self.metric_invocation_5xx_errors(period=period),
+                threshold=props.errors_5xx,
+                evaluation_periods=props.evaluation_periods,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        )
+        if topic is not None:
+            action = cw_actions.SnsAction(topic)
+            for alarm in added:
+                alarm.add_alarm_action(action)
+                alarm.add_ok_action(action)
+        self.alarms.extend(added)
+        return added
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _volume_key(self) -> kms.Key:
+        key = kms.Key(
+            self,
+            "VolumeKey",
+            enable_key_rotation=True,
+            # The key encrypts only the endpoint's scratch volumes, which die with the stack.
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(7),
+            description="Encrypts the ML storage volume of the endpoint's instances",
+        )
+        # What EBS volume encryption uses, without the wildcards of grant_encrypt_decrypt.
+        key.grant(self.role, "kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext")
+        return key
+
+    def _grant_logs_and_metrics(self) -> None:
+        stack = Stack.of(self)
+        log_groups = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=f"{LOG_GROUP_PREFIX}/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+                resources=[log_groups, f"{log_groups}:log-stream:*"],
+            )
+        )
+        # cloudwatch:PutMetricData accepts no narrower resource than "*"; the namespace condition narrows it.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker"]}},
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken and cloudwatch:PutMetricData support no resource-level "
+            "permissions; PutMetricData is narrowed to SageMaker namespaces by a condition",
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{nag_arn(stack, 'logs', f'log-group:{LOG_GROUP_PREFIX}/*')}]",
+            "The endpoint's log group name is generated by SageMaker from the endpoint name, "
+            "which CloudFormation generates after this policy must exist",
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{nag_arn(stack, 'logs', f'log-group:{LOG_GROUP_PREFIX}/*:log-stream:*')}]",
+            "Log streams are created per instance by SageMaker under the endpoint's log group",
+        )

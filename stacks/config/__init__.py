@@ -1,0 +1,96 @@
+"""The one place where configuration is read.
+
+`cdk.json` context (one section per stack, plus `project`) is parsed into frozen, validated
+dataclasses that the stacks receive as keyword-only arguments; no construct calls
+``try_get_context``. Each section has a module of its own here, with its dataclasses and its
+reader together; a setting is defined once, by its field (default and check), mostly in the
+construct library's props (``llm_inference_cdk``), whose errors are reported under the
+``cdk.json`` key that set the value.
+
+Every setting can be overridden on the command line with a dotted key, for example
+``cdk deploy GptjStack -c gptj.instance_type=ml.g5.2xlarge``; the value is read as JSON when it
+parses as JSON, else as a plain string. A bad value raises :class:`ConfigError`, whose
+message names the key, the value and what is allowed, and synthesis stops there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stacks.config import gpt2, gptj, inf2, project
+from stacks.config.gpt2 import Gpt2Settings
+from stacks.config.gptj import GptjSettings, HuggingFaceImage
+from stacks.config.inf2 import Inf2Settings, ModelServerSettings
+from stacks.config.project import ProjectSettings
+from stacks.config.reader import PROJECT_ROOT, ConfigError, Section, parse_context_pairs, parse_value
+
+SECTIONS = ("project", "gpt2", "gptj", "inf2")
+_SECTION_LIKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+__all__ = [
+    "PROJECT_ROOT",
+    "SECTIONS",
+    "AppConfig",
+    "ConfigError",
+    "Gpt2Settings",
+    "GptjSettings",
+    "HuggingFaceImage",
+    "Inf2Settings",
+    "ModelServerSettings",
+    "ProjectSettings",
+    "from_cdk_json",
+    "load_config",
+    "parse_context_pairs",
+    "parse_value",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppConfig:
+    project: ProjectSettings
+    gpt2: Gpt2Settings
+    gptj: GptjSettings
+    inf2: Inf2Settings
+
+
+def load_config(context: Mapping[str, Any]) -> AppConfig:
+    """Parse every section of `context` (``app.node.get_all_context()``): the sections of
+    cdk.json and the dotted overrides (``gptj.instance_type``) given with ``-c``."""
+    for key in context:
+        head, dot, _ = key.partition(".")
+        # A dotted key that looks like ours but names no section is a typo (`gtpj.max_capacity`);
+        # CDK's own keys (`aws:cdk:...`, `@aws-cdk/...`) never take this shape.
+        if dot and head not in SECTIONS and _SECTION_LIKE.match(head):
+            raise ConfigError(
+                f"{key}={context[key]!r} is invalid: {head!r} is no section; allowed sections are "
+                + ", ".join(SECTIONS)
+            )
+
+    def section(name: str) -> Section:
+        raw = context.get(name)
+        if isinstance(raw, str):
+            raw = parse_value(raw)
+        prefix = f"{name}."
+        overrides = {k.removeprefix(prefix): v for k, v in context.items() if k.startswith(prefix)}
+        return Section(name, raw, overrides)
+
+    settings = project.read(section("project"))
+    artifacts = settings.artifacts_dir
+    return AppConfig(
+        project=settings,
+        gpt2=gpt2.read(section("gpt2"), artifacts),
+        gptj=gptj.read(section("gptj"), artifacts),
+        inf2=inf2.read(section("inf2"), artifacts),
+    )
+
+
+def from_cdk_json(overrides: Mapping[str, Any] | None = None, *, path: Path = PROJECT_ROOT / "cdk.json") -> AppConfig:
+    """The configuration as `cdk synth` would see it, for tools run outside the CDK app
+    (the artifacts builder): cdk.json's context plus dotted overrides."""
+    context = json.loads(path.read_text()).get("context", {})
+    return load_config({**context, **(overrides or {})})

@@ -1,0 +1,226 @@
+"""The ``inf2`` section: OPT on an EC2 inf2 instance with DJL Serving (LMI) and transformers-neuronx."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llm_contracts.aws import ECR_IMAGE
+from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx
+from stacks.config.reader import PROJECT_ROOT, ConfigError, Section
+from stacks.inf2_rules import instance_problems
+
+_INF2_INSTANCE = re.compile(r"^inf2\.(xlarge|8xlarge|24xlarge|48xlarge)$")
+_SSM_PARAMETER = re.compile(r"^/[A-Za-z0-9_./-]+$")
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_AZ = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")
+_HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_ENTRY_POINT = re.compile(r"^(model\.py|(?!.*\.py$)[A-Za-z_]\w*(\.[A-Za-z_]\w*)+)$")
+_PROPERTY_KEY = re.compile(r"^(option\.)?[A-Za-z_][A-Za-z0-9_.]{0,127}$")
+_PINNED_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,-]+\])?==[A-Za-z0-9.+!-]+$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelServerSettings:
+    """DJL Serving (LMI) with transformers-neuronx, rendered into `serving.properties`.
+
+    The image, the entry point and any further property are settings, so the stack can
+    move to the successor stack (NxD Inference, vLLM on Neuron) without code changes."""
+
+    model_id: str = "facebook/opt-13b"
+    #: NeuronCores that shard one copy of the model (rules: stacks/inf2_rules.py).
+    tensor_parallel_degree: int = 8
+    #: Longest sequence (prompt plus generated tokens) the compiled graphs accept.
+    n_positions: int = 512
+    dtype: str = "fp16"
+    #: Sequences per compiled forward pass (static batching) or per rolling batch.
+    batch_size: int = 4
+    rolling_batch: str = "disable"
+    max_batch_delay_ms: int = 100
+    model_loading_timeout_s: int = 3600
+    #: The LMI neuronx image tag, resolved from the sagemaker SDK's `djl-neuronx` JSON.
+    #: 0.29.0 (Neuron SDK 2.19.1) is the last DJL release with transformers-neuronx.
+    image_version: str = "0.29.0"
+    #: An explicit image URI (None: the DJL neuronx image of `image_version` for the region).
+    image_uri: str | None = None
+    #: `model.py` (the bundle's handler) or a handler module of the image, such as
+    #: `djl_python.transformers_neuronx`.
+    entry_point: str = "model.py"
+    #: Further `serving.properties` entries, for options this project does not type.
+    extra_properties: Mapping[str, str] = field(default_factory=dict)
+    #: Pip requirements the container installs from the bundle at start (pinned, `name==version`).
+    requirements: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inf2Settings:
+    instance_type: str = "inf2.48xlarge"
+    ami_ssm_parameter: str = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
+    volume_size_gb: int = 512
+    #: An existing VPC (None: a new VPC with one NAT gateway).
+    vpc_id: str | None = None
+    subnet_id: str | None = None
+    #: The zone of `subnet_id`; for a new VPC, the one zone it spans (None: the first two).
+    availability_zone: str | None = None
+    vpc_cidr: str = "10.42.0.0/16"
+    #: A CIDR that may reach port 8080 (None: no ingress at all; use SSM port forwarding).
+    ingress_cidr: str | None = None
+    port: int = 8080
+    bundle: Path = PROJECT_ROOT / "artifacts" / "inf2" / "bundle.tar.gz"
+    model_server: ModelServerSettings = field(default_factory=ModelServerSettings)
+
+
+def read(s: Section, artifacts: Path) -> Inf2Settings:
+    vpc_id = s.optional_string("vpc_id", pattern=_VPC_ID, what="a VPC id such as vpc-0123456789abcdef0")
+    subnet_id = s.optional_string("subnet_id", pattern=_SUBNET_ID, what="a subnet id such as subnet-0123abcd")
+    az = s.optional_string("availability_zone", pattern=_AZ, what="an availability zone such as us-east-1a")
+    if vpc_id is not None:
+        s.check("subnet_id", subnet_id, subnet_id is not None, "a subnet id of vpc_id, required with vpc_id")
+        s.check("availability_zone", az, az is not None, "the subnet's availability zone, required with vpc_id")
+    else:
+        s.check("subnet_id", subnet_id, subnet_id is None, "unset unless vpc_id is set")
+    # The subnet plan (per zone, a /24 public and a /20 private subnet) needs a /19 for the one
+    # zone of a configured availability_zone, a /18 for the default two.
+    widest = 19 if az is not None else 18
+    vpc_cidr = s.string("vpc_cidr", "10.42.0.0/16", what=f"an IPv4 CIDR from /16 to /{widest}")
+    try:
+        net = ipaddress.IPv4Network(vpc_cidr)
+        ok = 16 <= net.prefixlen <= widest
+    except ValueError:
+        ok = False
+    s.check(
+        "vpc_cidr",
+        vpc_cidr,
+        ok,
+        f"an IPv4 network from /16 to /{widest} such as 10.42.0.0/16 (each zone gets a /24 public and a /20 "
+        "private subnet)",
+    )
+    ingress = s.optional_string("ingress_cidr", what="an IPv4 CIDR such as 203.0.113.0/24")
+    if ingress is not None:
+        try:
+            ok = ipaddress.IPv4Network(ingress).prefixlen > 0
+        except ValueError:
+            ok = False
+            try:  # host bits set: name the network the user most likely meant
+                meant: ipaddress.IPv4Network | None = ipaddress.IPv4Network(ingress, strict=False)
+            except ValueError:
+                meant = None
+            s.check("ingress_cidr", ingress, meant is None, f"a network address: did you mean {meant}?")
+        s.check(
+            "ingress_cidr",
+            ingress,
+            ok,
+            "an IPv4 CIDR narrower than 0.0.0.0/0 such as 203.0.113.0/24 (the model server has no "
+            "authentication; put a load balancer in front to open it to the world)",
+        )
+    settings = Inf2Settings(
+        instance_type=s.string(
+            "instance_type",
+            "inf2.48xlarge",
+            pattern=_INF2_INSTANCE,
+            what="an inf2 type: inf2.xlarge, inf2.8xlarge, inf2.24xlarge or inf2.48xlarge",
+        ),
+        ami_ssm_parameter=s.string(
+            "ami_ssm_parameter",
+            Inf2Settings.ami_ssm_parameter,
+            pattern=_SSM_PARAMETER,
+            what="an SSM parameter path such as /aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id",
+        ),
+        volume_size_gb=s.integer("volume_size_gb", 512, lo=200, hi=16_384),
+        vpc_id=vpc_id,
+        subnet_id=subnet_id,
+        availability_zone=az,
+        vpc_cidr=vpc_cidr,
+        ingress_cidr=ingress,
+        port=s.integer("port", 8080, lo=1024, hi=65_535),
+        bundle=PROJECT_ROOT
+        / s.string(
+            "bundle", str(artifacts / "inf2" / "bundle.tar.gz"), what="a path, absolute or relative to the project root"
+        ),
+        model_server=_model_server(s),
+    )
+    if settings.model_server.image_uri is None:
+        try:
+            djl_neuronx(settings.model_server.image_version)  # the version names an image that exists
+        except ImageResolutionError as exc:
+            raise s.fail("image_version", exc.value, exc.allowed) from None
+    s.done()
+    problems = instance_problems(
+        instance_type=settings.instance_type, degree=settings.model_server.tensor_parallel_degree
+    )
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return settings
+
+
+def _model_server(s: Section) -> ModelServerSettings:
+    ms = ModelServerSettings()
+    entry_point = s.string(
+        "entry_point",
+        ms.entry_point,
+        pattern=_ENTRY_POINT,
+        what="model.py (the bundle's handler) or a handler module of the image such as djl_python.transformers_neuronx",
+    )
+    rolling_batch = s.choice("rolling_batch", ms.rolling_batch, ("disable", "auto"))
+    s.check(
+        "rolling_batch",
+        rolling_batch,
+        rolling_batch == "disable" or entry_point != "model.py",
+        "disable while entry_point is model.py (it serves static batches); for rolling batches set "
+        "entry_point to the image's handler, such as djl_python.transformers_neuronx",
+    )
+    typed = {
+        "engine", "batch_size", "max_batch_delay", "option.entryPoint", "option.model_id",
+        "option.tensor_parallel_degree", "option.n_positions", "option.dtype", "option.batch_size",
+        "option.rolling_batch", "option.max_rolling_batch_size", "option.model_loading_timeout",
+    }  # fmt: skip
+    extra = s.string_map(
+        "extra_properties",
+        key_pattern=_PROPERTY_KEY,
+        what="an object of serving.properties keys (such as option.context_length_estimate) to string values",
+    )
+    clash = sorted(set(extra) & typed)
+    s.check(
+        "extra_properties",
+        extra,
+        not clash,
+        f"keys other than the typed settings; set {', '.join(clash)} through its own inf2 setting",
+    )
+    requirements = s.get("requirements") or []
+    s.check(
+        "requirements",
+        requirements,
+        isinstance(requirements, list)
+        and all(isinstance(r, str) and _PINNED_REQUIREMENT.match(r) for r in requirements),
+        'a list of pinned pip requirements such as ["sentencepiece==0.2.0"] (the image pins the rest)',
+    )
+    return ModelServerSettings(
+        model_id=s.string("model_id", ms.model_id, pattern=_HF_MODEL_ID, what="a Hugging Face model id"),
+        # The Neuron rules (stacks/inf2_rules.py) say which degrees work; this bound only
+        # keeps the number sane.
+        tensor_parallel_degree=s.integer("tensor_parallel_degree", ms.tensor_parallel_degree, lo=1, hi=128),
+        n_positions=s.integer("n_positions", ms.n_positions, lo=16, hi=8192),
+        dtype=s.choice("dtype", ms.dtype, ("fp16", "bf16", "fp32")),
+        batch_size=s.integer("batch_size", ms.batch_size, lo=1, hi=64),
+        rolling_batch=rolling_batch,
+        max_batch_delay_ms=s.integer("max_batch_delay_ms", ms.max_batch_delay_ms, lo=0, hi=60_000),
+        model_loading_timeout_s=s.integer("model_loading_timeout_s", ms.model_loading_timeout_s, lo=60, hi=14_400),
+        image_version=s.string(
+            "image_version",
+            ms.image_version,
+            pattern=re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$"),
+            what="a DJL LMI neuronx version such as 0.29.0",
+        ),
+        image_uri=s.optional_string(
+            "image_uri",
+            pattern=ECR_IMAGE,
+            what="an ECR image URI: <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>",
+        ),
+        entry_point=entry_point,
+        extra_properties=extra,
+        requirements=tuple(requirements),
+    )

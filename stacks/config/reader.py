@@ -1,0 +1,174 @@
+"""Reading one cdk.json section into props: the key, the value, and a clear error.
+
+Every section is a JSON object of settings; ``-c section.key=value`` on the CLI wins over
+cdk.json and arrives as text, read as JSON unless the setting is a string. A section module
+builds its props classes with :func:`read_props`: each field is read from the key of its
+name (or the one `keys` maps it to); a field the section does not set takes the section's
+default from `defaults`, else the props class's own. The props class checks the values and
+raises a PropError naming the field; :func:`read_props` turns that into a :class:`ConfigError`
+naming the key: ``gpt2.max_capacity=2 is invalid: allowed is at least min_capacity (5)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+#: Relative paths in the configuration are relative to the project root (where cdk.json is).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A context value that cannot be used; the message names key, value and what is allowed."""
+
+
+def parse_value(raw: str) -> Any:
+    """A `-c key=value` from the CLI arrives as a string: read it as JSON where it is JSON."""
+    try:
+        return json.loads(raw)
+    except (ValueError, TypeError):
+        return raw
+
+
+def parse_context_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """``-c KEY=VALUE`` pairs of a CLI, kept as text exactly as the CDK CLI passes them (the
+    settings read JSON where a setting wants it); ConfigError on a pair without ``=``."""
+    context: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"-c {pair!r} is invalid: allowed is KEY=VALUE such as gptj.max_capacity=3")
+        context[key] = value
+    return context
+
+
+class Section:
+    """One context section; every key read is recorded, and :meth:`done` refuses the others."""
+
+    def __init__(self, name: str, raw: Any, overrides: Mapping[str, Any] | None = None) -> None:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{name}={raw!r} is invalid: allowed is a JSON object of settings")
+        self.name = name
+        self._raw = dict(raw)
+        self._overrides = dict(overrides or {})
+        self._read: set[str] = set()
+
+    def key(self, key: str) -> str:
+        return f"{self.name}.{key}"
+
+    def fail(self, key: str, value: Any, allowed: str) -> ConfigError:
+        return ConfigError(f"{self.key(key)}={value!r} is invalid: allowed is {allowed}")
+
+    def has(self, key: str) -> bool:
+        self._read.add(key)
+        return self._overrides.get(key, self._raw.get(key)) is not None
+
+    def get(self, key: str, *, as_text: bool = False) -> Any:
+        """The value of `key` (None when unset): a `-c` override wins over cdk.json."""
+        self._read.add(key)
+        given = self._overrides.get(key)
+        if given is not None:
+            return parse_value(given) if isinstance(given, str) and not as_text else given
+        return self._raw.get(key)
+
+    def check(self, key: str, value: Any, ok: bool, allowed: str) -> None:
+        if not ok:
+            raise self.fail(key, value, allowed)
+
+    # Typed reads for settings that are not props (yet): the value, or `default` when unset.
+
+    def integer(self, key: str, default: int, *, lo: int, hi: int) -> int:
+        value = self.get(key)
+        value = default if value is None else value
+        ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+        self.check(key, value, ok, f"a whole number from {lo} to {hi}")
+        return int(value)
+
+    def string(self, key: str, default: str, *, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        value = self.get(key, as_text=True)
+        value = default if value is None else value
+        ok = isinstance(value, str) and bool(value) and (pattern is None or bool(pattern.match(value)))
+        self.check(key, value, ok, what or "a non-empty string")
+        return str(value)
+
+    def optional_string(self, key: str, *, pattern: re.Pattern[str] | None = None, what: str = "") -> str | None:
+        return self.string(key, "", pattern=pattern, what=what) if self.has(key) else None
+
+    def choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self.get(key)
+        value = default if value is None else value
+        self.check(key, value, value in allowed, "one of " + ", ".join(allowed))
+        return str(value)
+
+    def string_map(self, key: str, *, key_pattern: re.Pattern[str], what: str) -> dict[str, str]:
+        value = self.get(key)
+        value = {} if value is None else value
+        ok = isinstance(value, Mapping) and all(
+            isinstance(k, str) and key_pattern.match(k) and isinstance(v, str) and len(v) <= 256
+            for k, v in value.items()
+        )
+        self.check(key, value, ok, what)
+        return dict(value)
+
+    def done(self) -> None:
+        given = {**self._raw, **self._overrides}
+        unknown = sorted(set(given) - self._read)
+        if unknown:
+            raise ConfigError(
+                f"{self.key(unknown[0])}={given[unknown[0]]!r} is invalid: unknown setting; "
+                f"allowed keys of {self.name!r} are " + ", ".join(sorted(self._read))
+            )
+
+
+def _reads_as_text(field: dataclasses.Field[Any]) -> bool:
+    return str(field.type) in ("str", "str | None", "Path", "Path | None")
+
+
+def read_props(
+    section: Section,
+    cls: type[T],
+    *,
+    keys: Mapping[str, str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    only: Sequence[str] | None = None,
+    **given: Any,
+) -> T:
+    """`cls` built from `section`: the fields in `given` as given, those in `only` (default:
+    all others) from their keys, the rest left to `cls`'s defaults. Path fields are relative to
+    the project root."""
+    keys, defaults = dict(keys or {}), dict(defaults or {})
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    wanted = set(names if only is None else only) - set(given)
+    values = dict(given)
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.name not in wanted:
+            continue
+        key = keys.get(field.name, field.name)
+        value = section.get(key, as_text=_reads_as_text(field))
+        if value is None:
+            if field.name in defaults:
+                values[field.name] = defaults[field.name]
+            continue
+        if "Path" in str(field.type):
+            section.check(
+                key, value, isinstance(value, str) and bool(value), "a path, absolute or relative to the project root"
+            )
+            value = PROJECT_ROOT / value
+        values[field.name] = value
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        prop = getattr(exc, "prop", None)
+        if prop is None or prop not in names:
+            raise
+        raise section.fail(
+            keys.get(prop, prop), getattr(exc, "value", None), getattr(exc, "allowed", str(exc))
+        ) from None

@@ -1,0 +1,55 @@
+"""What both SageMaker stacks do with their section's settings: the endpoint, its outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Protocol
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_sns as sns
+
+from llm_contracts.manifest import ManifestError
+from llm_inference_cdk import ContainerImage, EndpointProps, ModelData, SageMakerEndpoint
+
+
+class EndpointSection(Protocol):
+    @property
+    def endpoint(self) -> EndpointProps: ...
+
+    @property
+    def alarm_topic_arn(self) -> str | None: ...
+
+    def container_environment(self) -> dict[str, str]: ...
+
+
+def add_endpoint(
+    stack: Stack, settings: EndpointSection, image: ContainerImage, model_data: ModelData
+) -> SageMakerEndpoint:
+    """The endpoint with the stack's container environment over the user's `environment`
+    (the configuration refuses a clash), and its EndpointName and ModelDataUrl outputs."""
+    environment = {**settings.endpoint.environment, **settings.container_environment()}
+    topic = None
+    if settings.alarm_topic_arn is not None:
+        topic = sns.Topic.from_topic_arn(stack, "AlarmTopic", settings.alarm_topic_arn)
+    endpoint = SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=image,
+        model_data=model_data,
+        props=dataclasses.replace(settings.endpoint, environment=environment),
+        alarm_topic=topic,
+    )
+    CfnOutput(stack, "EndpointName", value=endpoint.endpoint_name)
+    CfnOutput(stack, "ModelDataUrl", value=endpoint.model_data_url)
+    return endpoint
+
+
+def require_payload(path: Path, key: str, component: str) -> None:
+    """ManifestError (which leaves this stack alone out of the synthesis) when the payload at
+    `path` (the setting `key`) has not been built."""
+    if not path.exists():
+        raise ManifestError(
+            f"{key}={str(path)!r} does not exist: build it with `python -m artifacts_builder {component}` "
+            f"(--tiny for an offline stand-in), or point {key} at a built payload"
+        )

@@ -1,0 +1,384 @@
+"""The public SageMaker constructs, each in a bare ``Stack()`` outside this app: what they make,
+what they grant, and the error of each prop they refuse."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk.assertions import Match, Template
+
+from llm_contracts.manifest import write_manifest
+from llm_inference_cdk import (
+    AlarmProps,
+    AutoscalingProps,
+    ContainerImage,
+    EndpointProps,
+    ModelData,
+    PropError,
+    S3PrefixModelData,
+    SageMakerEndpoint,
+    huggingface_inference,
+)
+
+IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
+
+
+def endpoint(stack: Stack, **props: Any) -> SageMakerEndpoint:
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
+    return SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=ContainerImage.from_uri(IMAGE_URI),
+        model_data=ModelData.from_bucket(bucket, "gpt2/model.tar.gz"),
+        props=EndpointProps(**{"instance_type": "ml.g5.xlarge", **props}),
+    )
+
+
+def statements(template: Template) -> list[dict[str, Any]]:
+    return [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_endpoint_with_autoscaling_and_alarms() -> None:
+    stack = Stack()
+    scaling = AutoscalingProps(min_capacity=2, max_capacity=6, target_invocations_per_instance=100)
+    endpoint(stack, autoscaling=scaling, alarms=AlarmProps(latency_ms=500), environment={"LOG_LEVEL": "info"})
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::SageMaker::Model",
+        {
+            "PrimaryContainer": {
+                "Image": IMAGE_URI,
+                "ModelDataUrl": "s3://my-models/gpt2/model.tar.gz",
+                "Environment": {"LOG_LEVEL": "info"},
+            },
+            "EnableNetworkIsolation": True,
+        },
+    )
+    template.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "ProductionVariants": [
+                Match.object_like(
+                    {"InstanceType": "ml.g5.xlarge", "InitialInstanceCount": 2, "VariantName": "AllTraffic"}
+                )
+            ]
+        },
+    )
+    # ml.g5 has NVMe storage: no volume size and no KMS key (SageMaker rejects both there).
+    config = next(iter(template.find_resources("AWS::SageMaker::EndpointConfig").values()))["Properties"]
+    assert "KmsKeyId" not in config and "VolumeSizeInGB" not in config["ProductionVariants"][0]
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"MinCapacity": 2, "MaxCapacity": 6, "ScalableDimension": "sagemaker:variant:DesiredInstanceCount"},
+    )
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"TargetTrackingScalingPolicyConfiguration": Match.object_like({"TargetValue": 100})},
+    )
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    assert {a["Properties"]["MetricName"] for a in alarms.values()} == {"ModelLatency", "Invocation5XXErrors"}
+    latency = next(a["Properties"] for a in alarms.values() if a["Properties"]["MetricName"] == "ModelLatency")
+    assert latency["Threshold"] == 500_000 and latency["Period"] == 60
+    assert sorted(d["Name"] for d in latency["Dimensions"]) == ["EndpointName", "VariantName"]
+
+
+def test_least_privilege_role_reads_its_object_and_pulls_its_repository() -> None:
+    stack = Stack()
+    endpoint(stack)
+    granted = statements(Template.from_stack(stack))
+    reads = [s for s in granted if "s3:GetObject*" in s["Action"] or s["Action"] == "s3:GetObject"]
+    assert reads and all("gpt2/model.tar.gz" in json.dumps(s["Resource"]) for s in reads)
+    pulls = [s for s in granted if "ecr:BatchGetImage" in s["Action"]]
+    assert len(pulls) == 1 and "repository/my-model" in json.dumps(pulls[0]["Resource"])
+    assert not any(
+        "FullAccess" in json.dumps(r) for r in Template.from_stack(stack).find_resources("AWS::IAM::Role").values()
+    )
+
+
+def test_a_caller_supplied_role_is_used_and_granted() -> None:
+    stack = Stack()
+    role = iam.Role(stack, "Mine", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
+    made = SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=ContainerImage.from_uri(IMAGE_URI),
+        model_data=ModelData.from_bucket(bucket, "a/model.tar.gz"),
+        props=EndpointProps(instance_type="ml.g5.xlarge"),
+        role=role,
+    )
+    template = Template.from_stack(stack)
+    assert made.role is role
+    assert len(template.find_resources("AWS::IAM::Role")) == 1  # no role of its own
+    model = next(iter(template.find_resources("AWS::SageMaker::Model").values()))
+    assert model["Properties"]["ExecutionRoleArn"] == {
+        "Fn::GetAtt": [stack.get_logical_id(role.node.default_child), "Arn"]
+    }
+    assert any("ecr:BatchGetImage" in s["Action"] for s in statements(template))
+
+
+def test_grant_invoke_names_this_endpoint_alone() -> None:
+    stack = Stack()
+    made = endpoint(stack)
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    made.grant_invoke(caller)
+    (grant,) = [s for s in statements(Template.from_stack(stack)) if s["Action"] == "sagemaker:InvokeEndpoint"]
+    assert "endpoint/" in json.dumps(grant["Resource"])
+    assert stack.resolve(made.endpoint_arn) == stack.resolve(grant["Resource"]) or grant["Resource"] != "*"
+
+
+@pytest.mark.parametrize(
+    ("method", "namespace", "name", "statistic"),
+    [
+        ("metric_invocations", "AWS/SageMaker", "Invocations", "Sum"),
+        ("metric_invocations_per_instance", "AWS/SageMaker", "InvocationsPerInstance", "Sum"),
+        ("metric_model_latency", "AWS/SageMaker", "ModelLatency", "Average"),
+        ("metric_overhead_latency", "AWS/SageMaker", "OverheadLatency", "Average"),
+        ("metric_invocation_4xx_errors", "AWS/SageMaker", "Invocation4XXErrors", "Sum"),
+        ("metric_invocation_5xx_errors", "AWS/SageMaker", "Invocation5XXErrors", "Sum"),
+        ("metric_invocation_model_errors", "AWS/SageMaker", "InvocationModelErrors", "Sum"),
+        ("metric_model_setup_time", "AWS/SageMaker", "ModelSetupTime", "Average"),
+        ("metric_cpu_utilization", "/aws/sagemaker/Endpoints", "CPUUtilization", "Average"),
+        ("metric_memory_utilization", "/aws/sagemaker/Endpoints", "MemoryUtilization", "Average"),
+        ("metric_gpu_utilization", "/aws/sagemaker/Endpoints", "GPUUtilization", "Average"),
+        ("metric_gpu_memory_utilization", "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", "Average"),
+        ("metric_disk_utilization", "/aws/sagemaker/Endpoints", "DiskUtilization", "Average"),
+    ],
+)
+def test_metrics_carry_the_dimensions_sagemaker_publishes(
+    method: str, namespace: str, name: str, statistic: str
+) -> None:
+    stack = Stack()
+    metric = getattr(endpoint(stack), method)()
+    assert (metric.namespace, metric.metric_name, metric.statistic) == (namespace, name, statistic)
+    assert set(metric.dimensions) == {"EndpointName", "VariantName"}
+    assert metric.period.to_seconds() == 60
+
+
+def test_autoscaling_and_alarms_can_be_added_later_and_once() -> None:
+    stack = Stack()
+    made = endpoint(stack, initial_instance_count=2)
+    topic = sns.Topic(stack, "Pager")
+    made.auto_scale_instance_count(AutoscalingProps(min_capacity=1, max_capacity=3, target_invocations_per_instance=50))
+    made.add_alarms(AlarmProps(), topic=topic)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 1)
+    (alarm,) = template.find_resources("AWS::CloudWatch::Alarm").values()  # no latency threshold: one alarm
+    assert (
+        alarm["Properties"]["AlarmActions"]
+        == alarm["Properties"]["OKActions"]
+        == [{"Ref": stack.get_logical_id(topic.node.default_child)}]
+    )
+    with pytest.raises(ValueError, match="autoscaling is already configured"):
+        made.auto_scale_instance_count(AutoscalingProps(max_capacity=3, target_invocations_per_instance=50))
+    with pytest.raises(
+        PropError, match=r"min_capacity=3 is invalid: allowed is at most the initial instance count \(2\)"
+    ):
+        endpoint(Stack(), initial_instance_count=2).auto_scale_instance_count(
+            AutoscalingProps(min_capacity=3, max_capacity=4, target_invocations_per_instance=50)
+        )
+
+
+def test_volume_and_key_on_a_family_without_nvme() -> None:
+    stack = Stack()
+    endpoint(stack, instance_type="ml.p3.2xlarge", volume_size_gb=100)
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {"ProductionVariants": [Match.object_like({"VolumeSizeInGB": 100})], "KmsKeyId": Match.any_value()},
+    )
+    template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_uncompressed_prefix_of_the_callers_bucket() -> None:
+    stack = Stack()
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
+    SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=ContainerImage.from_uri(IMAGE_URI),
+        model_data=ModelData.from_s3_prefix(bucket, "gptj/v1/"),
+        props=EndpointProps(instance_type="ml.g5.2xlarge"),
+    )
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::SageMaker::Model",
+        {
+            "PrimaryContainer": Match.object_like(
+                {
+                    "ModelDataSource": {
+                        "S3DataSource": {
+                            "S3Uri": "s3://my-models/gptj/v1/",
+                            "S3DataType": "S3Prefix",
+                            "CompressionType": "None",
+                        }
+                    }
+                }
+            )
+        },
+    )
+    reads = [s for s in statements(template) if "s3:GetObject*" in s["Action"]]
+    assert reads and "gptj/v1/*" in json.dumps(reads[0]["Resource"])
+
+
+def test_payload_folder_copied_under_a_prefix(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    (folder / "code").mkdir(parents=True)
+    (folder / "weights.safetensors").write_bytes(b"w" * 64)
+    (folder / "code" / "inference.py").write_text("# handler\n")
+    write_manifest(
+        folder,
+        "payload",
+        {"weights.safetensors": folder / "weights.safetensors", "code/inference.py": folder / "code/inference.py"},
+        name="payload-manifest.json",
+    )
+    stack = Stack(App(context={"aws:cdk:disable-asset-staging": True}), "S")
+    data = S3PrefixModelData(stack, "Files", folder=folder)
+    SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=ContainerImage.from_uri(IMAGE_URI),
+        model_data=data,
+        props=EndpointProps(instance_type="ml.g5.xlarge"),
+    )
+    template = Template.from_stack(stack)
+    copies = template.find_resources("Custom::AWS")
+    keys = {
+        re.search(r'"Key":"[0-9a-f]{64}/([^"]+)"', json.dumps(c["Properties"]["Create"]).replace("\\", "")).group(1)
+        for c in copies.values()
+    }
+    assert keys == {"weights.safetensors", "code/inference.py", "payload-manifest.json"}
+    template.has_resource_properties("AWS::S3::Bucket", {"BucketEncryption": Match.any_value()})
+    # SageMaker reads the prefix when it creates the model: every copy must be done first.
+    model = next(iter(template.find_resources("AWS::SageMaker::Model").values()))
+    assert set(copies) <= set(model["DependsOn"])
+
+
+def test_deep_learning_container_resolves_per_region() -> None:
+    stack = Stack()
+    image = huggingface_inference(transformers_version="4.51.3", pytorch_version="2.6.0", py_version="py312")
+    endpoint_with_dlc = SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=ContainerImage.from_dlc(image),
+        model_data=ModelData.from_bucket(s3.Bucket.from_bucket_name(stack, "B", "models-b"), "m.tar.gz"),
+        props=EndpointProps(instance_type="ml.g5.xlarge"),
+    )
+    template = Template.from_stack(stack)
+    assert len(template.find_mappings("*")) == 1  # one registry per region, looked up on AWS::Region
+    assert "Fn::FindInMap" in json.dumps(stack.resolve(endpoint_with_dlc.image_uri))
+
+
+# --- every prop the constructs refuse ---------------------------------------------------------
+
+SCALING = {"max_capacity": 4, "target_invocations_per_instance": 10}
+REFUSED = [
+    (
+        AutoscalingProps,
+        {"min_capacity": 5, "max_capacity": 2, "target_invocations_per_instance": 10},
+        r"max_capacity=2 is invalid: allowed is at least min_capacity \(5\)",
+    ),
+    (
+        AutoscalingProps,
+        {**SCALING, "target_invocations_per_instance": 0},
+        r"target_invocations_per_instance=0 is invalid: allowed is a whole number from 1",
+    ),
+    (AutoscalingProps, {**SCALING, "min_capacity": 0}, r"min_capacity=0 is invalid"),
+    (AutoscalingProps, {**SCALING, "scale_in_cooldown_s": -1}, r"scale_in_cooldown_s=-1"),
+    (AlarmProps, {"period_s": 90}, r"period_s=90 is invalid: allowed is a multiple of 60"),
+    (AlarmProps, {"period_s": 60, "evaluation_periods": 100, "latency_ms": 0}, r"latency_ms=0"),
+    (
+        AlarmProps,
+        {"period_s": 7200, "evaluation_periods": 100},
+        r"evaluation_periods=100 is invalid: allowed is at most 84 with period_s=7200",
+    ),
+    (
+        EndpointProps,
+        {"instance_type": "g5.xlarge"},
+        r"instance_type='g5.xlarge' is invalid: allowed is a SageMaker instance type",
+    ),
+    (
+        EndpointProps,
+        {"instance_type": "ml.g5.3xlarge"},
+        r"instance_type='ml.g5.3xlarge' is invalid: allowed is a size of ml.g5: xlarge, 2xlarge",
+    ),
+    (
+        EndpointProps,
+        {"instance_type": "ml.g5.xlarge", "volume_size_gb": 50},
+        r"volume_size_gb=50 is invalid: allowed is unset for ml.g5.xlarge: its family has NVMe",
+    ),
+    (
+        EndpointProps,
+        {"instance_type": "ml.g5.xlarge", "initial_instance_count": 9, "autoscaling": AutoscalingProps(**SCALING)},
+        r"initial_instance_count=9 is invalid: allowed is between min_capacity \(1\) and max_capacity \(4\)",
+    ),
+    (EndpointProps, {"instance_type": "ml.g5.xlarge", "initial_instance_count": 0}, r"initial_instance_count=0"),
+    (
+        EndpointProps,
+        {"instance_type": "ml.t2.medium", "autoscaling": AutoscalingProps(**SCALING)},
+        r"instance_type='ml.t2.medium' is invalid: allowed is a type that is not burstable",
+    ),
+    (
+        EndpointProps,
+        {"instance_type": "ml.g5.xlarge", "startup_health_check_timeout_s": 30},
+        r"startup_health_check_timeout_s=30 is invalid: allowed is a whole number from 60 to 3600",
+    ),
+    (
+        EndpointProps,
+        {"instance_type": "ml.g5.xlarge", "environment": {"BAD-NAME": "x"}},
+        r"environment=.* is invalid: allowed is at most 100 environment variable names",
+    ),
+    (
+        EndpointProps,
+        {"instance_type": "ml.g5.xlarge", "inference_ami_version": "latest"},
+        r"inference_ami_version='latest'",
+    ),
+    (EndpointProps, {"instance_type": "ml.g5.xlarge", "variant_name": "-x"}, r"variant_name='-x'"),
+    (
+        EndpointProps,
+        {"instance_type": "ml.g5.xlarge", "enable_network_isolation": "yes"},
+        r"enable_network_isolation='yes' is invalid: allowed is true or false",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cls", "given", "message"), REFUSED, ids=[f"{c.__name__}-{m[:30]}" for c, _, m in REFUSED])
+def test_each_refused_prop_names_itself_its_value_and_what_is_allowed(
+    cls: type, given: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(PropError, match=rf"^{cls.__name__}: {message}"):
+        cls(**given)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: ContainerImage.from_uri("docker.io/library/model:1"),
+            r"uri='docker.io/library/model:1' is invalid: allowed is an ECR image URI",
+        ),
+        (
+            lambda: ModelData.from_bucket(s3.Bucket.from_bucket_name(Stack(), "B", "models-b"), "model.zip"),
+            r"key='model.zip' is invalid: allowed is the key of a gzipped tar",
+        ),
+        (
+            lambda: ModelData.from_s3_prefix(s3.Bucket.from_bucket_name(Stack(), "B", "models-b"), "models/gptj"),
+            r"prefix='models/gptj' is invalid: allowed is a key prefix ending in /",
+        ),
+    ],
+)
+def test_image_and_model_data_refuse_what_sagemaker_cannot_read(make: Any, message: str) -> None:
+    with pytest.raises(PropError, match=message):
+        make()
