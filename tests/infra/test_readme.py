@@ -1,0 +1,102 @@
+"""README's configuration tables say what the code does: every key exists, and every default
+is the code's own (read from the configuration cdk.json gives when it sets nothing)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.config import PROJECT_ROOT, load_config
+from stacks.config.endpoint import ALARM_KEYS
+from tests.infra.helpers import ROOT
+
+#: Sections whose table README keeps in the `| key | default ... |` form.
+TABLES = {"project": ["project"], "gpt2` and `gptj": ["gpt2", "gptj"]}
+
+
+def tables() -> dict[str, dict[str, str]]:
+    """{section: {key: README's default cell}}."""
+    text = (ROOT / "README.md").read_text()
+    found: dict[str, dict[str, str]] = {}
+    for heading, sections in TABLES.items():
+        body = text[text.index(f"### `{heading}`") :]
+        body = body[body.index("| --- |") :]
+        body = body[: body.index("\n\n")]
+        for row in body.splitlines()[1:]:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            key = cells[0].strip("`")
+            for section, cell in zip(sections, cells[1 : 1 + len(sections)], strict=True):
+                if cell != "—":
+                    found.setdefault(section, {})[key] = cell
+    return found
+
+
+def code_default(settings: Any, key: str) -> Any:
+    """The value `key` has in `settings` (a section's dataclass tree), wherever it is held."""
+    names = {v: k for k, v in ALARM_KEYS.items()}
+    name = names.get(key, key)
+    todo = [settings]
+    while todo:
+        node = todo.pop(0)
+        fields = {f.name for f in dataclasses.fields(node)}
+        if name in fields:
+            return getattr(node, name)
+        todo += [getattr(node, f) for f in fields if dataclasses.is_dataclass(getattr(node, f))]
+    raise KeyError(key)
+
+
+def documented(cell: str, value: Any) -> bool:
+    if cell == "unset":
+        return value is None
+    match = re.fullmatch(r"`(.*)`", cell)
+    assert match, f"README's default {cell!r} is neither unset nor a literal"
+    literal = match.group(1)
+    if isinstance(value, Path):
+        return value == PROJECT_ROOT / literal
+    if isinstance(value, str):
+        return value == literal
+    return bool(json.loads(literal) == value)
+
+
+CASES = [(section, key, cell) for section, rows in tables().items() for key, cell in rows.items()]
+
+
+@pytest.mark.parametrize(("section", "key", "cell"), CASES, ids=[f"{s}.{k}" for s, k, _ in CASES])
+def test_readme_default_is_the_codes(section: str, key: str, cell: str) -> None:
+    value = code_default(getattr(load_config({}), section), key)
+    if cell.startswith("`<artifacts_dir>"):
+        assert value == PROJECT_ROOT / "artifacts" / cell.strip("`").removeprefix("<artifacts_dir>/")
+    else:
+        assert documented(cell, value), f"README says {section}.{key} defaults to {cell}; the code says {value!r}"
+
+
+@pytest.mark.parametrize("section", ["project", "gpt2", "gptj"])
+def test_every_setting_of_a_section_is_in_its_table(section: str) -> None:
+    """The keys the configuration reads are the keys README lists: a setting missing from the
+    table would be one nobody finds, one missing from the code a promise it does not keep."""
+    assert set(tables()[section]) == keys_read(section)
+
+
+def keys_read(section: str) -> set[str]:
+    """Every key the configuration reads from `section` (what Section.done checks given keys against)."""
+    from stacks.config.reader import Section
+
+    seen: set[str] = set()
+    original = Section.done
+
+    def record(self: Section) -> None:
+        if self.name == section:
+            seen.update(self._read)
+        original(self)
+
+    Section.done = record  # type: ignore[method-assign]
+    try:
+        load_config({})
+    finally:
+        Section.done = original  # type: ignore[method-assign]
+    return seen
