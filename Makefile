@@ -52,15 +52,46 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	.venv-hf/bin/pip install -q --no-deps -r serving/gptj/requirements-container.txt
 	touch $@
 
+# Interpreters of the images, for loading payloads as they would: pyenv's when there is one (the
+# machines this project is built on), else pythonX.Y on PATH.
+python-of = $(or $(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)))),$(shell command -v python$(1) 2>/dev/null))
+# $(call require-python,VAR,X.Y): stop with one line unless $(VAR) runs Python X.Y.
+require-python = @version=$$($($(1)) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true); \
+	if [ "$$version" != $(2) ]; then \
+	  echo "no Python $(2) ($(1)='$($(1))' runs '$${version:-nothing}'): install it (pyenv install $(2)) or set $(1)=/path/to/python$(2)" >&2; \
+	  exit 1; \
+	fi
+PYTHON312 ?= $(call python-of,3.12)
+PYTHON310 ?= $(call python-of,3.10)
+
 # The Hugging Face image's interpreter (Python 3.12) with the same packages but torch, which has
 # no CPU wheel for 3.12 here: the GPT-J payload's tokenizer and config are loaded under it.
-PYTHON312 ?= $(firstword $(wildcard $(shell pyenv prefix 3.12 2>/dev/null)/bin/python3.12) $(shell command -v python3.12))
 .venv-hf312/.installed: serving/gptj/requirements-container.txt
-	@test -x "$(PYTHON312)" || { echo "Python 3.12 (the Hugging Face image's) is missing: pyenv install 3.12, or make PYTHON312=/path/to/python3.12"; exit 1; }
+	$(call require-python,PYTHON312,3.12)
+	rm -rf .venv-hf312
 	$(PYTHON312) -m venv .venv-hf312
 	.venv-hf312/bin/pip install -q --upgrade pip
 	grep -v '^torch==' serving/gptj/requirements-container.txt > .venv-hf312/requirements.txt
 	.venv-hf312/bin/pip install -q --no-deps -r .venv-hf312/requirements.txt
+	touch $@
+
+# The LMI neuronx image's Python (3.10) with its transformers and tokenizers, no torch: the inf2
+# bundle's tokenizer and config must load there (serving/inf2/requirements-lmi310.txt).
+.venv-lmi310/.installed: serving/inf2/requirements-lmi310.txt
+	$(call require-python,PYTHON310,3.10)
+	rm -rf .venv-lmi310
+	$(PYTHON310) -m venv .venv-lmi310
+	.venv-lmi310/bin/pip install -q --upgrade pip
+	.venv-lmi310/bin/pip install -q --no-deps -r serving/inf2/requirements-lmi310.txt
+	touch $@
+
+# The image's transformers and tokenizers beside the CPU torch, where the inf2 handler runs end to
+# end with transformers-neuronx stubbed (serving/inf2/requirements-lmi.txt says what differs).
+.venv-lmi/.installed: serving/inf2/requirements-lmi.txt
+	rm -rf .venv-lmi
+	$(PYTHON) -m venv .venv-lmi
+	.venv-lmi/bin/pip install -q --upgrade pip
+	.venv-lmi/bin/pip install -q --no-deps -r serving/inf2/requirements-lmi.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -81,7 +112,7 @@ demo: artifacts .venv-hf/.installed
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
 # Lint first: a style or type error fails the same command CI runs.
-test: lint .venv-hf/.installed .venv-hf312/.installed
+test: lint .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv-lmi310/.installed
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -17,14 +17,22 @@ import argparse
 import json
 import shutil
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from artifacts_builder.legacy_tokenizer import TokenizerFormatError, rewrite_for_old_readers
 from artifacts_builder.tarball import pack_directory
+from llm_contracts.inf2 import (
+    ModelFacts,
+    facts_from_config,
+    known_model,
+    render_properties,
+    serving_properties,
+    unknown_model_message,
+)
 from llm_contracts.manifest import library_versions, write_manifest
 from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_context_pairs
-from stacks.inf2_rules import ModelFacts, facts_from_config, known_model, settings_problems, unknown_model_message
+from stacks.config.inf2 import settings_problems
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
 BUNDLE_NAME = "bundle.tar.gz"
@@ -52,41 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a setting override as for `cdk synth -c`, such as inf2.tensor_parallel_degree=4",
     )
-
-
-def serving_properties(ms: ModelServerSettings, *, model_id: str) -> dict[str, str]:
-    """`serving.properties` as DJL Serving reads it. ``batch_size`` and ``max_batch_delay``
-    are DJL's request batching; ``option.batch_size`` is the compiled batch of the model."""
-    props = {
-        "engine": "Python",
-        "option.entryPoint": ms.entry_point,
-        "option.model_id": model_id,
-        "option.tensor_parallel_degree": str(ms.tensor_parallel_degree),
-        "option.n_positions": str(ms.n_positions),
-        "option.dtype": ms.dtype,
-        "option.model_loading_timeout": str(ms.model_loading_timeout_s),
-        "option.rolling_batch": ms.rolling_batch,
-    }
-    if ms.rolling_batch == "disable":
-        props["option.batch_size"] = props["batch_size"] = str(ms.batch_size)
-        props["max_batch_delay"] = str(ms.max_batch_delay_ms)
-    else:
-        props["option.max_rolling_batch_size"] = str(ms.batch_size)
-    props.update(ms.extra_properties)
-    return props
-
-
-def render_properties(props: Mapping[str, str]) -> str:
-    return "".join(f"{key}={value}\n" for key, value in props.items())
-
-
-def stale_properties(built: Mapping[str, str], wanted: Mapping[str, str]) -> list[str]:
-    """The properties in which a built bundle differs from the current settings."""
-    return [
-        f"{key}: bundle {built.get(key)!r}, settings {wanted.get(key)!r}"
-        for key in sorted(set(built) | set(wanted))
-        if built.get(key) != wanted.get(key)
-    ]
 
 
 def build_tiny_model(target: Path, *, seed: int = 0) -> None:
@@ -127,6 +100,11 @@ def _model(args: argparse.Namespace, settings: Inf2Settings, staging: Path) -> t
                 raise ConfigError(f"--model-dir {args.model_dir} has no config.json: give a Hugging Face model folder")
             shutil.copytree(args.model_dir, target)
             name = args.model_dir.name
+        # The image reads the tokenizer with tokenizers 0.19.1, which refuses the newer merges format.
+        try:
+            rewrite_for_old_readers(target)
+        except TokenizerFormatError as exc:
+            raise ConfigError(f"the model of the bundle: {exc}") from None
         config = json.loads((target / "config.json").read_text())
         facts = facts_from_config(config, source=f"config.json of {name} in the bundle")
         return facts, f"{CONTAINER_MODEL_DIR}/{MODEL_FOLDER}", {"source": "bundle", "name": name}

@@ -10,6 +10,8 @@ Public API (``from llm_inference_cdk import ...``):
 * :class:`ContainerImage` (an ECR URI, an image built from a folder, or a Deep Learning
   Container) with :func:`huggingface_inference` and :func:`djl_neuronx`, which resolve AWS's
   images per region.
+* :class:`Inf2Server` with :class:`Inf2ServerProps`: a DJL Serving (LMI) model server on an EC2
+  inf2 instance, from a model bundle and an image.
 * :class:`PropError`, raised by every props class for a value it cannot use.
 
 Names are loaded on first use, so that ``llm_inference_cdk.props`` (standard library only) can
@@ -36,6 +38,8 @@ _EXPORTS = {
     "djl_neuronx": "llm_inference_cdk.dlc",
     "huggingface_inference": "llm_inference_cdk.dlc",
     "PropError": "llm_inference_cdk.props",
+    "Inf2Server": "llm_inference_cdk.inf2.server",
+    "Inf2ServerProps": "llm_inference_cdk.inf2.props",
 }
 __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "AlarmProps",
@@ -52,6 +56,8 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "djl_neuronx",
     "huggingface_inference",
     "PropError",
+    "Inf2Server",
+    "Inf2ServerProps",
 ]
 
 if TYPE_CHECKING:
@@ -59,6 +65,8 @@ if TYPE_CHECKING:
     from llm_inference_cdk.endpoint import SageMakerEndpoint
     from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, EndpointProps
     from llm_inference_cdk.images import ContainerImage
+    from llm_inference_cdk.inf2.props import Inf2ServerProps
+    from llm_inference_cdk.inf2.server import Inf2Server
     from llm_inference_cdk.model_data import BoundModelData, ModelAsset, ModelData, S3PrefixModelData
     from llm_inference_cdk.props import PropError
 

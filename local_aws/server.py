@@ -199,7 +199,7 @@ def seed_neuron_dlami(aws: LocalAws, parameter_name: str | None = None) -> str:
     if parameter_name is None:
         from stacks.config import from_cdk_json
 
-        parameter_name = from_cdk_json().inf2.ami_ssm_parameter
+        parameter_name = from_cdk_json().inf2.server.ami_ssm_parameter
     return aws.seed_ami_parameter(
         parameter_name,
         image_name="neuron-dlami-local-stand-in",

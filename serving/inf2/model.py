@@ -23,8 +23,10 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,6 +39,14 @@ INNER_MANIFEST = "manifest.json"
 #: The marker of a finished cache entry: written after the entry's folder got its final name.
 COMPLETE = ".complete"
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+#: DJL's predict timeout when neither serving.properties nor the image sets one (djl-serving
+#: v0.29.0, engines/python/.../PyEnv.java getPredictTimeout: option.predict_timeout, else the
+#: PREDICT_TIMEOUT variable, which the LMI neuronx image sets to 240, else 120).
+DJL_DEFAULT_PREDICT_TIMEOUT_S = 120
+#: Part of the predict timeout kept back for tokenizing, decoding and the answer's way back:
+#: a call that outlives the timeout makes DJL kill the Python worker and load the model again.
+DEADLINE_MARGIN = 0.1
+MIN_MARGIN_S = 5.0
 
 
 class RequestError(ValueError):
@@ -78,6 +88,8 @@ class ServerConfig:
     compiled_graph_path: str | None = None
     #: A hub revision (branch, tag or commit) for a hub model id; part of the cache keys.
     revision: str | None = None
+    #: How long DJL lets one call of the handler run before it restarts the worker.
+    predict_timeout_s: int = DJL_DEFAULT_PREDICT_TIMEOUT_S
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ServerConfig:
@@ -88,6 +100,7 @@ class ServerConfig:
         if not model_id:
             raise SettingsError("serving.properties has no option.model_id: set a model id or a folder")
         n_positions = _int_property(props, "n_positions", 512, 16, 32_768)
+        timeout_default = os.environ.get("PREDICT_TIMEOUT") or DJL_DEFAULT_PREDICT_TIMEOUT_S
         return cls(
             model_id=model_id,
             model_dir=props.get("model_dir", "/opt/ml/model"),
@@ -99,7 +112,16 @@ class ServerConfig:
             max_texts=_int_property(props, "max_texts", 64, 1, 4096),
             compiled_graph_path=props.get("compiled_graph_path") or None,
             revision=props.get("revision") or None,
+            predict_timeout_s=_int_property(
+                {"predict_timeout": props.get("predict_timeout") or timeout_default}, "predict_timeout", 0, 10, 86_400
+            ),
         )
+
+    @property
+    def budget_s(self) -> float:
+        """The seconds one call of the handler may spend generating."""
+        timeout = self.predict_timeout_s
+        return timeout - max(MIN_MARGIN_S, DEADLINE_MARGIN * timeout)
 
     @property
     def model_source(self) -> str:
@@ -288,13 +310,52 @@ class _Prepared:
     request: GenerationRequest
 
 
-class TextGenerator:
-    """Tokenize, check lengths, batch, generate, decode."""
+@dataclass
+class _Pass:
+    """One generate call: up to `batch_size` (request, prompt index) rows of one setting."""
 
-    def __init__(self, tokenizer: Any, generator: Generator, config: ServerConfig) -> None:
+    rows: list[tuple[_Prepared, int]]
+    sequence_length: int
+    sampling: Sampling
+
+
+class TextGenerator:
+    """Tokenize, check lengths, batch, generate, decode, within DJL's predict timeout.
+
+    `seconds_per_token` is how long one generate call takes per position of its sequence
+    length (:meth:`calibrate` measures it on the loaded model); with it a request that alone
+    would run past the timeout is refused up front, and a DJL batch is cut short before a call
+    that would not finish in time (its requests are answered 503)."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        generator: Generator,
+        config: ServerConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        seconds_per_token: float = 0.0,
+    ) -> None:
         self.tokenizer = tokenizer
         self.generator = generator
         self.config = config
+        self.clock = clock
+        self.seconds_per_token = seconds_per_token
+        self._observed = 0.0
+
+    def calibrate(self) -> float:
+        """Time one full-length pass of the compiled batch (the slowest call there is)."""
+        pad = getattr(self.tokenizer, "eos_token_id", None) or 0
+        started = self.clock()
+        self.generator.generate([[pad]], self.config.n_positions, Sampling(do_sample=False))
+        self.seconds_per_token = (self.clock() - started) / self.config.n_positions
+        LOG.info("a pass of %d positions takes %.2f s; each call may generate for %.0f s of the %d s predict timeout",
+                 self.config.n_positions, self.seconds_per_token * self.config.n_positions, self.config.budget_s,
+                 self.config.predict_timeout_s)  # fmt: skip
+        return self.seconds_per_token
+
+    def _estimate(self, sequence_length: int) -> float:
+        return sequence_length * max(self.seconds_per_token, self._observed)
 
     def _prepare(self, index: int, body: Any) -> _Prepared:
         request = parse_request(body, self.config)
@@ -314,39 +375,81 @@ class TextGenerator:
                 f"shorten the prompt or ask for at most {max(limit - longest, 0)} new tokens",
                 413 if longest >= limit else 400,
             )
+        self._check_time(len(prompts), request.seq_length or longest + new)
         return _Prepared(index, prompts, GenerationRequest(request.texts, request.seq_length, new, request.sampling))
 
-    def run(self, bodies: Sequence[Any]) -> list[dict[str, Any] | RequestError]:
-        """One result or refusal per request body. Prompts of requests that share their
-        generation settings are generated together, `batch_size` at a time."""
-        results: list[dict[str, Any] | RequestError] = []
-        accepted: list[_Prepared] = []
+    def _check_time(self, prompts: int, sequence_length: int) -> None:
+        """Refuse a request that alone would keep the handler past the predict timeout."""
+        per_pass = self._estimate(sequence_length)
+        passes = -(-prompts // self.generator.batch_size)
+        budget = self.config.budget_s
+        if per_pass == 0 or passes * per_pass <= budget:
+            return
+        fit = int(budget // per_pass) * self.generator.batch_size
+        fix = (
+            f"send at most {fit} prompts of this length per request"
+            if fit
+            else f"ask for fewer tokens (a sequence of {sequence_length} positions takes about {per_pass:.0f} s)"
+        )
+        timeout = self.config.predict_timeout_s
+        raise RequestError(
+            f"text has {prompts} prompts of up to {sequence_length} positions: about {passes * per_pass:.0f} s of "
+            f"generation, more than the {budget:.0f} s a request may take (predict_timeout={timeout} s); {fix}",
+            413,
+        )
+
+    def _passes(self, accepted: Sequence[_Prepared]) -> list[_Pass]:
+        """Prompts of requests that share their generation settings go together, `batch_size` at a time."""
         groups: dict[tuple[Any, ...], list[tuple[_Prepared, int]]] = {}
-        for index, body in enumerate(bodies):
-            try:
-                prepared = self._prepare(index, body)
-            except RequestError as exc:
-                results.append(exc)
-                continue
-            except Exception as exc:  # a fault with this request only: the rest of DJL's batch goes on
-                LOG.exception("request %d of the batch could not be prepared", index)
-                results.append(RequestError(f"the request could not be prepared: {type(exc).__name__}: {exc}", 500))
-                continue
-            results.append({})
-            accepted.append(prepared)
+        for prepared in accepted:
             req = prepared.request
             key = (req.seq_length, req.max_new_tokens, req.sampling)
             groups.setdefault(key, []).extend((prepared, i) for i in range(len(prepared.prompts)))
-        generated: dict[tuple[int, int], list[int]] = {}
+        passes = []
         for (seq_length, max_new, sampling), rows in groups.items():
             for start in range(0, len(rows), self.generator.batch_size):
                 chunk = rows[start : start + self.generator.batch_size]
-                prompts = [p.prompts[i] for p, i in chunk]
-                length = seq_length if seq_length is not None else max(map(len, prompts)) + max_new
-                for (p, i), tokens in zip(chunk, self.generator.generate(prompts, length, sampling), strict=True):
-                    generated[(p.index, i)] = tokens
+                longest = max(len(p.prompts[i]) for p, i in chunk)
+                passes.append(_Pass(chunk, seq_length if seq_length is not None else longest + max_new, sampling))
+        return passes
+
+    def run(self, bodies: Sequence[Any]) -> list[dict[str, Any] | RequestError]:
+        """One result or refusal per request body."""
+        deadline = self.clock() + self.config.budget_s
+        results: list[dict[str, Any] | RequestError] = []
+        accepted: list[_Prepared] = []
+        for index, body in enumerate(bodies):
+            try:
+                accepted.append(self._prepare(index, body))
+                results.append({})
+            except RequestError as exc:
+                results.append(exc)
+            except Exception as exc:  # a fault with this request only: the rest of DJL's batch goes on
+                LOG.exception("request %d of the batch could not be prepared", index)
+                results.append(RequestError(f"the request could not be prepared: {type(exc).__name__}: {exc}", 500))
+        generated: dict[tuple[int, int], list[int]] = {}
+        passes = self._passes(accepted)
+        for n, one in enumerate(passes):
+            if self.clock() + self._estimate(one.sequence_length) > deadline:
+                late = {p.index for later in passes[n:] for p, _ in later.rows}
+                LOG.warning("%d requests of the batch left out: they would finish past the predict timeout", len(late))
+                for index in late:
+                    results[index] = RequestError(
+                        f"this request came in a batch that would run past the model server's predict timeout "
+                        f"({self.config.predict_timeout_s} s) and was left out: send it again (fewer prompts or "
+                        "fewer new tokens per request finish sooner)",
+                        503,
+                    )
+                break
+            started = self.clock()
+            prompts = [p.prompts[i] for p, i in one.rows]
+            out = self.generator.generate(prompts, one.sequence_length, one.sampling)
+            self._observed = (self.clock() - started) / one.sequence_length
+            for (p, i), tokens in zip(one.rows, out, strict=True):
+                generated[(p.index, i)] = tokens
         for prepared in accepted:
-            results[prepared.index] = self._response(prepared, generated)
+            if not isinstance(results[prepared.index], RequestError):
+                results[prepared.index] = self._response(prepared, generated)
         return results
 
     def _response(self, prepared: _Prepared, generated: Mapping[tuple[int, int], list[int]]) -> dict[str, Any]:
@@ -536,7 +639,10 @@ def load_neuron(config: ServerConfig) -> TextGenerator:
     tokenizer = AutoTokenizer.from_pretrained(config.model_source, **_hub_options(config))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     generator = NeuronGenerator(model, pad_id=pad, eos_id=tokenizer.eos_token_id, batch_size=config.batch_size)
-    return TextGenerator(tokenizer, generator, config)
+    service = TextGenerator(tokenizer, generator, config)
+    # Measured once per copy: the bound on each call's work follows this model and instance.
+    service.calibrate()
+    return service
 
 
 def load_service(
@@ -556,8 +662,20 @@ def _body(item: Any) -> Any:
         return RequestError(f"the body is not valid UTF-8 JSON ({exc})")
 
 
+def _error_body(error: RequestError) -> dict[str, Any]:
+    """The body of DJL's own ``Output.error``: code, reason phrase, message."""
+    return {"code": error.code, "message": HTTPStatus(error.code).phrase, "error": str(error)}
+
+
 def respond(service: TextGenerator, inputs: Any, output_type: Any) -> Any:
-    """The DJL response: one request alone, or one slot per request when DJL batched them."""
+    """The DJL response: one request alone, or one slot per request when DJL batched them.
+
+    A request alone gets its own status. DJL 0.29.0's static batching (djl-serving v0.29.0,
+    engines/python/.../PyPredictor.java batchPredict) gives every request of a batch the
+    batch Output's code, message and properties (its ``batch_<i>_*`` properties are read only
+    in rolling-batch mode): so a refused request of a batch is answered HTTP 200 with the
+    error body of a lone refusal, ``{"code", "message", "error"}``, while its batch-mates
+    get their results."""
     items = inputs.get_batches()
     bodies = [_body(item) for item in items]
     valid = [b for b in bodies if not isinstance(b, RequestError)]
@@ -566,15 +684,13 @@ def respond(service: TextGenerator, inputs: Any, output_type: Any) -> Any:
     if not inputs.is_batch():
         result = results[0]
         if isinstance(result, RequestError):
-            return output_type().error(str(result), result.code, message="bad request")
-        return output_type().add_as_json(result)
-    outputs = output_type()
+            return output_type().error(str(result), result.code, message=HTTPStatus(result.code).phrase)
+        return output_type().add_property("content-type", "application/json").add_as_json(result)
+    # Every request of the batch gets these properties as its headers: all the bodies are JSON.
+    outputs = output_type().add_property("content-type", "application/json")
     for i, result in enumerate(results):
-        # DJL's own handlers report a failed item of a batch this way: a JSON body in its slot.
-        if isinstance(result, RequestError):
-            result = {"code": result.code, "message": "bad request", "error": str(result)}
-        outputs.add_as_json(result, key="data", batch_index=i)
-        outputs.add_property(f"batch_{i}_Content-Type", "application/json")
+        body = _error_body(result) if isinstance(result, RequestError) else result
+        outputs.add_as_json(body, key="data", batch_index=i)
     return outputs
 
 

@@ -9,12 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_contracts.aws import ECR_IMAGE
+from llm_contracts.inf2 import (
+    NEURON_CORES,
+    ModelFacts,
+    copies_loaded_in_turn,
+    host_memory_problems,
+    instance_problems,
+    model_problems,
+)
 from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx
-from stacks.config.reader import PROJECT_ROOT, ConfigError, Section
-from stacks.inf2_rules import instance_problems
+from llm_inference_cdk.inf2.props import Inf2ServerProps
+from stacks.config.reader import PROJECT_ROOT, ConfigError, Section, read_props
 
-_INF2_INSTANCE = re.compile(r"^inf2\.(xlarge|8xlarge|24xlarge|48xlarge)$")
-_SSM_PARAMETER = re.compile(r"^/[A-Za-z0-9_./-]+$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _AZ = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")
@@ -41,7 +47,13 @@ class ModelServerSettings:
     batch_size: int = 4
     rolling_batch: str = "disable"
     max_batch_delay_ms: int = 100
+    #: DJL's limit on loading one copy of the model (download, split, compile, load onto its
+    #: NeuronCores); DJL loads every copy (NeuronCores / degree) one after another.
     model_loading_timeout_s: int = 3600
+    #: DJL's limit on one call of the handler (option.predict_timeout; the image's default is
+    #: 240 s): a call that runs longer makes DJL restart the Python worker and load the copy
+    #: again, so the handler keeps every call inside it (serving/inf2/model.py).
+    predict_timeout_s: int = 240
     #: The LMI neuronx image tag, resolved from the sagemaker SDK's `djl-neuronx` JSON.
     #: 0.29.0 (Neuron SDK 2.19.1) is the last DJL release with transformers-neuronx.
     image_version: str = "0.29.0"
@@ -58,20 +70,20 @@ class ModelServerSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class Inf2Settings:
-    instance_type: str = "inf2.48xlarge"
-    ami_ssm_parameter: str = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
-    volume_size_gb: int = 512
+    #: The host: instance type, AMI, volume, port, ingress, load timeout.
+    server: Inf2ServerProps
     #: An existing VPC (None: a new VPC with one NAT gateway).
     vpc_id: str | None = None
     subnet_id: str | None = None
     #: The zone of `subnet_id`; for a new VPC, the one zone it spans (None: the first two).
     availability_zone: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
-    #: A CIDR that may reach port 8080 (None: no ingress at all; use SSM port forwarding).
-    ingress_cidr: str | None = None
-    port: int = 8080
     bundle: Path = PROJECT_ROOT / "artifacts" / "inf2" / "bundle.tar.gz"
     model_server: ModelServerSettings = field(default_factory=ModelServerSettings)
+
+
+#: Time for the container, DJL's JVM and the bundle's requirements before the first load begins.
+START_MARGIN_S = 900
 
 
 def read(s: Section, artifacts: Path) -> Inf2Settings:
@@ -99,49 +111,32 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
         f"an IPv4 network from /16 to /{widest} such as 10.42.0.0/16 (each zone gets a /24 public and a /20 "
         "private subnet)",
     )
-    ingress = s.optional_string("ingress_cidr", what="an IPv4 CIDR such as 203.0.113.0/24")
-    if ingress is not None:
-        try:
-            ok = ipaddress.IPv4Network(ingress).prefixlen > 0
-        except ValueError:
-            ok = False
-            try:  # host bits set: name the network the user most likely meant
-                meant: ipaddress.IPv4Network | None = ipaddress.IPv4Network(ingress, strict=False)
-            except ValueError:
-                meant = None
-            s.check("ingress_cidr", ingress, meant is None, f"a network address: did you mean {meant}?")
-        s.check(
-            "ingress_cidr",
-            ingress,
-            ok,
-            "an IPv4 CIDR narrower than 0.0.0.0/0 such as 203.0.113.0/24 (the model server has no "
-            "authentication; put a load balancer in front to open it to the world)",
-        )
+    model_server = _model_server(s)
+    # DJL answers /ping only once it has loaded every copy of the model, one after another,
+    # each within model_loading_timeout_s.
+    instance_type = s.get("instance_type", as_text=True) or Inf2ServerProps.instance_type
+    copies = copies_loaded_in_turn(
+        instance_type=instance_type if instance_type in NEURON_CORES else "inf2.48xlarge",
+        degree=model_server.tensor_parallel_degree,
+        extra_properties=model_server.extra_properties,
+    )
+    server = read_props(
+        s,
+        Inf2ServerProps,
+        only=["instance_type", "ami_ssm_parameter", "volume_size_gb", "port", "ingress_cidr"],
+        load_timeout_s=copies * model_server.model_loading_timeout_s + START_MARGIN_S,
+    )
     settings = Inf2Settings(
-        instance_type=s.string(
-            "instance_type",
-            "inf2.48xlarge",
-            pattern=_INF2_INSTANCE,
-            what="an inf2 type: inf2.xlarge, inf2.8xlarge, inf2.24xlarge or inf2.48xlarge",
-        ),
-        ami_ssm_parameter=s.string(
-            "ami_ssm_parameter",
-            Inf2Settings.ami_ssm_parameter,
-            pattern=_SSM_PARAMETER,
-            what="an SSM parameter path such as /aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id",
-        ),
-        volume_size_gb=s.integer("volume_size_gb", 512, lo=200, hi=16_384),
+        server=server,
         vpc_id=vpc_id,
         subnet_id=subnet_id,
         availability_zone=az,
         vpc_cidr=vpc_cidr,
-        ingress_cidr=ingress,
-        port=s.integer("port", 8080, lo=1024, hi=65_535),
         bundle=PROJECT_ROOT
         / s.string(
             "bundle", str(artifacts / "inf2" / "bundle.tar.gz"), what="a path, absolute or relative to the project root"
         ),
-        model_server=_model_server(s),
+        model_server=model_server,
     )
     if settings.model_server.image_uri is None:
         try:
@@ -150,7 +145,7 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
             raise s.fail("image_version", exc.value, exc.allowed) from None
     s.done()
     problems = instance_problems(
-        instance_type=settings.instance_type, degree=settings.model_server.tensor_parallel_degree
+        instance_type=settings.server.instance_type, degree=settings.model_server.tensor_parallel_degree
     )
     if problems:
         raise ConfigError("; ".join(problems))
@@ -177,6 +172,7 @@ def _model_server(s: Section) -> ModelServerSettings:
         "engine", "batch_size", "max_batch_delay", "option.entryPoint", "option.model_id",
         "option.tensor_parallel_degree", "option.n_positions", "option.dtype", "option.batch_size",
         "option.rolling_batch", "option.max_rolling_batch_size", "option.model_loading_timeout",
+        "option.predict_timeout",
     }  # fmt: skip
     extra = s.string_map(
         "extra_properties",
@@ -209,6 +205,7 @@ def _model_server(s: Section) -> ModelServerSettings:
         rolling_batch=rolling_batch,
         max_batch_delay_ms=s.integer("max_batch_delay_ms", ms.max_batch_delay_ms, lo=0, hi=60_000),
         model_loading_timeout_s=s.integer("model_loading_timeout_s", ms.model_loading_timeout_s, lo=60, hi=14_400),
+        predict_timeout_s=s.integer("predict_timeout_s", ms.predict_timeout_s, lo=30, hi=3600),
         image_version=s.string(
             "image_version",
             ms.image_version,
@@ -223,4 +220,21 @@ def _model_server(s: Section) -> ModelServerSettings:
         entry_point=entry_point,
         extra_properties=extra,
         requirements=tuple(requirements),
+    )
+
+
+def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: str) -> list[str]:
+    """Every rule over `settings` for the model described by `facts`."""
+    ms = settings.model_server
+    return (
+        instance_problems(instance_type=settings.server.instance_type, degree=ms.tensor_parallel_degree)
+        + model_problems(
+            facts,
+            model_id=model_id,
+            degree=ms.tensor_parallel_degree,
+            dtype=ms.dtype,
+            n_positions=ms.n_positions,
+            batch_size=ms.batch_size,
+        )
+        + host_memory_problems(facts, model_id=model_id, instance_type=settings.server.instance_type, dtype=ms.dtype)
     )

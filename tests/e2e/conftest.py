@@ -55,7 +55,7 @@ def local_aws() -> Iterator[LocalAws]:
 
 @pytest.fixture(scope="session")
 def neuron_ami(local_aws: LocalAws, base: Assembly) -> str:
-    return seed_neuron_dlami(local_aws, base.config.inf2.ami_ssm_parameter)
+    return seed_neuron_dlami(local_aws, base.config.inf2.server.ami_ssm_parameter)
 
 
 @pytest.fixture(scope="session")

@@ -28,9 +28,9 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     (reservation,) = ec2.describe_instances(InstanceIds=[outputs["InstanceId"]])["Reservations"]
     (instance,) = reservation["Instances"]
     assert instance["State"]["Name"] == "running"
-    assert instance["InstanceType"] == settings.instance_type
+    assert instance["InstanceType"] == settings.server.instance_type
     # The AMI is whatever the public Neuron DLAMI parameter names at deploy time.
-    published = aws.client("ssm").get_parameter(Name=settings.ami_ssm_parameter)["Parameter"]["Value"]
+    published = aws.client("ssm").get_parameter(Name=settings.server.ami_ssm_parameter)["Parameter"]["Value"]
     assert instance["ImageId"] == published == neuron_ami
     assert instance["MetadataOptions"]["HttpTokens"] == "required"  # IMDSv2 only
     assert instance["Monitoring"]["State"] == "enabled"
@@ -38,7 +38,7 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
 
     (device,) = instance["BlockDeviceMappings"]
     (volume,) = ec2.describe_volumes(VolumeIds=[device["Ebs"]["VolumeId"]])["Volumes"]
-    assert (volume["Size"], volume["VolumeType"], volume["Encrypted"]) == (settings.volume_size_gb, "gp3", True)
+    assert (volume["Size"], volume["VolumeType"], volume["Encrypted"]) == (settings.server.volume_size_gb, "gp3", True)
     assert device["Ebs"]["DeleteOnTermination"] is True
 
     resources = resources_of_stack(aws, STACK)
@@ -73,7 +73,7 @@ def test_deploy_update_destroy(
     bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, updated: Assembly, neuron_ami: str
 ) -> None:
     # A new root volume size replaces the instance, as CloudFormation does for BlockDeviceMappings.
-    assert updated.config.inf2.volume_size_gb != base.config.inf2.volume_size_gb
+    assert updated.config.inf2.server.volume_size_gb != base.config.inf2.server.volume_size_gb
     first, second = deploy_update_destroy(
         bootstrapped, STACK, base, updated, lambda assembly: check_instance(local_aws, assembly, neuron_ami)
     )

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from stacks.inf2_ec2 import INSTALLED, SERVING_DIR, render_user_data
+from llm_inference_cdk.inf2.server import HOST_FILES, INSTALLED, render_user_data
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in ("bash", "flock", "sha256sum", "tar")),
     reason="the bootstrap needs bash, flock, sha256sum and tar (all part of the DLAMI)",
 )
 
-BOOTSTRAP = SERVING_DIR / "bootstrap.sh"
+BOOTSTRAP = HOST_FILES / "bootstrap.sh"
 IMAGE_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.29.0-neuronx-sdk2.19.1"
 HEREDOC_END = "INSTALLED_FILE"
 SYSTEM_PATH = re.compile(r"(?<![\w.:/-])/(?:usr|etc|opt|var|run|srv|home|root)/")
@@ -224,7 +224,7 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     # The unit and its scripts are installed, with their contents, before the bootstrap.
     for source, target, mode in INSTALLED:
         installed = Path(under(instance.tmp / "sysroot", target))
-        assert installed.read_text() == (SERVING_DIR / source).read_text()
+        assert installed.read_text() == (HOST_FILES / source).read_text()
         assert oct(installed.stat().st_mode & 0o777) == f"0o{mode.lstrip('0')}"
     assert "bootstrap: done" in first.stdout and "2 devices" in first.stdout
     assert "bootstrap: done" in (instance.tmp / "bootstrap.log").read_text()

@@ -36,6 +36,8 @@ def test_tiny_bundle_holds_properties_handler_model_and_manifests(tiny_artifacts
     assert props["option.tensor_parallel_degree"] == "8" and props["option.entryPoint"] == "model.py"
     assert props["option.model_id"] == "/opt/ml/model/model" and props["engine"] == "Python"
     assert props["batch_size"] == props["option.batch_size"] == "4" and props["max_batch_delay"] == "100"
+    # DJL reads it from here (PyModel.java); the handler keeps every call inside it.
+    assert props["option.predict_timeout"] == "240" and props["option.model_loading_timeout"] == "3600"
     assert json.loads(files["model/config.json"])["num_attention_heads"] == 24
     assert manifest["model"]["facts"]["num_attention_heads"] == 24
     assert b"transformers-neuronx" in files["requirements.txt"]

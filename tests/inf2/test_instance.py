@@ -21,7 +21,7 @@ from stacks.config import ConfigError
 
 from .conftest import ROOT, stand_in_artifacts
 
-SERVING = ROOT / "serving" / "inf2"
+HOST_FILES = ROOT / "llm_inference_cdk" / "inf2"
 needs_shellcheck = pytest.mark.skipif(shutil.which("shellcheck") is None, reason="make system-deps installs shellcheck")
 
 
@@ -72,7 +72,7 @@ def test_rendered_user_data_passes_shellcheck(user_data_parts: dict[str, str]) -
 @pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh"])
 def test_each_installed_script_passes_shellcheck(name: str) -> None:
     # The user data carries these inside heredocs, where shellcheck does not look.
-    result = subprocess.run(["shellcheck", str(SERVING / name)], capture_output=True, text=True, check=False)
+    result = subprocess.run(["shellcheck", str(HOST_FILES / name)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout
 
 
@@ -83,7 +83,7 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
         f"export BUNDLE_SHA256={sha}",
         "export BUNDLE_URL='s3://",
         "/djl-inference:0.29.0-neuronx-sdk2.19.1'",
-        "export LOAD_TIMEOUT_S=4500",
+        "export LOAD_TIMEOUT_S=11700",  # 3 copies of OPT-13B (24 NeuronCores / degree 8) x 3600 s + 900 s
         "flock --wait",  # one run at a time
         "modprobe neuron",  # the Neuron driver
         "systemctl enable --now docker",  # docker from the DLAMI
@@ -112,12 +112,12 @@ def unit_copy(tmp_path: Path) -> Path:
     bin_dir, unit_dir = tmp_path / "bin", tmp_path / "units"
     bin_dir.mkdir()
     unit_dir.mkdir()
-    shutil.copy(SERVING / "run-container.sh", bin_dir / "djl-serving-run")
-    shutil.copy(SERVING / "wait-ping.sh", bin_dir / "djl-serving-wait")
+    shutil.copy(HOST_FILES / "run-container.sh", bin_dir / "djl-serving-run")
+    shutil.copy(HOST_FILES / "wait-ping.sh", bin_dir / "djl-serving-wait")
     (bin_dir / "docker").symlink_to(shutil.which("true") or "/bin/true")  # only its path is checked
     for path in bin_dir.iterdir():
         path.chmod(0o755)
-    unit = (SERVING / "djl-serving.service").read_text()
+    unit = (HOST_FILES / "djl-serving.service").read_text()
     unit = unit.replace("/usr/local/bin/", f"{bin_dir}/").replace("/usr/bin/docker", f"{bin_dir}/docker")
     (unit_dir / "djl-serving.service").write_text(unit)
     (unit_dir / "docker.service").write_text("[Unit]\nDescription=docker\n[Service]\nExecStart=/bin/true\n")
@@ -138,7 +138,7 @@ def test_systemd_unit_passes_verify(unit_copy: Path) -> None:
 
 
 def test_unit_restarts_on_failure_and_waits_for_ping() -> None:
-    unit = (SERVING / "djl-serving.service").read_text()
+    unit = (HOST_FILES / "djl-serving.service").read_text()
     for line in ("Restart=on-failure", "ExecStartPost=/usr/local/bin/djl-serving-wait", "StartLimitIntervalSec=0",
                  "Requires=docker.service", "EnvironmentFile=/etc/default/djl-serving"):  # fmt: skip
         assert line in unit.splitlines()
@@ -162,7 +162,7 @@ def ping_server() -> Iterator[int]:
 
 
 def run_script(name: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SERVING / name)], env={"PATH": os.environ["PATH"], **env},
+    return subprocess.run(["bash", str(HOST_FILES / name)], env={"PATH": os.environ["PATH"], **env},
                           capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
 
 
@@ -189,12 +189,47 @@ class socket_closed:
         self.sock.close()
 
 
-@pytest.mark.skipif(Path("/dev/neuron0").exists(), reason="this machine has Neuron devices")
-def test_run_container_refuses_to_start_without_neuron_devices() -> None:
-    env = {k: "x" for k in ("IMAGE_URI", "REGION", "LOG_GROUP", "PORT", "MODEL_DIR", "CACHE_DIR", "LOG_DIR",
-                            "LOAD_TIMEOUT_S")}  # fmt: skip
+def container_env(tmp_path: Path) -> dict[str, str]:
+    """run-container.sh's settings (from /etc/default/djl-serving), with a stub docker that
+    writes its arguments one a line, and two Neuron devices, all in `tmp_path`."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for n in range(2):
+        (dev / f"neuron{n}").touch()
+    docker = tmp_path / "docker"
+    docker.write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" >{tmp_path}/docker-args\n')
+    docker.chmod(0o755)
+    env = {k: str(tmp_path / k.lower()) for k in ("MODEL_DIR", "CACHE_DIR", "LOG_DIR")}
+    return {**env, "IMAGE_URI": "djl-inference:0.29.0-neuronx-sdk2.19.1", "REGION": "us-east-1", "LOG_GROUP": "g",
+            "PORT": "8080", "RUN_DOCKER": str(docker), "RUN_NEURON_DEVICES": f"{dev}/neuron*"}  # fmt: skip
+
+
+def test_run_container_keeps_the_hub_cache_on_the_volume(tmp_path: Path) -> None:
+    env = container_env(tmp_path)
     result = run_script("run-container.sh", **env)
-    assert result.returncode == 1 and "no /dev/neuron* device" in result.stderr
+    assert result.returncode == 0, result.stderr
+    args = (tmp_path / "docker-args").read_text().splitlines()
+    assert args[:3] == ["run", "--rm", "--name"] and args[-2:] == [env["IMAGE_URI"], "serve"]
+    mounts = {args[i + 1] for i, arg in enumerate(args) if arg == "-v"}
+    # The image's HF_HOME and TRANSFORMERS_CACHE lie under /tmp/.cache (pytorch-inf2.Dockerfile, v0.29.0):
+    # with --rm, a cache there is lost at every start, and with it a half-done 26 GB download.
+    assert f"{env['CACHE_DIR']}/hub-cache:/tmp/.cache" in mounts
+    assert f"{env['CACHE_DIR']}:/opt/ml/neuron-cache" in mounts and f"{env['MODEL_DIR']}:/opt/ml/model:ro" in mounts
+    assert [args[i + 1] for i, arg in enumerate(args) if arg == "--device"] == [
+        f"{tmp_path}/dev/neuron0",
+        f"{tmp_path}/dev/neuron1",
+    ]
+    # The bundle's option.model_loading_timeout governs; the variable would only be read without it.
+    assert not any(arg.startswith("MODEL_LOADING_TIMEOUT") for arg in args)
+
+
+def test_run_container_refuses_to_start_without_neuron_devices(tmp_path: Path) -> None:
+    env = container_env(tmp_path)
+    for dev in (tmp_path / "dev").iterdir():
+        dev.unlink()
+    result = run_script("run-container.sh", **env)
+    assert result.returncode == 1 and f"no {tmp_path}/dev/neuron* device" in result.stderr
+    assert not (tmp_path / "docker-args").exists()
 
 
 def test_instance_is_closed_and_hardened_by_default(tiny_template: dict[str, Any]) -> None:

@@ -169,6 +169,92 @@ def test_neuron_generator_refuses_settings_its_sampler_lacks(model_py: ModuleTyp
         generator.check(model_py.Sampling(temperature=0.5))
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TimedGenerator:
+    """A generator whose passes take `rate` seconds per position of their sequence length."""
+
+    def __init__(self, clock: FakeClock, rate: float, batch_size: int) -> None:
+        self.clock, self.rate, self.batch_size = clock, rate, batch_size
+        self.passes: list[tuple[int, int]] = []
+
+    def check(self, sampling: Any) -> None:
+        return None
+
+    def generate(self, prompts: Any, sequence_length: int, sampling: Any) -> list[list[int]]:
+        self.clock.now += self.rate * sequence_length
+        self.passes.append((len(prompts), sequence_length))
+        return [[7] for _ in prompts]
+
+
+@pytest.fixture
+def timed(model_py: ModuleType, tiny_model: tuple[Any, Any]) -> tuple[Any, TimedGenerator]:
+    """predict_timeout 60 s (54 s for generating), passes of 2 rows at 0.5 s per position."""
+    config = model_py.ServerConfig.from_properties(
+        {"model_id": "x", "n_positions": "64", "batch_size": "2", "predict_timeout": "60"}
+    )
+    clock = FakeClock()
+    generator = TimedGenerator(clock, 0.5, 2)
+    return model_py.TextGenerator(tiny_model[1], generator, config, clock=clock), generator
+
+
+def test_calibration_times_a_full_length_pass(timed: tuple[Any, TimedGenerator]) -> None:
+    service, generator = timed
+    assert service.calibrate() == 0.5
+    assert generator.passes == [(1, 64)]
+    assert service.config.budget_s == 54
+
+
+def test_a_request_that_alone_would_outlive_the_predict_timeout_is_refused(
+    timed: tuple[Any, TimedGenerator], model_py: ModuleType
+) -> None:
+    service, generator = timed
+    service.calibrate()
+    generator.passes.clear()
+    # 12 prompts: 6 passes of 20 positions, 60 s > 54 s; 10 prompts fit (50 s).
+    [refused] = service.run([{"text": ["Hi"] * 12, "seq_length": 20}])
+    assert isinstance(refused, model_py.RequestError) and refused.code == 413
+    for part in ("about 60 s", "predict_timeout=60 s", "at most 10 prompts"):
+        assert part in str(refused)
+    assert generator.passes == []
+    started = service.clock()
+    [ok] = service.run([{"text": ["Hi"] * 10, "seq_length": 20}])
+    assert isinstance(ok, dict) and len(ok["outputs"]) == 10
+    assert service.clock() - started == 50
+
+
+def test_a_batch_stops_before_a_pass_that_would_outlive_the_predict_timeout(
+    timed: tuple[Any, TimedGenerator], model_py: ModuleType
+) -> None:
+    service, generator = timed  # not calibrated: the first pass's own time is the estimate
+    body = {"text": ["Hi"] * 8, "seq_length": 20}
+    first, second, third = service.run([body, body, body])
+    assert isinstance(first, dict) and len(first["outputs"]) == 8
+    for late in (second, third):
+        assert isinstance(late, model_py.RequestError) and late.code == 503 and "send it again" in str(late)
+    assert service.clock() <= service.config.budget_s  # 5 passes of 10 s: a sixth would end at 60 s
+    assert len(generator.passes) == 5
+
+
+def test_the_predict_timeout_comes_from_the_properties_then_the_image(
+    model_py: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PREDICT_TIMEOUT", raising=False)
+    assert model_py.ServerConfig.from_properties({"model_id": "m"}).predict_timeout_s == 120  # DJL's default
+    monkeypatch.setenv("PREDICT_TIMEOUT", "240")  # the LMI neuronx image's
+    assert model_py.ServerConfig.from_properties({"model_id": "m"}).predict_timeout_s == 240
+    props = {"model_id": "m", "predict_timeout": "600"}
+    assert model_py.ServerConfig.from_properties(props).predict_timeout_s == 600
+    with pytest.raises(model_py.SettingsError, match=r"option\.predict_timeout='soon'"):
+        model_py.ServerConfig.from_properties({"model_id": "m", "predict_timeout": "soon"})
+
+
 @pytest.mark.parametrize(
     ("props", "named"),
     [
@@ -205,40 +291,61 @@ def served(model_py: ModuleType, service: Any, djl_python: ModuleType, monkeypat
     return loads
 
 
+def serving_properties(model_dir: Path, **options: str) -> dict[str, str]:
+    """A bundle's serving.properties, as DJL reads them from the model folder."""
+    props = {"engine": "Python", "batch_size": "4", "max_batch_delay": "100", "option.entryPoint": "model.py",
+             "option.model_id": str(model_dir), "option.n_positions": "64",
+             "option.predict_timeout": "240"}  # fmt: skip
+    return {**props, **{f"option.{k}": v for k, v in options.items()}}
+
+
 def test_handle_loads_on_the_warm_up_call_and_answers_requests(
     model_py: ModuleType, djl_python: ModuleType, served: list[Any], tiny_model_dir: Path
 ) -> None:
-    props = {"model_id": str(tiny_model_dir), "model_dir": str(tiny_model_dir), "n_positions": "64"}
-    assert model_py.handle(djl_python.Input(props)) is None
-    assert len(served) == 1 and served[0].n_positions == 64
-    out = model_py.handle(djl_python.Input.request({"text": ["Hello"], "seq_length": 12}))
-    assert out.code == 200
-    assert len(out.json()["outputs"]) == 1 and out.json()["outputs"][0].startswith("Hello")
+    warm_up = djl_python.load(model_py.handle, serving_properties(tiny_model_dir), str(tiny_model_dir))
+    assert warm_up.code == 204  # the handler's None
+    assert len(served) == 1 and served[0].n_positions == 64 and served[0].predict_timeout_s == 240
+    assert served[0].model_dir == str(tiny_model_dir)  # from the engine's model_dir property
+    [response] = djl_python.predict(model_py.handle, [{"text": ["Hello"], "seq_length": 12}], str(tiny_model_dir))
+    assert response.status == 200 and response.headers == {"content-type": "application/json"}
+    assert len(response.json()["outputs"]) == 1 and response.json()["outputs"][0].startswith("Hello")
     assert len(served) == 1  # loaded once
+
+
+def test_a_warm_up_that_fails_fails_the_model_load(
+    model_py: ModuleType, djl_python: ModuleType, served: list[Any], tmp_path: Path
+) -> None:
+    with pytest.raises(djl_python.ModelLoadError) as failed:
+        djl_python.load(model_py.handle, serving_properties(tmp_path, dtype="int8"), str(tmp_path))
+    assert "option.dtype='int8' is invalid" in failed.value.output.json()["error"]
+    assert served == []
 
 
 @pytest.mark.parametrize(("raw", "named"), [(b"{not json", "not valid UTF-8 JSON"), (b'{"text": 5}', "text=5")])
 def test_handle_answers_bad_requests_with_400(
     model_py: ModuleType, djl_python: ModuleType, served: list[Any], raw: bytes, named: str
 ) -> None:
-    model_py.handle(djl_python.Input({"model_id": "x", "model_dir": "/nonexistent"}))
-    out = model_py.handle(djl_python.Input.request(raw))
-    assert out.code == 400
-    assert out.properties["content-type"] == "application/json"
-    assert named in out.json()["error"]
+    djl_python.load(model_py.handle, serving_properties(Path("/nonexistent")), "/nonexistent")
+    [response] = djl_python.predict(model_py.handle, [djl_python.Input.request(raw)], "/nonexistent")
+    assert response.status == 400
+    assert response.headers["content-type"] == "application/json"
+    assert named in response.json()["error"] and response.json()["message"] == "Bad Request"
 
 
-def test_handle_answers_each_request_of_a_djl_batch(
+def test_a_djl_batch_answers_each_request_in_its_body(
     model_py: ModuleType, djl_python: ModuleType, served: list[Any]
 ) -> None:
-    model_py.handle(djl_python.Input({"model_id": "x", "model_dir": "/nonexistent"}))
-    out = model_py.handle(
-        djl_python.Input.batch([{"text": "Hello", "max_new_tokens": 3}, {"text": 7}, {"text": ["a", "b"]}])
+    # DJL 0.29.0's static batching gives each request the batch's status and headers (fake_djl.predict
+    # follows PyPredictor.batchPredict): a refused request of a batch reads its refusal in its body.
+    djl_python.load(model_py.handle, serving_properties(Path("/nonexistent")), "/nonexistent")
+    good, bad, pair = djl_python.predict(
+        model_py.handle, [{"text": "Hello", "max_new_tokens": 3}, {"text": 7}, {"text": ["a", "b"]}], "/nonexistent"
     )
-    assert [key for key, _ in out.content] == ["batch_0.data", "batch_1.data", "batch_2.data"]
-    assert len(out.json(0)["outputs"]) == 1 and len(out.json(2)["outputs"]) == 2
-    assert out.json(1)["code"] == 400 and "text=7" in out.json(1)["error"]
-    assert out.properties["batch_1_Content-Type"] == "application/json"
+    assert [r.status for r in (good, bad, pair)] == [200, 200, 200]
+    assert len(good.json()["outputs"]) == 1 and len(pair.json()["outputs"]) == 2
+    assert bad.json()["code"] == 400 and "text=7" in bad.json()["error"] and "outputs" not in bad.json()
+    # No batch_<i>_* properties: static batching would send every one of them as a header of every response.
+    assert good.headers == bad.headers == {"content-type": "application/json"}
 
 
 def test_an_altered_bundle_is_refused(model_py: ModuleType, tiny_artifacts: Path, tmp_path: Path) -> None:

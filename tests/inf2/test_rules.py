@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from llm_contracts.inf2 import KNOWN_MODELS, copies_loaded_in_turn, facts_from_config, memory_bytes
 from stacks.config import ConfigError, from_cdk_json
+from stacks.config.inf2 import settings_problems
 from stacks.inf2_ec2 import check_bundle
-from stacks.inf2_rules import KNOWN_MODELS, facts_from_config, memory_bytes, settings_problems
 
 
 def settings(**overrides: Any) -> Any:
@@ -148,3 +149,32 @@ def test_model_server_settings_are_checked() -> None:
         settings(requirements=["sentencepiece"])
     with pytest.raises(ConfigError, match=r"inf2.entry_point='handler.py'"):
         settings(entry_point="handler.py")
+    assert settings().model_server.predict_timeout_s == 240  # the image's PREDICT_TIMEOUT
+    with pytest.raises(ConfigError, match=r"inf2.predict_timeout_s=10 is invalid"):
+        settings(predict_timeout_s=10)
+    with pytest.raises(ConfigError, match=r"inf2.extra_properties=.*option.predict_timeout"):
+        settings(extra_properties={"option.predict_timeout": "600"})
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "degree", "extra", "copies"),
+    [
+        ("inf2.48xlarge", 8, {}, 3),  # 24 NeuronCores: nc0, nc8, nc16
+        ("inf2.48xlarge", 24, {}, 1),
+        ("inf2.24xlarge", 4, {}, 3),
+        ("inf2.xlarge", 2, {}, 1),
+        ("inf2.48xlarge", 8, {"load_on_devices": "nc0"}, 1),
+        ("inf2.48xlarge", 8, {"load_on_devices": "nc0;nc8"}, 2),
+        ("inf2.48xlarge", 8, {"option.parallel_loading": "true"}, 1),
+    ],
+)
+def test_djl_loads_one_copy_per_degree_cores_one_after_another(
+    instance_type: str, degree: int, extra: dict[str, str], copies: int
+) -> None:
+    assert copies_loaded_in_turn(instance_type=instance_type, degree=degree, extra_properties=extra) == copies
+
+
+def test_the_host_waits_for_every_copy_djl_loads() -> None:
+    # DJL opens its port only after the last copy: the host's /ping deadline covers all of them.
+    assert settings(model_loading_timeout_s=1200).server.load_timeout_s == 3 * 1200 + 900
+    assert settings(tensor_parallel_degree=24, model_id="facebook/opt-125m").server.load_timeout_s == 3600 + 900

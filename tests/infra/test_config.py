@@ -22,9 +22,9 @@ def test_defaults_are_the_documented_ones() -> None:
     cfg = config()
     assert cfg.gpt2.endpoint.instance_type == "ml.g5.xlarge"
     assert cfg.gptj.endpoint.instance_type == "ml.g4dn.xlarge"
-    assert cfg.inf2.instance_type == "inf2.48xlarge"
-    assert cfg.inf2.volume_size_gb == 512
-    assert cfg.inf2.ingress_cidr is None
+    assert cfg.inf2.server.instance_type == "inf2.48xlarge"
+    assert cfg.inf2.server.volume_size_gb == 512
+    assert cfg.inf2.server.ingress_cidr is None
     assert cfg.inf2.model_server.model_id == "facebook/opt-13b"
     assert cfg.inf2.model_server.tensor_parallel_degree == 8
     assert cfg.gpt2.endpoint.alarms.latency_ms == 600  # the seed's bar
@@ -79,7 +79,10 @@ BAD_VALUES = [
     ("gpt2.instnce_type", "ml.g5.xlarge", "unknown setting"),
     ("gptj.py_version", "python3", "py3xx"),
     ("inf2.instance_type", "trn1.32xlarge", "inf2 type"),
-    ("inf2.ingress_cidr", "0.0.0.0/0", "narrower than 0.0.0.0/0"),
+    ("inf2.ingress_cidr", "0.0.0.0/0", "a public one of at most 256 addresses"),
+    # Half the internet is no better than all of it (issue: only /0 used to be refused).
+    ("inf2.ingress_cidr", "0.0.0.0/1", "to 2147483648 addresses"),
+    ("inf2.ingress_cidr", "203.0.112.0/23", "(/24 or narrower)"),
     ("inf2.ingress_cidr", "10.0.0.300/24", "IPv4 CIDR"),
     ("inf2.ingress_cidr", "10.0.0.1/24", "did you mean 10.0.0.0/24"),
     ("inf2.vpc_cidr", "10.0.0.0/8", "/16 to /18"),
@@ -209,3 +212,10 @@ def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path) -> No
     left_out = [line for line in result.stderr.splitlines() if "is left out of this synthesis" in line]
     assert [line.split()[0] for line in left_out] == ["Gpt2Stack", "Inf2Stack"], result.stderr
     assert "python -m artifacts_builder gpt2" in left_out[0]
+
+
+@pytest.mark.parametrize(
+    "cidr", ["10.0.0.0/8", "172.16.0.0/12", "192.168.10.0/24", "203.0.113.0/24", "198.51.100.7/32"]
+)
+def test_private_ranges_and_narrow_public_ones_may_reach_the_model_server(cidr: str) -> None:
+    assert config(**{"inf2.ingress_cidr": cidr}).inf2.server.ingress_cidr == cidr

@@ -59,7 +59,7 @@ def test_an_unpinned_ami_is_flagged_at_synthesis(default: Synthesized, synth: Ca
     from aws_cdk.assertions import Annotations, Match
 
     Annotations.from_stack(default.stacks["Inf2Stack"]).has_warning(
-        "*", Match.string_like_regexp("inf2.ami_ssm_parameter=.*/latest/.*replaces this instance")
+        "*", Match.string_like_regexp("ami_ssm_parameter=.*/latest/.*replaces this instance")
     )
     pinned = "/llm-inference/inf2-ami"
     quiet = synth(**{"inf2.ami_ssm_parameter": pinned}).stacks["Inf2Stack"]

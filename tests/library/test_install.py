@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,11 +31,20 @@ def readme_app() -> str:
 def user_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with `pip install <repository>`; the repository's own pins as constraints,
     so that the test does not depend on what PyPI released last."""
-    venv = tmp_path_factory.mktemp("user") / "venv"
+    user = tmp_path_factory.mktemp("user")
+    # What a `pip install <git URL>` would get (the package's files), away from this checkout:
+    # a build writes into its source folder.
+    source = user / "source"
+    for name in ("pyproject.toml", "README.md"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, source / name)
+    for package in ("llm_inference_cdk", "llm_contracts"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    venv = user / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "requirements.txt"), str(ROOT)],
+        [str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "requirements.txt"), str(source)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

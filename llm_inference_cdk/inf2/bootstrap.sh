@@ -3,7 +3,7 @@
 # to), and an operator may run it again at any time: every step converges, so a re-run
 # changes only what differs from the settings and never recompiles the model.
 # The stack prepends the settings (BUNDLE_URL, BUNDLE_SHA256, IMAGE_URI, REGION, LOG_GROUP,
-# PORT, LOAD_TIMEOUT_S), the systemd unit and its scripts (stacks/inf2_ec2.py: render_user_data).
+# PORT, LOAD_TIMEOUT_S), the systemd unit and its scripts (llm_inference_cdk/inf2/server.py).
 # Every path it touches can be moved by a BOOTSTRAP_* variable; the defaults are the
 # instance's, and the stack sets none of them (tests/inf2/test_bootstrap_run.py runs the
 # script in a temporary folder that way).

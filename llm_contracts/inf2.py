@@ -1,4 +1,6 @@
-"""Tensor-parallel rules for transformers-neuronx on Inferentia2, checked at synthesis.
+"""The inf2 recipe's contract: the tensor-parallel rules for transformers-neuronx on
+Inferentia2 (checked by the builder and at synthesis), and DJL Serving's ``serving.properties``
+as the builder writes it into the bundle and the stack checks it against the settings.
 
 The rules come from the Neuron documentation that the seed quotes:
 
@@ -21,10 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from stacks.config import Inf2Settings
+from typing import Any, Protocol
 
 #: NeuronCore-v2 count per instance type (2 per Inferentia2 chip).
 NEURON_CORES = {"inf2.xlarge": 2, "inf2.8xlarge": 2, "inf2.24xlarge": 12, "inf2.48xlarge": 24}
@@ -126,6 +125,21 @@ def memory_bytes(facts: ModelFacts, *, dtype: str, n_positions: int, batch_size:
     return facts.num_parameters * width, kv_cache
 
 
+def copies_loaded_in_turn(*, instance_type: str, degree: int, extra_properties: Mapping[str, str]) -> int:
+    """How many model loads DJL Serving 0.29.0 runs one after another before it opens its port
+    (read in deepjavalibrary/djl-serving at tag v0.29.0). It loads one copy per `degree`
+    NeuronCores of the instance, each a worker on its own cores (wlm/.../ModelInfo.java,
+    getLoadOnDevices: NeuronCores / degree, floored), or one per device that a
+    ``load_on_devices`` property lists; one after another unless ``option.parallel_loading`` is
+    true (serving/.../models/ModelManager.java, registerWorkflow); and binds its port only once
+    every load is done (serving/.../ModelServer.java, loadModels: wait_model_loading defaults to
+    true). Each load may take ``option.model_loading_timeout`` (engines/python/.../PyModel.java)."""
+    listed = extra_properties.get("load_on_devices", "*")
+    copies = NEURON_CORES[instance_type] // degree if listed == "*" else len(listed.split(";"))
+    parallel = extra_properties.get("option.parallel_loading", "false").lower() == "true"
+    return 1 if parallel else max(copies, 1)
+
+
 def instance_problems(*, instance_type: str, degree: int) -> list[str]:
     """The rules that depend on the instance alone."""
     family = instance_type.split(".")[0]
@@ -217,18 +231,71 @@ def unknown_model_message(model_id: str) -> str:
     )
 
 
-def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: str) -> list[str]:
-    """Every rule over `settings` for the model described by `facts`."""
-    ms = settings.model_server
-    return (
-        instance_problems(instance_type=settings.instance_type, degree=ms.tensor_parallel_degree)
-        + model_problems(
-            facts,
-            model_id=model_id,
-            degree=ms.tensor_parallel_degree,
-            dtype=ms.dtype,
-            n_positions=ms.n_positions,
-            batch_size=ms.batch_size,
-        )
-        + host_memory_problems(facts, model_id=model_id, instance_type=settings.instance_type, dtype=ms.dtype)
-    )
+class ServingOptions(Protocol):
+    """The settings that go into serving.properties (the app's inf2 model server settings)."""
+
+    @property
+    def entry_point(self) -> str: ...
+
+    @property
+    def tensor_parallel_degree(self) -> int: ...
+
+    @property
+    def n_positions(self) -> int: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def model_loading_timeout_s(self) -> int: ...
+
+    @property
+    def predict_timeout_s(self) -> int: ...
+
+    @property
+    def rolling_batch(self) -> str: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def max_batch_delay_ms(self) -> int: ...
+
+    @property
+    def extra_properties(self) -> Mapping[str, str]: ...
+
+
+def serving_properties(ms: ServingOptions, *, model_id: str) -> dict[str, str]:
+    """`serving.properties` as DJL Serving reads it. ``batch_size`` and ``max_batch_delay``
+    are DJL's request batching; ``option.batch_size`` is the compiled batch of the model."""
+    props = {
+        "engine": "Python",
+        "option.entryPoint": ms.entry_point,
+        "option.model_id": model_id,
+        "option.tensor_parallel_degree": str(ms.tensor_parallel_degree),
+        "option.n_positions": str(ms.n_positions),
+        "option.dtype": ms.dtype,
+        "option.model_loading_timeout": str(ms.model_loading_timeout_s),
+        "option.predict_timeout": str(ms.predict_timeout_s),
+        "option.rolling_batch": ms.rolling_batch,
+    }
+    if ms.rolling_batch == "disable":
+        props["option.batch_size"] = props["batch_size"] = str(ms.batch_size)
+        props["max_batch_delay"] = str(ms.max_batch_delay_ms)
+    else:
+        props["option.max_rolling_batch_size"] = str(ms.batch_size)
+    props.update(ms.extra_properties)
+    return props
+
+
+def render_properties(props: Mapping[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def stale_properties(built: Mapping[str, str], wanted: Mapping[str, str]) -> list[str]:
+    """The properties in which a built bundle differs from the current settings."""
+    return [
+        f"{key}: bundle {built.get(key)!r}, settings {wanted.get(key)!r}"
+        for key in sorted(set(built) | set(wanted))
+        if built.get(key) != wanted.get(key)
+    ]

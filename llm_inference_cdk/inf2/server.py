@@ -1,0 +1,230 @@
+"""An EC2 inf2 instance that runs a DJL Serving (LMI) container on a model bundle.
+
+The instance has no SSH key, IMDSv2 only, an encrypted root volume, and no ingress unless a
+CIDR is given; operators reach it through SSM Session Manager (port forwarding for HTTP). Its
+user data installs the files beside this module (a systemd unit and its scripts) and runs the
+bootstrap at every boot: it checks the bundle's sha256, pulls the image and starts the
+service, which waits for DJL's ``/ping`` for ``load_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Annotations, Duration, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from llm_inference_cdk.images import ContainerImage
+from llm_inference_cdk.inf2.props import Inf2ServerProps
+from llm_inference_cdk.model_data import ModelAsset
+from llm_inference_cdk.nag import acknowledge
+
+HOST_FILES = Path(__file__).resolve().parent
+ROOT_DEVICE = "/dev/sda1"  # the root device name of the Ubuntu-based Neuron DLAMIs
+# cloud-init runs user data scripts once per instance by default; the bootstrap runs at
+# every boot instead, so a stop/start after a settings change (CloudFormation updates the
+# user data that way) converges the server to the new bundle and image.
+EVERY_BOOT = "#cloud-config\ncloud_final_modules:\n- [scripts-user, always]\n"
+#: Files the user data installs: (source beside this module, target path, mode).
+INSTALLED = (
+    ("run-container.sh", "/usr/local/bin/djl-serving-run", "0755"),
+    ("wait-ping.sh", "/usr/local/bin/djl-serving-wait", "0755"),
+    ("djl-serving.service", "/etc/systemd/system/djl-serving.service", "0644"),
+)
+
+
+def render_user_data(settings: Mapping[str, str]) -> str:
+    """The instance's shell script: settings, the systemd unit and its scripts, then
+    bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
+    header = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
+    files = "".join(
+        f"cat > {target}.tmp <<'INSTALLED_FILE'\n{(HOST_FILES / source).read_text()}INSTALLED_FILE\n"
+        f"chmod {mode} {target}.tmp && mv -f {target}.tmp {target}\n"
+        for source, target, mode in INSTALLED
+    )
+    body = (HOST_FILES / "bootstrap.sh").read_text().split("\n", 1)[1]
+    return (
+        "#!/bin/bash\nset -euo pipefail\n"
+        + header
+        + "install -d -m 0755 /usr/local/bin /etc/systemd/system\n"
+        + files
+        + body
+    )
+
+
+def user_data(script: str) -> ec2.UserData:
+    """A MIME multipart user data: the every-boot cloud-config, then the script."""
+    multipart = ec2.MultipartUserData()
+    multipart.add_part(
+        ec2.MultipartBody.from_raw_body(content_type='text/cloud-config; charset="utf-8"', body=EVERY_BOOT)
+    )
+    multipart.add_user_data_part(ec2.UserData.custom(script), ec2.MultipartBody.SHELL_SCRIPT, True)
+    return multipart
+
+
+class Inf2Server(Construct):
+    """A DJL Serving model server on an inf2 instance, in `vpc_subnets` of `vpc`.
+
+    :param vpc: the VPC; :param vpc_subnets: the (private) subnets of the instance.
+    :param bundle: the DJL model bundle (``serving.properties`` and the handler, or the model).
+    :param image: the DJL LMI neuronx image (``djl_neuronx(version)`` or your own).
+    :param props: instance type, AMI, volume, port, ingress and load timeout.
+    :param role: the instance's role (default: a new one that may use SSM Session Manager, read
+        the bundle, pull the image and write the server's logs; a given role gets those grants).
+    :param security_group: the instance's security group (default: a new one with no ingress
+        but `props.ingress_cidr`'s; a given one gets that rule too).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        vpc_subnets: ec2.SubnetSelection,
+        bundle: ModelAsset,
+        image: ContainerImage,
+        props: Inf2ServerProps,
+        role: iam.IRole | None = None,
+        security_group: ec2.ISecurityGroup | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.props = props
+        self.security_group = security_group or ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="DJL Serving on inf2: no ingress unless a CIDR is configured",
+            allow_all_outbound=True,
+        )
+        if props.ingress_cidr is not None:
+            self.security_group.add_ingress_rule(
+                ec2.Peer.ipv4(props.ingress_cidr), ec2.Port.tcp(props.port), "DJL Serving HTTP from the configured CIDR"
+            )
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.role: iam.IRole = role or iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="inf2 model server: SSM access, its bundle, its image, its logs",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        bundle.grant_read_object(self.role)
+        self.log_group.grant_write(self.role)
+        self.image_uri: str = image.bind(self, self.role)
+
+        script = render_user_data(
+            {
+                "BUNDLE_URL": bundle.s3_object_url,
+                "BUNDLE_SHA256": bundle.sha256,
+                "IMAGE_URI": self.image_uri,
+                "REGION": stack.region,
+                "LOG_GROUP": self.log_group.log_group_name,
+                "PORT": str(props.port),
+                "LOAD_TIMEOUT_S": str(props.load_timeout_s),
+            }
+        )
+        # "Default": the instance keeps the logical id it had as a resource of the stack itself,
+        # so that moving it into this construct replaces neither it nor its volume.
+        self.instance = ec2.Instance(
+            self,
+            "Default",
+            vpc=vpc,
+            vpc_subnets=vpc_subnets,
+            instance_type=ec2.InstanceType(props.instance_type),
+            machine_image=ec2.MachineImage.from_ssm_parameter(
+                props.ami_ssm_parameter, os=ec2.OperatingSystemType.LINUX
+            ),
+            user_data=user_data(script),
+            role=self.role,
+            security_group=self.security_group,
+            require_imdsv2=True,
+            detailed_monitoring=True,
+            associate_public_ip_address=False,
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name=ROOT_DEVICE,
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        props.volume_size_gb,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        encrypted=True,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+        )
+        # The instance's name is the server's path, not its own (which ends in "Default").
+        Tags.of(self.instance).add("Name", self.node.path)
+        if "/latest/" in props.ami_ssm_parameter:
+            # CloudFormation resolves the parameter at every deploy: a new DLAMI would replace the
+            # instance, its volume and compiled cache with it, on an unrelated change.
+            Annotations.of(self.instance).add_warning_v2(
+                "llm-inference:inf2-ami-latest",
+                f"ami_ssm_parameter={props.ami_ssm_parameter!r} follows the newest Neuron DLAMI: once AWS "
+                "publishes one, the next deploy replaces this instance and its volume. To pin it, point "
+                "it at a parameter of your own that holds the AMI id (README, Inf2Stack).",
+            )
+        self.recover_alarm = cloudwatch.Alarm(
+            self,
+            "SystemStatusAlarm",
+            alarm_description="The instance failed its system status check: recover it onto healthy hardware",
+            metric=self.metric_status_check_failed_system(),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=2,
+        )
+        self.recover_alarm.add_alarm_action(cw_actions.Ec2Action(cw_actions.Ec2InstanceAction.RECOVER))
+        self._acknowledge()
+
+    @property
+    def instance_id(self) -> str:
+        return self.instance.instance_id
+
+    def metric(self, metric_name: str, *, statistic: str = "Average", **options: Any) -> cloudwatch.Metric:
+        """An EC2 metric of the instance, per minute unless `options` say otherwise (detailed
+        monitoring is on)."""
+        options.setdefault("period", Duration.minutes(1))
+        return cloudwatch.Metric(
+            namespace="AWS/EC2",
+            metric_name=metric_name,
+            dimensions_map={"InstanceId": self.instance.instance_id},
+            statistic=statistic,
+            **options,
+        )
+
+    def metric_status_check_failed_system(self, **options: Any) -> cloudwatch.Metric:
+        """1 when the instance's hardware or host failed its status check (maximum)."""
+        return self.metric("StatusCheckFailed_System", **{"statistic": "Maximum", **options})
+
+    def metric_cpu_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """The instance's CPU use, percent (average)."""
+        return self.metric("CPUUtilization", **options)
+
+    def _acknowledge(self) -> None:
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+            "The AWS-maintained minimum for SSM Session Manager, which replaces SSH here",
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken supports no resource-level permission",
+        )
+        acknowledge(
+            self.instance,
+            "AwsSolutions-EC29",
+            "Termination protection would block `cdk destroy`; the system-status alarm recovers "
+            "the instance and the compiled-graph cache survives on its volume",
+        )

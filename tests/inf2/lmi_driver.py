@@ -1,0 +1,152 @@
+"""Runs under the environments pinned to the LMI neuronx image (.venv-lmi310, .venv-lmi), started
+by tests/inf2/test_lmi_runtime.py: a JSON spec on stdin, one JSON line of results on stdout.
+
+``{"mode": "tokenizer", "model_dir": ..., "prompts": [...]}`` loads a bundle's tokenizer and
+config with the image's transformers and tokenizers (no torch needed) and reports ids and texts.
+
+``{"mode": "handler", "bundle_dir": ..., "cache_dir": ..., "batches": [[body, ...], ...]}`` serves
+the bundle's own model.py as the image would: the bundle's serving.properties through the warm-up
+call, then each list of bodies as one DJL batch (tests/inf2/fake_djl.py mirrors DJL 0.29.0's
+engine and front end). Only transformers-neuronx is replaced: its Neuron graphs need
+NeuronCores, so `OPTForSampling` here samples with the image's transformers on the CPU.
+
+Standard library at import: it must start under Python 3.10 without torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+#: Where run-container.sh mounts the bundle in the container.
+CONTAINER_MODEL_DIR = "/opt/ml/model"
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {"python": ".".join(map(str, sys.version_info[:3]))}
+    for name in ("transformers", "tokenizers", "huggingface_hub", "torch"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found
+
+
+def tokenizer_mode(spec: dict[str, Any]) -> dict[str, Any]:
+    from transformers import AutoConfig, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(spec["model_dir"])
+    tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
+    ids = [tokenizer(p)["input_ids"] for p in spec["prompts"]]
+    facts = ("model_type", "num_attention_heads", "num_hidden_layers", "hidden_size", "vocab_size", "eos_token_id")
+    return {
+        "versions": versions(),
+        "tokenizer_class": type(tokenizer).__name__,
+        "config": {k: getattr(config, k) for k in facts},
+        "eos_token_id": tokenizer.eos_token_id,
+        "ids": ids,
+        "decoded": [tokenizer.decode(i, skip_special_tokens=True) for i in ids],
+    }
+
+
+def load_file(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def install_neuronx_stub(calls: list[dict[str, Any]]) -> None:
+    """transformers_neuronx.module.save_pretrained_split and .opt.model.OPTForSampling, with
+    the signatures model.py calls (transformers-neuronx 0.11.351), on the CPU."""
+    import torch
+    from transformers import OPTForCausalLM
+
+    def save_pretrained_split(model: Any, folder: str) -> None:
+        dtypes = sorted({str(p.dtype) for p in model.parameters()})
+        calls.append({"call": "save_pretrained_split", "dtypes": dtypes})
+        model.save_pretrained(folder)
+
+    class OPTForSampling:
+        def __init__(self, model: Any, batch_size: int) -> None:
+            self.model = model
+            self.batch_size = batch_size
+
+        @classmethod
+        def from_pretrained(cls, path: str, **options: Any) -> OPTForSampling:
+            calls.append({"call": "from_pretrained", **options})
+            model = OPTForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+            return cls(model, options["batch_size"])
+
+        def to_neuron(self) -> None:
+            calls.append({"call": "to_neuron"})
+
+        def save(self, folder: str) -> None:
+            Path(folder, "graphs.neff").write_bytes(b"compiled")
+
+        def load(self, folder: str) -> None:
+            calls.append({"call": "load"})
+
+        def sample(self, input_ids: Any, sequence_length: int, start_ids: Any = None, top_k: int = 50) -> Any:
+            rows, width = input_ids.shape
+            calls.append({"call": "sample", "rows": rows, "sequence_length": sequence_length, "top_k": top_k})
+            assert rows == self.batch_size, f"the compiled batch is {self.batch_size} rows, got {rows}"
+            mask = (torch.arange(width)[None, :] >= start_ids[:, None]).long()
+            eos = self.model.config.eos_token_id
+            new = sequence_length - width
+            return self.model.generate(input_ids, attention_mask=mask, max_new_tokens=new, do_sample=top_k > 1,
+                                       top_k=top_k, pad_token_id=eos, eos_token_id=eos)  # fmt: skip
+
+    package = types.ModuleType("transformers_neuronx")
+    package.__path__ = []
+    module = types.ModuleType("transformers_neuronx.module")
+    module.save_pretrained_split = save_pretrained_split  # type: ignore[attr-defined]
+    opt = types.ModuleType("transformers_neuronx.opt")
+    opt.__path__ = []
+    opt_model = types.ModuleType("transformers_neuronx.opt.model")
+    opt_model.OPTForSampling = OPTForSampling  # type: ignore[attr-defined]
+    sys.modules.update({"transformers_neuronx": package, "transformers_neuronx.module": module,
+                        "transformers_neuronx.opt": opt, "transformers_neuronx.opt.model": opt_model})  # fmt: skip
+
+
+def handler_mode(spec: dict[str, Any]) -> dict[str, Any]:
+    bundle = Path(spec["bundle_dir"])
+    djl = load_file("djl_python", HERE / "fake_djl.py")
+    calls: list[dict[str, Any]] = []
+    install_neuronx_stub(calls)
+    os.environ["PREDICT_TIMEOUT"] = "240"  # the image's (pytorch-inf2.Dockerfile)
+    # DJL imports the bundle's model.py as the module "model" (service_loader.load_model_service).
+    model = load_file("model", bundle / "model.py")
+    props = dict(line.split("=", 1) for line in (bundle / "serving.properties").read_text().splitlines() if line)
+    # The container sees the bundle at /opt/ml/model; here it is unpacked elsewhere.
+    props["option.model_id"] = props["option.model_id"].replace(CONTAINER_MODEL_DIR, str(bundle), 1)
+    # run-container.sh's OPTION_COMPILED_GRAPH_PATH, which DJL adds as option.compiled_graph_path.
+    props.setdefault("option.compiled_graph_path", spec["cache_dir"])
+    warm_up = djl.load(model.handle, props, str(bundle))
+    responses = [
+        [
+            {"status": r.status, "headers": r.headers, "body": r.json()}
+            for r in djl.predict(model.handle, b, str(bundle))
+        ]
+        for b in spec["batches"]
+    ]
+    return {"versions": versions(), "warm_up": warm_up.code, "calls": calls, "responses": responses}
+
+
+def main() -> None:
+    spec = json.loads(sys.stdin.read())
+    result = tokenizer_mode(spec) if spec["mode"] == "tokenizer" else handler_mode(spec)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

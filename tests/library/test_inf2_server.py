@@ -1,0 +1,105 @@
+"""The public inf2 server construct in a bare ``Stack()``: what it makes, grants and refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk.assertions import Match, Template
+
+from llm_inference_cdk import ContainerImage, ModelAsset, PropError
+from llm_inference_cdk.inf2.props import Inf2ServerProps
+from llm_inference_cdk.inf2.server import Inf2Server
+
+IMAGE_URI = "111122223333.dkr.ecr.us-east-1.amazonaws.com/djl:0.29.0-neuronx"
+
+
+def server(tmp_path: Path, **props: Any) -> tuple[Stack, Inf2Server]:
+    bundle_file = tmp_path / "bundle.tar.gz"
+    bundle_file.write_bytes(b"bundle")
+    stack = Stack(App(context={"aws:cdk:disable-asset-staging": True}), "S")
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=1)
+    made = Inf2Server(
+        stack,
+        "Server",
+        vpc=vpc,
+        vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        bundle=ModelAsset(stack, "Bundle", path=bundle_file, entry={"sha256": "ab" * 32}),
+        image=ContainerImage.from_uri(IMAGE_URI),
+        props=Inf2ServerProps(**props),
+    )
+    return stack, made
+
+
+def test_instance_is_private_encrypted_and_imdsv2_only(tmp_path: Path) -> None:
+    stack, made = server(tmp_path, instance_type="inf2.24xlarge", volume_size_gb=300, load_timeout_s=7200)
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::EC2::Instance",
+        {
+            "InstanceType": "inf2.24xlarge",
+            "BlockDeviceMappings": [
+                Match.object_like(
+                    {"Ebs": Match.object_like({"Encrypted": True, "VolumeSize": 300, "VolumeType": "gp3"})}
+                )
+            ],
+        },
+    )
+    template.has_resource_properties(
+        "AWS::EC2::LaunchTemplate", {"LaunchTemplateData": {"MetadataOptions": {"HttpTokens": "required"}}}
+    )
+    instance = next(iter(template.find_resources("AWS::EC2::Instance").values()))["Properties"]
+    assert "KeyName" not in instance
+    assert "LOAD_TIMEOUT_S=7200" in json.dumps(instance["UserData"]) and IMAGE_URI in json.dumps(instance["UserData"])
+    (group,) = template.find_resources("AWS::EC2::SecurityGroup").values()
+    assert "SecurityGroupIngress" not in group["Properties"]  # no ingress by default
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm", {"MetricName": "StatusCheckFailed_System", "AlarmActions": Match.any_value()}
+    )
+    assert made.metric_cpu_utilization().metric_name == "CPUUtilization"
+
+
+def test_ingress_only_from_the_given_cidr(tmp_path: Path) -> None:
+    stack, _ = server(tmp_path, ingress_cidr="10.20.0.0/16", port=9000)
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::EC2::SecurityGroup",
+        {"SecurityGroupIngress": [Match.object_like({"CidrIp": "10.20.0.0/16", "FromPort": 9000, "ToPort": 9000})]},
+    )
+
+
+def test_role_reads_the_bundle_object_alone(tmp_path: Path) -> None:
+    stack, _ = server(tmp_path)
+    statements = [
+        s for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]  # fmt: skip
+    (read,) = [s for s in statements if s["Action"] == "s3:GetObject"]
+    key = stack.resolve(stack.node.find_child("Bundle").s3_object_key)  # type: ignore[attr-defined]
+    assert json.dumps(read["Resource"]).endswith(f'"/{key}"]]}}')
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"instance_type": "trn1.32xlarge"}, r"instance_type='trn1.32xlarge' is invalid: allowed is an inf2 type"),
+        ({"volume_size_gb": 100}, r"volume_size_gb=100 is invalid: allowed is a whole number from 200"),
+        ({"port": 80}, r"port=80 is invalid: allowed is a whole number from 1024"),
+        (
+            {"ingress_cidr": "0.0.0.0/1"},
+            r"ingress_cidr='0.0.0.0/1' is invalid: allowed is a private network, or a public one",
+        ),
+        ({"ingress_cidr": "10.0.0.1/24"}, r"ingress_cidr='10.0.0.1/24' is invalid: .* did you mean 10.0.0.0/24"),
+        (
+            {"ami_ssm_parameter": "ami-0123"},
+            r"ami_ssm_parameter='ami-0123' is invalid: allowed is an SSM parameter path",
+        ),
+        ({"load_timeout_s": 10}, r"load_timeout_s=10 is invalid"),
+    ],
+)
+def test_each_refused_prop_names_itself(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(PropError, match=rf"^Inf2ServerProps: {message}"):
+        Inf2ServerProps(**given)
