@@ -118,7 +118,11 @@ test: lint .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk app.py
+	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk bench app.py
+	@# The serving code, each under the Python of the image it runs in.
+	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
+	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py
+	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py
 	$(BIN)/hadolint serving/gpt2/Dockerfile
 
 serve-gpt2: setup
@@ -126,9 +130,9 @@ serve-gpt2: setup
 	$(BIN)/python -m serving.gpt2.local --model-tar $(ARTIFACTS)/gpt2/model.tar.gz --port $(PORT)
 
 bench: setup
-	$(BIN)/python bench/gpt2_serving.py
-	$(BIN)/python bench/gpt2_bounds.py
-	$(BIN)/python bench/gptj_load.py
+	$(BIN)/python -m bench.gpt2_serving
+	$(BIN)/python -m bench.gpt2_bounds
+	$(BIN)/python -m bench.gptj_load
 
 clean:
 	rm -rf cdk.out $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache

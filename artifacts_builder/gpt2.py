@@ -447,7 +447,9 @@ def _top2_gap(logits: Any) -> Any:
     return top2[:, 1] - top2[:, 0]
 
 
-def parity_gate(
+# Complex on purpose: one gate, every prompt and check in sequence, each failure named; split, the
+# steps would pass their state around.
+def parity_gate(  # noqa: C901
     model: Any,
     tokenizer: Any,
     model_dir: Path,
@@ -569,7 +571,7 @@ def _package(staging: Path, tar_path: Path) -> None:
     pack_directory(staging, tar_path, compresslevel=1, progress=progress)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:  # noqa: C901 (the CLI's sequence of build steps, each with its own message on failure)
     import torch
 
     from serving.gpt2.generation import (

@@ -12,7 +12,7 @@ this script measures what decides them, without HTTP or the decoding loop:
    (no HTTP, no decoding loop). The p50 target asks a batch of 16 to take at most 2.5x a lone
    request, so a step of 16 rows may cost at most about 2.5x a step of one row.
 
-    python bench/gpt2_bounds.py          # under a minute with the serving benchmark's builds
+    python -m bench.gpt2_bounds          # under a minute with the serving benchmark's builds
 
 Results: ``bench/results/gpt2_bounds.json``.
 """
@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+from bench.gpt2_serving import build_124m
+from serving.gpt2.generation import ONNX_FP32, ONNX_INT8, ONNX_INT8_DYNAMIC
 
-from bench.gpt2_serving import build_124m  # noqa: E402
-from serving.gpt2.generation import ONNX_FP32, ONNX_INT8, ONNX_INT8_DYNAMIC  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 ROWS = (1, 4, 16)
 PAST = 24  # decode steps from the middle of a 16-token prompt + 32 new tokens
@@ -95,7 +95,7 @@ def torch_lone_ms(serving: Path) -> float | None:
         return None
     for run in json.loads(serving.read_text())["results"]:
         if run["backend"] == "torch" and not run["batching"]:
-            return next(p["mean_ms"] for p in run["points"] if p["concurrency"] == 1)
+            return float(next(p["mean_ms"] for p in run["points"] if p["concurrency"] == 1))
     return None
 
 

@@ -9,8 +9,8 @@ clients at concurrency 1, 4 and 16: mean, p50 and p95 latency and QPS. The serve
 (HTTP, JSON, queue) is the difference between a one-token request through the server and the
 same call made directly on the backend.
 
-    python bench/gpt2_serving.py                 # full run, about 10 minutes on 2 cores
-    python bench/gpt2_serving.py --quick         # fewer requests, for a smoke test
+    python -m bench.gpt2_serving                 # full run, about 10 minutes on 2 cores
+    python -m bench.gpt2_serving --quick         # fewer requests, for a smoke test
 
 Results: ``bench/results/gpt2_serving.json``, a Markdown table on stdout (for
 docs/BENCHMARKS.md) and the plot ``docs/gpt2_serving.png``.
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+from serving.gpt2.local import LocalServer
 
-from serving.gpt2.local import LocalServer  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 # About 16 tokens with the offline tokenizer, as the seed's short search queries.
 PROMPT = "patent search query autocompletion for lithium battery cathode material"

@@ -18,7 +18,7 @@ process (imports timed apart), cold (the file's pages evicted from the page cach
 
 And the payload builder's peak RSS against the model's size on disk.
 
-    .venv/bin/python bench/gptj_load.py [--repeat 3] [--python .venv-hf/bin/python]
+    .venv/bin/python -m bench.gptj_load [--repeat 3] [--python .venv-hf/bin/python]
 
 Cold: ``POSIX_FADV_DONTNEED`` on each file after ``sync``, which empties the page cache of
 those files only (``echo 3 > /proc/sys/vm/drop_caches`` would empty everyone's). The raw-read
@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llm_contracts.manifest import sha256_file
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from llm_contracts.manifest import sha256_file  # noqa: E402 (needs the project root on sys.path)
 
 WORK = ROOT / "bench" / "results" / "gptj"
 # GPT-J 6B's width, heads, rotary size, context and vocabulary; 2 of its 28 layers.
@@ -114,7 +114,7 @@ def child(method: str, state: str, model: Path) -> dict[str, Any]:
 
         config = AutoConfig.from_pretrained(model)
         with torch.device("meta"):
-            loaded = AutoModelForCausalLM.from_config(config, **{_dtype_key(): torch.float16})
+            loaded = AutoModelForCausalLM.from_config(config, **{_dtype_key(): torch.float16})  # type: ignore[no-untyped-call]
         loaded.load_state_dict(load_file(weights), assign=True, strict=False)
     seconds = time.perf_counter() - t0
     versions = transformers.__version__
@@ -251,7 +251,12 @@ def prepare(python: str) -> dict[str, Any]:
 
 def run_child(python: str, *args: str) -> dict[str, Any]:
     proc = subprocess.run(
-        [python, __file__, *args], check=True, capture_output=True, text=True, cwd=ROOT, env={**os.environ}
+        [python, "-m", "bench.gptj_load", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ},
     )
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 

@@ -75,3 +75,11 @@ def test_serving_code_in_each_image_imports_only_its_own_folder() -> None:
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("serving."):
                     assert node.module.startswith(f"serving.{component}"), f"{path} imports {node.module}"
+
+
+def test_tests_import_helpers_not_conftest() -> None:
+    """Shared test code lives in helper modules; a conftest.py holds fixtures alone."""
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.endswith("conftest"), f"{path} imports {node.module}"

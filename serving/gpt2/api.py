@@ -144,7 +144,8 @@ def _number(
     return float(value)
 
 
-def parse_request(payload: Any, info: ModelInfo, max_rows: int) -> GenerationRequest:
+# Complex on purpose: one check per request parameter, in the order the API documents them.
+def parse_request(payload: Any, info: ModelInfo, max_rows: int) -> GenerationRequest:  # noqa: C901
     """Check the JSON document; `max_rows` is the largest batch the server runs."""
     if not isinstance(payload, dict):
         raise invalid(f'the body is a JSON {_type_name(payload)}; send an object such as {{"inputs": "amazon"}}')

@@ -323,37 +323,40 @@ def create_backend(
 ) -> Backend:
     """Build backend `name`, or with "auto" the first of AUTO_ORDER that starts here. With
     `require_gpu` (a GPU instance type), only a backend that runs on CUDA will do."""
-    if require_gpu:
-        if not cuda_available():
-            raise GpuRequired(
-                "the endpoint's instance type has a GPU (GPT2_REQUIRE_GPU=true), but CUDA does not start in this "
-                "container: refusing to serve from the CPU. Check the host driver against the image's CUDA "
-                "(serve's CUDA compat message above; the endpoint's inference_ami_version) and that the image's "
-                "torch is a CUDA build (serving/gpt2/requirements-torch.txt)"
-            )
-        if name == "auto":
-            failures = []
-            for candidate in GPU_BACKENDS:
-                try:
-                    return create_backend(candidate, model_dir, info, threads=threads, engine_cache=engine_cache)
-                except BackendUnavailable as exc:
-                    failures.append(str(exc))
-            raise GpuRequired("no GPU backend can run here (GPT2_REQUIRE_GPU=true): " + "; ".join(failures))
+    if require_gpu and not cuda_available():
+        raise GpuRequired(
+            "the endpoint's instance type has a GPU (GPT2_REQUIRE_GPU=true), but CUDA does not start in this "
+            "container: refusing to serve from the CPU. Check the host driver against the image's CUDA "
+            "(serve's CUDA compat message above; the endpoint's inference_ami_version) and that the image's "
+            "torch is a CUDA build (serving/gpt2/requirements-torch.txt)"
+        )
     if name == "auto":
-        failures = []
-        if Path("/dev/nvidia0").exists() and not cuda_available():
-            # Serving on the CPU of a GPU instance is slow and costly, so say so where it is seen.
-            log.error(
-                "a GPU is attached (/dev/nvidia0) but CUDA does not start: serving on the CPU. Check the host "
-                "driver against the image's CUDA (serve's CUDA compat setup, the endpoint's inference_ami_version)"
-            )
-        for candidate in AUTO_ORDER:
-            try:
-                return create_backend(candidate, model_dir, info, threads=threads, engine_cache=engine_cache)
-            except BackendUnavailable as exc:
-                failures.append(str(exc))
-                log.info("backend %s unavailable: %s", candidate, exc)
-        raise BackendUnavailable("no backend can run here: " + "; ".join(failures))
+        return _first_that_starts(
+            GPU_BACKENDS if require_gpu else AUTO_ORDER, model_dir, info, threads=threads, engine_cache=engine_cache
+        )
+    return _create(name, model_dir, info, threads=threads, engine_cache=engine_cache)
+
+
+def _first_that_starts(
+    candidates: tuple[str, ...], model_dir: Path, info: ModelInfo, *, threads: int, engine_cache: Path
+) -> Backend:
+    if Path("/dev/nvidia0").exists() and not cuda_available():
+        # Serving on the CPU of a GPU instance is slow and costly, so say so where it is seen.
+        log.error(
+            "a GPU is attached (/dev/nvidia0) but CUDA does not start: serving on the CPU. Check the host "
+            "driver against the image's CUDA (serve's CUDA compat setup, the endpoint's inference_ami_version)"
+        )
+    failures = []
+    for candidate in candidates:
+        try:
+            return _create(candidate, model_dir, info, threads=threads, engine_cache=engine_cache)
+        except BackendUnavailable as exc:
+            failures.append(str(exc))
+            log.info("backend %s unavailable: %s", candidate, exc)
+    raise BackendUnavailable(f"no backend of {', '.join(candidates)} can run here: " + "; ".join(failures))
+
+
+def _create(name: str, model_dir: Path, info: ModelInfo, *, threads: int, engine_cache: Path) -> Backend:
     if name == "tensorrt":
         if not cuda_available():
             raise BackendUnavailable("backend tensorrt needs a CUDA GPU; none is visible")

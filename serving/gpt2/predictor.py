@@ -163,7 +163,9 @@ class Predictor:
             503, "loading", "the model is still loading: retry when GET /ping answers 200", {"Retry-After": "5"}
         )
 
-    def invoke(self, content_type: str | None, body: bytes) -> dict[str, Any]:
+    # Complex on purpose: a request's path in order (parse, budget, queue, wait, answer), each error
+    # the documented one.
+    def invoke(self, content_type: str | None, body: bytes) -> dict[str, Any]:  # noqa: C901
         if self.state != "ready":
             raise self._not_ready()
         assert self.info is not None and self.tokenizer is not None and self.batcher is not None

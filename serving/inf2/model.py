@@ -113,7 +113,11 @@ class ServerConfig:
             compiled_graph_path=props.get("compiled_graph_path") or None,
             revision=props.get("revision") or None,
             predict_timeout_s=_int_property(
-                {"predict_timeout": props.get("predict_timeout") or timeout_default}, "predict_timeout", 0, 10, 86_400
+                {"predict_timeout": str(props.get("predict_timeout") or timeout_default)},
+                "predict_timeout",
+                0,
+                10,
+                86_400,
             ),
         )
 

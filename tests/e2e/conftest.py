@@ -1,50 +1,18 @@
 """End-to-end fixtures: one local AWS per session, the app synthesized once per setting set,
-the CDK CLI bootstrapped once; helpers that read what a stack left in the local AWS."""
+the CDK CLI bootstrapped once (helpers: tests/e2e/helpers.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
-from llm_contracts.manifest import sha256_file
 from local_aws import LocalAws
-from local_aws.cdk import NO_CHANGES, Cdk
+from local_aws.cdk import Cdk
 from local_aws.server import seed_neuron_dlami
-from stacks.config import AppConfig, load_config
-from tests.infra.helpers import cdk_context, make_artifacts, synthesize
-
-#: Settings that the update step changes, one visible effect per stack.
-UPDATES = {"gptj.max_capacity": 3, "gpt2.max_capacity": 6, "inf2.volume_size_gb": 600}
-# Bounds for one CLI call: ten times what each takes here, still far below the suite's budget.
-CLI_TIMEOUT_S = 120
-
-
-@dataclass(frozen=True)
-class Assembly:
-    """A synthesized cloud assembly (deployed with `cdk deploy --app DIR`) and its settings."""
-
-    path: Path
-    config: AppConfig
-
-    def template(self, stack: str) -> dict[str, Any]:
-        return json.loads((self.path / f"{stack}.template.json").read_text())  # type: ignore[no-any-return]
-
-    def asset_url(self, stack: str, source: Path, aws: LocalAws) -> str:
-        """Where `cdk deploy` publishes the file asset ``source`` of ``stack``."""
-        manifest = json.loads((self.path / f"{stack}.assets.json").read_text())
-        (asset,) = [a for a in manifest["files"].values() if Path(a["source"]["path"]) == source.resolve()]
-        (destination,) = asset["destinations"].values()
-        bucket = (
-            destination["bucketName"].replace("${AWS::AccountId}", aws.account).replace("${AWS::Region}", aws.region)
-        )
-        return f"s3://{bucket}/{destination['objectKey']}"
+from tests.e2e.helpers import CLI_TIMEOUT_S, UPDATES, Assembly, assembly_of
+from tests.infra.helpers import make_artifacts
 
 
 @pytest.fixture(scope="session")
@@ -61,17 +29,6 @@ def neuron_ami(local_aws: LocalAws, base: Assembly) -> str:
 @pytest.fixture(scope="session")
 def cdk(local_aws: LocalAws) -> Cdk:
     return Cdk(local_aws, timeout_s=CLI_TIMEOUT_S)
-
-
-def gpt2_image(aws: LocalAws) -> str:
-    """No Docker engine publishes the GPT-2 image asset here: the stack is given an image URI."""
-    return aws.ecr_image_uri("llm-inference-gpt2", "e2e")
-
-
-def assembly_of(root: Path, aws: LocalAws, artifacts: Path, **overrides: Any) -> Assembly:
-    settings = {"project.artifacts_dir": str(artifacts), "gpt2.image_uri": gpt2_image(aws), **overrides}
-    synthesized = synthesize(root, artifacts, **settings)
-    return Assembly(path=synthesized.outdir, config=load_config(cdk_context(**settings)))
 
 
 @pytest.fixture(scope="session")
@@ -96,175 +53,3 @@ def bootstrapped(cdk: Cdk, base: Assembly, neuron_ami: str) -> Cdk:
 
 
 # --- Reading a stack back -------------------------------------------------------------------
-
-
-def stack_of(aws: LocalAws, name: str) -> dict[str, Any]:
-    return aws.client("cloudformation").describe_stacks(StackName=name)["Stacks"][0]  # type: ignore[no-any-return]
-
-
-def resources_of_stack(aws: LocalAws, name: str) -> dict[str, tuple[str, str]]:
-    """logical id -> (type, physical id)"""
-    summaries = aws.client("cloudformation").list_stack_resources(StackName=name)["StackResourceSummaries"]
-    return {r["LogicalResourceId"]: (r["ResourceType"], r.get("PhysicalResourceId", "")) for r in summaries}
-
-
-def s3_object_sha256(aws: LocalAws, url: str) -> str:
-    bucket, key = url.removeprefix("s3://").split("/", 1)
-    body = aws.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
-    return hashlib.sha256(body).hexdigest()
-
-
-def prefix_files(aws: LocalAws, url: str) -> dict[str, str]:
-    """relative name -> sha256 of every object under an S3 prefix."""
-    bucket, prefix = url.removeprefix("s3://").split("/", 1)
-    s3 = aws.client("s3")
-    found = {}
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            found[obj["Key"].removeprefix(prefix)] = hashlib.sha256(body).hexdigest()
-    return found
-
-
-def payload_files(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in folder.rglob("*") if p.is_file()}
-
-
-def role_statements(aws: LocalAws, role_name: str) -> list[dict[str, Any]]:
-    iam = aws.client("iam")
-    statements: list[dict[str, Any]] = []
-    for policy in iam.list_role_policies(RoleName=role_name)["PolicyNames"]:
-        document = iam.get_role_policy(RoleName=role_name, PolicyName=policy)["PolicyDocument"]
-        if isinstance(document, str):
-            document = json.loads(document)
-        statements.extend(document["Statement"])
-    return statements
-
-
-def _missing(call: Callable[[], Any], *codes: str) -> bool:
-    try:
-        call()
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] in codes or not codes:
-            return True
-        raise
-    return False
-
-
-def _gone(aws: LocalAws, resource_type: str, physical_id: str) -> bool:
-    """Whether the resource no longer exists, asked the way a user would ask AWS."""
-    sm, ec2, iam = aws.client("sagemaker"), aws.client("ec2"), aws.client("iam")
-    name = physical_id.rsplit("/", 1)[-1]
-    checks: dict[str, Callable[[], bool]] = {
-        "AWS::SageMaker::Model": lambda: _missing(lambda: sm.describe_model(ModelName=name)),
-        "AWS::SageMaker::EndpointConfig": lambda: _missing(
-            lambda: sm.describe_endpoint_config(EndpointConfigName=name)
-        ),
-        "AWS::SageMaker::Endpoint": lambda: _missing(lambda: sm.describe_endpoint(EndpointName=name)),
-        "AWS::ApplicationAutoScaling::ScalableTarget": lambda: (
-            not aws.client("application-autoscaling").describe_scalable_targets(
-                ServiceNamespace="sagemaker", ResourceIds=[physical_id.split("|")[0]]
-            )["ScalableTargets"]
-        ),
-        "AWS::ApplicationAutoScaling::ScalingPolicy": lambda: all(
-            p["PolicyARN"] != physical_id
-            for p in aws.client("application-autoscaling").describe_scaling_policies(ServiceNamespace="sagemaker")[
-                "ScalingPolicies"
-            ]
-        ),
-        "AWS::CloudWatch::Alarm": lambda: (
-            not aws.client("cloudwatch").describe_alarms(AlarmNames=[physical_id])["MetricAlarms"]
-        ),
-        "AWS::IAM::Role": lambda: _missing(lambda: iam.get_role(RoleName=physical_id), "NoSuchEntity"),
-        # An inline policy lives in its role: gone with it (the role is checked on its own).
-        "AWS::IAM::Policy": lambda: True,
-        "AWS::IAM::InstanceProfile": lambda: _missing(
-            lambda: iam.get_instance_profile(InstanceProfileName=physical_id), "NoSuchEntity"
-        ),
-        "AWS::KMS::Key": lambda: (
-            aws.client("kms").describe_key(KeyId=physical_id)["KeyMetadata"]["KeyState"] == "PendingDeletion"
-        ),
-        "AWS::EC2::Instance": lambda: all(
-            i["State"]["Name"] in ("terminated", "shutting-down")
-            for r in ec2.describe_instances(InstanceIds=[physical_id])["Reservations"]
-            for i in r["Instances"]
-        ),
-        "AWS::EC2::VPC": lambda: _missing(lambda: ec2.describe_vpcs(VpcIds=[physical_id])),
-        "AWS::EC2::Subnet": lambda: _missing(lambda: ec2.describe_subnets(SubnetIds=[physical_id])),
-        "AWS::EC2::SecurityGroup": lambda: _missing(lambda: ec2.describe_security_groups(GroupIds=[physical_id])),
-        "AWS::EC2::RouteTable": lambda: _missing(lambda: ec2.describe_route_tables(RouteTableIds=[physical_id])),
-        # Routes and associations live in their route table and subnet, both checked on their own.
-        "AWS::EC2::Route": lambda: True,
-        "AWS::EC2::SubnetRouteTableAssociation": lambda: True,
-        "AWS::EC2::VPCGatewayAttachment": lambda: True,
-        "AWS::EC2::InternetGateway": lambda: _missing(
-            lambda: ec2.describe_internet_gateways(InternetGatewayIds=[physical_id])
-        ),
-        "AWS::EC2::NatGateway": lambda: all(
-            n["State"] in ("deleted", "deleting")
-            for n in ec2.describe_nat_gateways(NatGatewayIds=[physical_id])["NatGateways"]
-        ),
-        "AWS::EC2::EIP": lambda: _missing(lambda: ec2.describe_addresses(PublicIps=[physical_id])),
-        "AWS::EC2::FlowLog": lambda: not ec2.describe_flow_logs(FlowLogIds=[physical_id])["FlowLogs"],
-        "AWS::EC2::LaunchTemplate": lambda: all(
-            t["LaunchTemplateId"] != physical_id for t in ec2.describe_launch_templates()["LaunchTemplates"]
-        ),
-        "AWS::S3::Bucket": lambda: _missing(lambda: aws.client("s3").head_bucket(Bucket=physical_id)),
-        # A bucket policy lives in its bucket, and each copied model file under the bucket's
-        # prefix: both gone with the bucket, which is checked on its own.
-        "AWS::S3::BucketPolicy": lambda: True,
-        "Custom::AWS": lambda: True,
-        "AWS::Lambda::Function": lambda: _missing(
-            lambda: aws.client("lambda").get_function(FunctionName=physical_id), "ResourceNotFoundException"
-        ),
-        "AWS::Logs::LogGroup": lambda: (
-            not [
-                g
-                for g in aws.client("logs").describe_log_groups(logGroupNamePrefix=physical_id)["logGroups"]
-                if g["logGroupName"] == physical_id
-            ]
-        ),
-    }
-    if resource_type not in checks:
-        raise AssertionError(f"no check that a {resource_type!r} ({physical_id}) is deleted: add one here")
-    return checks[resource_type]()
-
-
-def assert_destroyed(aws: LocalAws, name: str, before: dict[str, tuple[str, str]], template: dict[str, Any]) -> None:
-    """Nothing of the stack is left: `cdk destroy` must not leave orphans (log groups, keys)."""
-    assert _missing(lambda: stack_of(aws, name), "ValidationError")
-    retained = sorted(k for k, v in template["Resources"].items() if v.get("DeletionPolicy") == "Retain")
-    assert not retained, f"{name} retains {', '.join(retained)} after destroy"
-    # moto lists each resource of a type it does not model (AWS::S3::BucketPolicy, skipped on
-    # purpose: see local_aws/patches.py) with no logical id, type or physical id: nothing to check.
-    left = [
-        f"{logical} ({kind} {physical})"
-        for logical, (kind, physical) in before.items()
-        if logical and kind != "AWS::CDK::Metadata" and not _gone(aws, kind, physical)
-    ]
-    assert not left, f"{name} was destroyed but left: {', '.join(left)}"
-
-
-def deploy_reports_no_changes(cdk: Cdk, app: Path, name: str) -> None:
-    events_before = len(cdk.aws.client("cloudformation").describe_stack_events(StackName=name)["StackEvents"])
-    result = cdk.deploy(app, [name])
-    assert NO_CHANGES in result.output, result.output
-    events_after = len(cdk.aws.client("cloudformation").describe_stack_events(StackName=name)["StackEvents"])
-    assert events_after == events_before, "a deploy without changes must not touch the stack"
-
-
-def deploy_update_destroy(
-    cdk: Cdk, stack: str, base: Assembly, updated: Assembly, check: Callable[[Assembly], dict[str, Any]]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The cycle users run: deploy, deploy again (no changes), deploy a changed setting (an
-    update), destroy; ``check`` inspects the stack after each deploy. Returns both checks."""
-    cdk.deploy(base.path, [stack])
-    first = check(base)
-    deploy_reports_no_changes(cdk, base.path, stack)
-    cdk.deploy(updated.path, [stack])
-    assert stack_of(cdk.aws, stack)["StackStatus"] == "UPDATE_COMPLETE"
-    second = check(updated)
-    deployed = resources_of_stack(cdk.aws, stack)
-    cdk.destroy(updated.path, [stack])
-    assert_destroyed(cdk.aws, stack, deployed, updated.template(stack))
-    return first, second

@@ -10,7 +10,7 @@ import pytest
 from llm_contracts.manifest import sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from tests.e2e.conftest import (
+from tests.e2e.helpers import (
     Assembly,
     deploy_update_destroy,
     resources_of_stack,

@@ -40,9 +40,9 @@ def test_every_patch_says_what_it_restores() -> None:
 
 
 def test_neuron_dlami_parameter_is_published(local_aws: LocalAws, neuron_ami: str, base: object) -> None:
-    from stacks.config import Inf2Settings
+    from llm_inference_cdk.inf2.props import NEURON_DLAMI
 
-    parameter = local_aws.client("ssm").get_parameter(Name=Inf2Settings.ami_ssm_parameter)["Parameter"]
+    parameter = local_aws.client("ssm").get_parameter(Name=NEURON_DLAMI)["Parameter"]
     assert parameter["Value"] == neuron_ami and parameter["DataType"] == "aws:ec2:image"
     (image,) = local_aws.client("ec2").describe_images(ImageIds=[neuron_ami])["Images"]
     assert image["State"] == "available"

@@ -15,7 +15,7 @@ from llm_inference_cdk import EndpointProps, huggingface_inference
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from stacks.config import AppConfig
-from tests.e2e.conftest import (
+from tests.e2e.helpers import (
     Assembly,
     assembly_of,
     deploy_update_destroy,

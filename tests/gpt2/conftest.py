@@ -5,13 +5,13 @@ from __future__ import annotations
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from artifacts_builder import gpt2 as builder
 from serving.gpt2.local import LocalServer, free_port
+from tests.gpt2.helpers import Quantized
 
 
 def build(out: Path, *extra: str) -> int:
@@ -50,15 +50,6 @@ def _extract(tar_path: Path, target: Path) -> Path:
 @pytest.fixture(scope="session")
 def model_dir(model_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _extract(model_tar, tmp_path_factory.mktemp("model"))
-
-
-@dataclass(frozen=True)
-class Quantized:
-    """The tiny model built with one `--cpu-precision` (its gate passed, or the build failed)."""
-
-    out: Path
-    tar: Path
-    model_dir: Path
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from serving.gpt2.generation import (
     onnxruntime_file,
 )
 from serving.gpt2.local import LocalServer
-from tests.gpt2.conftest import Quantized
+from tests.gpt2.helpers import Quantized
 
 #: --cpu-precision: (the graph it ships, the operator of each quantized linear layer)
 PRECISIONS = {"int8": (ONNX_INT8, "MatMulNBits"), "int8-dynamic": (ONNX_INT8_DYNAMIC, "MatMulInteger")}

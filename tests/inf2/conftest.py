@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -12,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from .helpers import ROOT, builder_args, cdk_context, stand_in_artifacts
+
 # The driver that runs under the LMI image's environments loads files as DJL does; so do the fixtures.
 from .lmi_driver import load_file as load_module
 
-ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
@@ -53,19 +53,6 @@ def tiny_model(tiny_model_dir: Path) -> tuple[Any, Any]:
     return OPTForCausalLM.from_pretrained(tiny_model_dir).eval(), AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
-def builder_args(out: Path, *extra: str) -> argparse.Namespace:
-    from artifacts_builder.__main__ import build_parser
-
-    return build_parser().parse_args(["inf2", "--out", str(out), *extra])
-
-
-def stand_in_artifacts(root: Path) -> None:
-    """The other stacks only hash and upload their payloads: small stand-ins do."""
-    from tests.infra.helpers import make_artifacts
-
-    make_artifacts(root, components=("gpt2", "gptj"))
-
-
 @pytest.fixture(scope="session")
 def tiny_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`python -m artifacts_builder inf2 --tiny` with cdk.json's settings."""
@@ -75,11 +62,6 @@ def tiny_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert run(builder_args(out, "--tiny")) == 0
     stand_in_artifacts(out)
     return out
-
-
-def cdk_context(artifacts: Path, **overrides: Any) -> dict[str, Any]:
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return {**context, "project.artifacts_dir": str(artifacts), **overrides}
 
 
 @pytest.fixture(scope="session")

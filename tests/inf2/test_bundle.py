@@ -11,7 +11,7 @@ from pathlib import Path
 from artifacts_builder.inf2 import run
 from llm_contracts.manifest import read_manifest, sha256_file, verify_files
 
-from .conftest import ROOT, builder_args
+from .helpers import ROOT, builder_args
 
 
 def members(bundle: Path) -> dict[str, bytes]:

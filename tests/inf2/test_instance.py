@@ -19,7 +19,7 @@ import pytest
 
 from stacks.config import ConfigError
 
-from .conftest import ROOT, stand_in_artifacts
+from .helpers import ROOT, stand_in_artifacts
 
 HOST_FILES = ROOT / "llm_inference_cdk" / "inf2"
 needs_shellcheck = pytest.mark.skipif(shutil.which("shellcheck") is None, reason="make system-deps installs shellcheck")
@@ -264,7 +264,7 @@ def test_synthesis_checks_the_bundled_model_heads(
 ) -> None:
     from artifacts_builder.inf2 import run
 
-    from .conftest import builder_args
+    from .helpers import builder_args
 
     config = json.loads((tiny_model_dir / "config.json").read_text())
     odd = tmp_path / "odd-heads"

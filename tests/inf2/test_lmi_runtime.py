@@ -20,7 +20,7 @@ import pytest
 from artifacts_builder.inf2 import run
 from artifacts_builder.legacy_tokenizer import TokenizerFormatError, legacy_tokenizer_json
 
-from .conftest import ROOT, builder_args
+from .helpers import ROOT, builder_args
 
 DRIVER = Path(__file__).with_name("lmi_driver.py")
 LMI310 = ROOT / ".venv-lmi310" / "bin" / "python"
