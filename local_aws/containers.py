@@ -112,6 +112,8 @@ class Container:
         return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
+            # This project's own variables (a test session's marker: tests/leaks.py).
+            **{k: v for k, v in os.environ.items() if k.startswith("LLM_INFERENCE_")},
             **self.environment,
             "SAGEMAKER_BIND_TO_PORT": str(self.port),
         }

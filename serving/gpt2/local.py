@@ -16,6 +16,7 @@ From Python (tests, the end-to-end demo)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -146,6 +147,11 @@ class LocalServer:
                 code = self.process.wait()
         elif self.process is not None:
             code = self.process.returncode
+        if self.process is not None:
+            # serve leads its own process group and ends it at exit; if serve itself was killed,
+            # what it started is still in that group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
         return code

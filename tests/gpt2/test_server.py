@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import tarfile
 import threading
 import time
@@ -259,18 +260,25 @@ def test_sigterm_stops_everything(running: Running) -> None:
         assert not any(Path(f"/proc/{pid}").exists() for pid in tree)
 
 
-def test_serve_exits_when_a_child_dies(running: Running) -> None:
+@pytest.mark.parametrize("child", [b"nginx: master", b"gunicorn"])
+def test_serve_exits_when_a_child_dies_and_leaves_nothing(running: Running, child: bytes) -> None:
+    """Either server dying ends the container: serve exits non-zero, and nothing it started
+    stays, neither the other server nor the dead one's workers (nginx workers outlive a killed
+    master and hold the port)."""
     with running({}) as srv:
         assert srv.process is not None
         tree = children(srv.process.pid)
-        nginx_master = next(p for p in tree if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"nginx: master"))
-        os.kill(nginx_master, signal.SIGKILL)
+        masters = [p for p in tree if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"nginx: master")]
+        masters += sorted(p for p in tree if b"gunicorn" in Path(f"/proc/{p}/cmdline").read_bytes())[:1]
+        victim = next(p for p in masters if Path(f"/proc/{p}/cmdline").read_bytes().find(child) >= 0)
+        os.kill(victim, signal.SIGKILL)
         assert srv.process.wait(timeout=30) == 1
-        time.sleep(0.5)
-        gunicorn = [
-            p for p in tree if Path(f"/proc/{p}").exists() and b"gunicorn" in Path(f"/proc/{p}/cmdline").read_bytes()
-        ]
-        assert gunicorn == [], "gunicorn must be stopped with nginx gone"
+        left = [p for p in tree if Path(f"/proc/{p}").exists() and " Z " not in Path(f"/proc/{p}/stat").read_text()]
+        assert left == [], f"processes of the container left: {left}"
+        with socket.socket() as s:
+            # No one listens any more (SO_REUSEADDR: closed connections may linger in TIME_WAIT).
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", srv.port))
 
 
 def test_altered_model_file_is_refused_by_name(model_tar: Path, tmp_path: Path, free_port: Callable[[], int]) -> None:

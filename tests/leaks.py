@@ -1,0 +1,47 @@
+"""The processes a test session started and left running (the session fails if there is one).
+
+The session puts :data:`MARKER` in its environment, and every process a test starts inherits
+it (local_aws/containers.py, which gives a container a fresh environment as SageMaker does,
+passes this project's own ``LLM_INFERENCE_`` variables on). A process that carries this
+session's marker and still runs when the session ends was left behind; the interpreter running
+pytest and the jsii runtime that serves its AWS CDK calls are not.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKER = "LLM_INFERENCE_TEST_SESSION"
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    cmdline: str
+
+
+def marked(session: str) -> list[Process]:
+    """The live processes whose environment carries `session` as the marker."""
+    wanted = f"{MARKER}={session}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # exited, waiting to be reaped: holds nothing
+            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue
+        found.append(Process(int(entry.name), cmdline))
+    return found
+
+
+def left_running(session: str) -> list[Process]:
+    """This session's processes, but this one and jsii's."""
+    me = os.getpid()
+    return [p for p in marked(session) if p.pid != me and "jsii-runtime" not in p.cmdline]
