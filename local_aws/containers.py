@@ -20,12 +20,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -36,6 +37,9 @@ HF_ENTRYPOINT = Path(__file__).with_name("hf_entrypoint.py")
 MMS_PORT_LIMIT = 32767
 #: SageMaker sends SIGKILL this long after SIGTERM.
 STOP_GRACE_S = 30.0
+#: Set in every container's environment to its run folder: :func:`running_containers` finds the
+#: processes of containers on this host by it, whatever they re-parented to.
+CONTAINER_MARKER = "LLM_INFERENCE_CONTAINER"
 
 
 class ContainerError(RuntimeError):
@@ -61,6 +65,34 @@ class Response:
     status: int
     content_type: str
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContainerProcess:
+    pid: int
+    run_dir: str
+    cmdline: str
+
+
+def running_containers() -> list[ContainerProcess]:
+    """Every live process of a container started by this module, in any process on this host."""
+    found = []
+    prefix = f"{CONTAINER_MARKER}=".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # exited, waiting to be reaped
+            marks = [v for v in (entry / "environ").read_bytes().split(b"\0") if v.startswith(prefix)]
+            if not marks:
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue
+        found.append(ContainerProcess(int(entry.name), marks[0][len(prefix) :].decode(), cmdline))
+    return found
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -80,7 +112,8 @@ class Container:
     """One serving container's processes; a context manager that stops it on exit.
 
     :param model_dir: the model files, copied to ``<run>/opt/ml/model`` at start (SageMaker
-        copies them too: the container may not write into the caller's folder).
+        copies them too: the container may not write into the caller's folder); or a function
+        that fills that folder (the local SageMaker runtime downloads the model data into it).
     :param environment: the Model's container environment.
     :param port: the port SageMaker would give (default: a free one).
     :param log: a file for the container's output (default: one in the run folder, kept for
@@ -89,7 +122,7 @@ class Container:
 
     def __init__(
         self,
-        model_dir: Path,
+        model_dir: Path | Callable[[Path], None],
         *,
         environment: Mapping[str, str] | None = None,
         port: int | None = None,
@@ -116,6 +149,7 @@ class Container:
             **{k: v for k, v in os.environ.items() if k.startswith("LLM_INFERENCE_")},
             **self.environment,
             "SAGEMAKER_BIND_TO_PORT": str(self.port),
+            CONTAINER_MARKER: str(run_dir),
         }
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -141,8 +175,16 @@ class Container:
 
     def start(self) -> Container:
         self.run_dir = Path(tempfile.mkdtemp(prefix="container-"))
+        # In the image every user reaches its own /tmp and /opt/ml: nginx's workers, which run
+        # unprivileged when the master is root, connect to gunicorn's socket under TMPDIR.
+        self.run_dir.chmod(0o755)
         (self.run_dir / "tmp").mkdir()
-        shutil.copytree(self.source, self.model_dir, symlinks=False)
+        (self.run_dir / "tmp").chmod(0o1777)
+        if callable(self.source):
+            self.model_dir.mkdir(parents=True)
+            self.source(self.model_dir)
+        else:
+            shutil.copytree(self.source, self.model_dir, symlinks=False)
         with open(self.log, "ab") as out:
             # A session of its own: stop() can find and end every process the image starts,
             # including those its front end re-parents or leaves behind.
@@ -190,20 +232,31 @@ class Container:
         raise ContainerError(f"/ping did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}")
 
     def invoke(
-        self, body: bytes, *, content_type: str = "application/json", accept: str | None = None, timeout: float = 60.0
+        self,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        accept: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
     ) -> Response:
         """POST /invocations as SageMaker forwards an InvokeEndpoint call."""
-        headers = {"Content-Type": content_type}
+        sent = {"Content-Type": content_type, **(headers or {})}
         if accept is not None:
-            headers["Accept"] = accept
+            sent["Accept"] = accept
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/invocations", data=body, headers=headers, method="POST"
+            f"http://127.0.0.1:{self.port}/invocations", data=body, headers=sent, method="POST"
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
-                return Response(int(response.status), response.headers.get("Content-Type", ""), response.read())
+                return Response(
+                    int(response.status),
+                    response.headers.get("Content-Type", ""),
+                    response.read(),
+                    dict(response.headers),
+                )
         except urllib.error.HTTPError as exc:
-            return Response(int(exc.code), exc.headers.get("Content-Type", ""), exc.read())
+            return Response(int(exc.code), exc.headers.get("Content-Type", ""), exc.read(), dict(exc.headers))
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
         """SIGTERM, then SIGKILL after `grace_s`, as SageMaker stops a container; then end
@@ -288,4 +341,28 @@ class HuggingFaceContainer(Container):
         )
         if "JAVA_HOME" in os.environ:
             env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+        return env
+
+
+class Gpt2Container(Container):
+    """This project's GPT-2 image: ``serving/gpt2/serve`` (nginx + gunicorn) with this project's
+    interpreter, which has what the image installs but a CUDA torch."""
+
+    def command(self, run_dir: Path) -> Sequence[str]:
+        return [sys.executable, str(PROJECT_ROOT / "serving" / "gpt2" / "serve")]
+
+    def process_environment(self, run_dir: Path) -> dict[str, str]:
+        env = super().process_environment(run_dir)
+        env.update(
+            {
+                "SM_MODEL_DIR": str(self.model_dir),
+                "GPT2_ENGINE_CACHE": str(run_dir / "tmp" / "gpt2-engine"),
+                "TMPDIR": str(run_dir / "tmp"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if env.get("GPT2_REQUIRE_GPU") == "true" and not Path("/dev/nvidia0").exists():
+            # The variant's instance type promises a GPU that this host cannot give: serve from
+            # the CPU here (on SageMaker the container would refuse to, and /ping stay 503).
+            env["GPT2_REQUIRE_GPU"] = "false"
         return env

@@ -22,7 +22,8 @@ from moto.moto_api._internal.models import moto_api_backend
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
-from local_aws import patches
+from local_aws import hosting_patches, patches
+from local_aws.runtime import HOSTING
 
 #: The account moto answers as; every ARN the emulator returns names it.
 EMULATOR_ACCOUNT: str = DEFAULT_ACCOUNT_ID
@@ -85,7 +86,9 @@ class LocalAws:
         if self._server is not None:
             return self
         check_moto_version()
+        assert hosting_patches  # imported for its patches, which apply() installs with the others
         patches.apply()
+        HOSTING.stop_all()  # a fresh account hosts nothing
         # AWS-managed policies exist in every account; roles attach them by ARN
         # (ManagedPolicyArns), which moto refuses for a policy it has not loaded.
         default_user_config.setdefault("iam", {})["load_aws_managed_policies"] = True
@@ -103,6 +106,8 @@ class LocalAws:
         return self
 
     def stop(self) -> None:
+        # The endpoints' containers first: they are processes of this host, not of the server.
+        HOSTING.stop_all()
         server, self._server = self._server, None
         if server is not None:
             server.stop()

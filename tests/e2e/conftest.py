@@ -11,8 +11,7 @@ import pytest
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.server import seed_neuron_dlami
-from tests.e2e.helpers import CLI_TIMEOUT_S, UPDATES, Assembly, assembly_of
-from tests.infra.helpers import make_artifacts
+from tests.e2e.helpers import CLI_TIMEOUT_S, UPDATES, Assembly, assembly_of, build_tiny_artifacts
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +32,8 @@ def cdk(local_aws: LocalAws) -> Cdk:
 
 @pytest.fixture(scope="session")
 def e2e_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_artifacts(tmp_path_factory.mktemp("e2e-artifacts"))
+    """Real tiny payloads: the endpoints run their containers, which must load them."""
+    return build_tiny_artifacts(tmp_path_factory.mktemp("e2e-artifacts"))
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,11 +14,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from llm_contracts.manifest import sha256_file
+from llm_contracts.gptj import PAYLOAD_MANIFEST
+from llm_contracts.manifest import file_entry, sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import NO_CHANGES, Cdk
+from local_aws.containers import running_containers
 from stacks.config import AppConfig, load_config
-from tests.infra.helpers import cdk_context, synthesize
+from tests.infra.helpers import ROOT, cdk_context, synthesize
 
 #: Settings that the update step changes, one visible effect per stack.
 UPDATES = {"gptj.max_capacity": 3, "gpt2.max_capacity": 6, "inf2.volume_size_gb": 600}
@@ -43,6 +47,54 @@ class Assembly:
             destination["bucketName"].replace("${AWS::AccountId}", aws.account).replace("${AWS::Region}", aws.region)
         )
         return f"s3://{bucket}/{destination['objectKey']}"
+
+
+def build_tiny_artifacts(out: Path, *extra: str) -> Path:
+    """`python -m artifacts_builder all --tiny --out OUT` (what `make artifacts` runs)."""
+    subprocess.run(
+        [sys.executable, "-m", "artifacts_builder", "all", "--tiny", "--out", str(out), *extra],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    return out
+
+
+def invoke(aws: LocalAws, stack: str, request: Any, **kwargs: Any) -> Any:
+    """InvokeEndpoint on the stack's endpoint, as a client in AWS calls it; the decoded answer."""
+    body = request if isinstance(request, bytes) else json.dumps(request).encode()
+    answer = aws.client("sagemaker-runtime").invoke_endpoint(
+        EndpointName=aws.stack_outputs(stack)["EndpointName"],
+        Body=body,
+        **{"ContentType": "application/json", "Accept": "application/json", **kwargs},
+    )
+    return json.loads(answer["Body"].read())
+
+
+def retrain_gptj(artifacts: Path) -> None:
+    """Stand in for a retrained GPT-J: the built payload in `artifacts` gets other weights (the
+    same shapes, each tensor shifted) and manifests that match, as a rebuild would leave them."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    payload = artifacts / "gptj" / "model"
+    weights = payload / "model.safetensors"
+    generator = torch.Generator().manual_seed(7)
+    tensors = {
+        name: t + torch.randn(t.shape, generator=generator, dtype=torch.float32).to(t.dtype) * 0.5
+        if t.is_floating_point()
+        else t
+        for name, t in load_file(weights).items()
+    }
+    save_file(tensors, weights, metadata={"format": "pt"})
+    for manifest, prefix in ((payload / PAYLOAD_MANIFEST, ""), (artifacts / "gptj" / "manifest.json", "model/")):
+        document = json.loads(manifest.read_text())
+        for name, entry in document["files"].items():
+            file = payload / name.removeprefix(prefix)
+            if name.removeprefix(prefix) in ("model.safetensors", PAYLOAD_MANIFEST):
+                entry.update(file_entry(file))
+        manifest.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
 
 
 def gpt2_image(aws: LocalAws) -> str:
@@ -225,4 +277,5 @@ def deploy_update_destroy(
     deployed = resources_of_stack(cdk.aws, stack)
     cdk.destroy(updated.path, [stack])
     assert_destroyed(cdk.aws, stack, deployed, updated.template(stack))
+    assert running_containers() == [], "deleting the endpoint stops its container"
     return first, second

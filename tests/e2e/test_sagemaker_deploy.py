@@ -9,19 +9,21 @@ from typing import Any
 
 import pytest
 
-from llm_contracts.gptj import PAYLOAD_MANIFEST
-from llm_contracts.manifest import sha256_file, write_manifest
+from llm_contracts.manifest import sha256_file
 from llm_inference_cdk import EndpointProps, huggingface_inference
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
+from local_aws.containers import running_containers
 from stacks.config import AppConfig
 from tests.e2e.helpers import (
     Assembly,
     assembly_of,
     deploy_update_destroy,
     gpt2_image,
+    invoke,
     payload_files,
     prefix_files,
+    retrain_gptj,
     role_statements,
     s3_object_sha256,
 )
@@ -136,30 +138,34 @@ def test_deploy_update_destroy(
     assert after == first, "a scaling change updates the target in place; the endpoint stays"
 
 
-def test_new_gptj_payload_moves_to_a_new_prefix_and_the_old_one_is_emptied(
+def test_new_gptj_payload_moves_to_a_new_prefix_and_the_new_model_answers(
     bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, e2e_artifacts: Path, tmp_path: Path
 ) -> None:
     """A rebuilt payload is copied under a prefix of its own, the model is replaced (SageMaker
-    reads model data only when it creates a model) and the old copies are deleted once the
-    update has succeeded, so the bucket never holds more than the payload in use."""
+    reads model data only when it creates a model), the endpoint switches to a container that
+    serves it, and the old copies are deleted once the update has succeeded, so the bucket never
+    holds more than the payload in use."""
     artifacts = Path(shutil.copytree(e2e_artifacts, tmp_path / "artifacts"))
-    payload = artifacts / "gptj" / "model"
-    (payload / "config.json").write_text('{"rebuilt": true}')
-    entries = {p.relative_to(payload).as_posix(): p for p in payload.rglob("*") if p.is_file()}
-    write_manifest(
-        payload, "gptj-payload", {k: v for k, v in entries.items() if k != PAYLOAD_MANIFEST}, name=PAYLOAD_MANIFEST
-    )
+    retrain_gptj(artifacts)
     rebuilt = assembly_of(tmp_path / "cdk.out", local_aws, artifacts)
+    # Greedy decoding: the same weights give the same words, other weights other words.
+    request = {"inputs": "Can you please let us know more details about your", "parameters": {"max_new_tokens": 12}}
 
     bootstrapped.deploy(base.path, ["GptjStack"])
     try:
         before = check_endpoint(local_aws, "GptjStack", base)
         old_url = local_aws.stack_outputs("GptjStack")["ModelDataUrl"]
+        old_answer = invoke(local_aws, "GptjStack", request)
+        assert invoke(local_aws, "GptjStack", request) == old_answer
         bootstrapped.deploy(rebuilt.path, ["GptjStack"])
         after = check_endpoint(local_aws, "GptjStack", rebuilt)  # the new prefix holds the new files
         new_url = local_aws.stack_outputs("GptjStack")["ModelDataUrl"]
         assert new_url != old_url and after["model"] != before["model"]
         assert after["endpoint"] == before["endpoint"], "the endpoint is updated in place"
         assert prefix_files(local_aws, old_url) == {}
+        assert invoke(local_aws, "GptjStack", request) != old_answer, "the retrained model answers"
+        assert len(running_containers()) > 0 and {p.run_dir for p in running_containers()} == {
+            running_containers()[0].run_dir
+        }, "the old container was stopped"
     finally:
         bootstrapped.destroy(rebuilt.path, ["GptjStack"])

@@ -1,0 +1,259 @@
+"""A local SageMaker hosting runtime: the local AWS's endpoints run their model's container.
+
+What SageMaker does, done on this host with the image's own server code (local_aws/containers.py):
+
+* an endpoint being created gets one container per production variant: the model data from the
+  local S3 laid out as ``/opt/ml/model`` would be (a ``model.tar.gz`` extracted; an
+  uncompressed S3 prefix copied with its keys as paths), the Model's environment, a free port
+  as ``SAGEMAKER_BIND_TO_PORT``. It is ``InService`` once every container answers ``/ping``
+  with 200 within the variant's ``ContainerStartupHealthCheckTimeoutInSeconds``; a container
+  that exits or never does fails the endpoint (``Failed``, with the reason);
+* an update starts the new config's containers beside the old ones and switches once they
+  answer ``/ping``; until then the old ones keep answering (a new config that fails leaves the
+  endpoint on the old one, ``InService``, with the failure reason);
+* ``InvokeEndpoint`` is forwarded to the variant's container (``local_aws.patches``);
+* deleting the endpoint, or stopping the local AWS, stops its containers.
+
+Which local server runs an image: the Hugging Face PyTorch inference DLC runs the toolkit's model
+server under ``.venv-hf``; any other image is taken for this project's GPT-2 image (the only
+image it builds; the local AWS cannot pull images), run from ``serving/gpt2``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer
+
+log = logging.getLogger("local_aws.runtime")
+
+#: SageMaker's default when a variant sets no ContainerStartupHealthCheckTimeoutInSeconds.
+DEFAULT_STARTUP_TIMEOUT_S = 600
+#: SageMaker's limit on one invocation.
+INVOCATION_TIMEOUT_S = 60
+HUGGING_FACE_REPOSITORY = "/huggingface-pytorch-inference:"
+
+
+class EndpointNotFound(LookupError):
+    pass
+
+
+class NotInService(RuntimeError):
+    pass
+
+
+def container_for(image: str, model_data: Callable[[Path], None], environment: Mapping[str, str]) -> Container:
+    """The local server of `image` (see the module's docstring)."""
+    kind = HuggingFaceContainer if HUGGING_FACE_REPOSITORY in image else Gpt2Container
+    return kind(model_data, environment=environment)
+
+
+@dataclass
+class Deployment:
+    """One endpoint config's containers, by variant."""
+
+    config_name: str
+    containers: dict[str, Container] = field(default_factory=dict)
+    stopped: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, variant: str, container: Container) -> None:
+        with self._lock:
+            if self.stopped:
+                raise ContainerError("the endpoint was deleted while it was being created")
+            self.containers[variant] = container
+            container.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            containers = list(self.containers.values())
+        for container in containers:
+            container.stop()
+
+
+@dataclass
+class HostedEndpoint:
+    name: str
+    status: str = "Creating"
+    failure_reason: str | None = None
+    live: Deployment | None = None
+    #: The config being brought up; deleting the endpoint stops it too.
+    pending: Deployment | None = None
+    settled: threading.Event = field(default_factory=threading.Event)
+
+
+#: What the runtime needs to know of an endpoint config: per variant, its name, its container
+#: (Image, Environment, ModelDataUrl or ModelDataSource) and its startup timeout.
+@dataclass(frozen=True)
+class VariantSpec:
+    variant: str
+    image: str
+    environment: Mapping[str, str]
+    model_data: Mapping[str, Any]
+    startup_timeout_s: int
+
+
+ModelFetcher = Callable[[Mapping[str, Any], Path], None]
+Launcher = Callable[[str, Callable[[Path], None], Mapping[str, str]], Container]
+
+
+class Hosting:
+    """Every hosted endpoint of this process's local AWS, by (account, region, name)."""
+
+    def __init__(self, launcher: Launcher = container_for) -> None:
+        #: Which local server runs an image (tests give one of their own).
+        self.launcher = launcher
+        self._lock = threading.Lock()
+        self._endpoints: dict[tuple[str, str, str], HostedEndpoint] = {}
+
+    def deploy(
+        self,
+        key: tuple[str, str, str],
+        config_name: str,
+        variants: list[VariantSpec],
+        fetch: ModelFetcher,
+        on_settled: Callable[[HostedEndpoint], None],
+    ) -> HostedEndpoint:
+        """Start `config_name`'s containers for endpoint `key` in the background: a new endpoint
+        turns InService or Failed; an existing one switches to them once they are healthy."""
+        with self._lock:
+            endpoint = self._endpoints.get(key)
+            if endpoint is None:
+                endpoint = self._endpoints[key] = HostedEndpoint(name=key[2])
+            else:
+                endpoint.status, endpoint.failure_reason = "Updating", None
+            endpoint.settled.clear()
+        thread = threading.Thread(
+            target=self._bring_up,
+            args=(endpoint, config_name, variants, fetch, on_settled),
+            name=f"endpoint-{key[2]}",
+            daemon=True,
+        )
+        thread.start()
+        return endpoint
+
+    def _bring_up(
+        self,
+        endpoint: HostedEndpoint,
+        config_name: str,
+        variants: list[VariantSpec],
+        fetch: ModelFetcher,
+        on_settled: Callable[[HostedEndpoint], None],
+    ) -> None:
+        deployment = Deployment(config_name)
+        with self._lock:
+            endpoint.pending = deployment
+        try:
+            for spec in variants:
+                container = self.launcher(spec.image, _fetcher(fetch, spec.model_data), spec.environment)
+                deployment.start(spec.variant, container)
+                waited = container.wait_ready(spec.startup_timeout_s)
+                log.info("endpoint %s: variant %s answers /ping after %.1f s", endpoint.name, spec.variant, waited)
+        except (ContainerError, OSError) as exc:
+            deployment.stop()
+            with self._lock:
+                endpoint.pending = None
+            reason = (
+                f"The primary container for production variant {spec.variant} did not pass the ping health check: {exc}"
+            )
+            with self._lock:
+                endpoint.failure_reason = reason
+                # A failed update leaves the endpoint on its previous config, as SageMaker does.
+                endpoint.status = "InService" if endpoint.live is not None else "Failed"
+            log.warning("endpoint %s: %s", endpoint.name, reason)
+        else:
+            with self._lock:
+                previous, endpoint.live, endpoint.pending = endpoint.live, deployment, None
+                endpoint.status, endpoint.failure_reason = "InService", None
+            if previous is not None:
+                previous.stop()
+        on_settled(endpoint)
+        endpoint.settled.set()
+
+    def find(self, key: tuple[str, str, str]) -> HostedEndpoint | None:
+        with self._lock:
+            return self._endpoints.get(key)
+
+    def container(self, key: tuple[str, str, str], variant: str | None = None) -> tuple[str, Container]:
+        """The (variant, container) an invocation goes to: the named variant, else the first."""
+        with self._lock:
+            endpoint = self._endpoints.get(key)
+            if endpoint is None:
+                raise EndpointNotFound(key[2])
+            if endpoint.live is None or endpoint.status not in ("InService", "Updating"):
+                raise NotInService(f"Endpoint {key[2]} is {endpoint.status}, not InService")
+            containers = endpoint.live.containers
+            name = variant if variant in containers else next(iter(containers))
+            return name, containers[name]
+
+    def delete(self, key: tuple[str, str, str]) -> None:
+        with self._lock:
+            endpoint = self._endpoints.pop(key, None)
+        if endpoint is None:
+            return
+        with self._lock:
+            pending = endpoint.pending
+        # Stopping the containers still starting ends their wait for /ping at once.
+        if pending is not None:
+            pending.stop()
+        endpoint.settled.wait(timeout=DEFAULT_STARTUP_TIMEOUT_S)
+        if endpoint.live is not None:
+            endpoint.live.stop()
+
+    def stop_all(self) -> None:
+        with self._lock:
+            keys = list(self._endpoints)
+        for key in keys:
+            self.delete(key)
+
+
+def _fetcher(fetch: ModelFetcher, model_data: Mapping[str, Any]) -> Callable[[Path], None]:
+    return lambda folder: fetch(model_data, folder)
+
+
+def lay_out(
+    model_data: Mapping[str, Any],
+    folder: Path,
+    read: Callable[[str, str], bytes],
+    keys: Callable[[str, str], list[str]],
+) -> None:
+    """Fill `folder` as SageMaker fills /opt/ml/model from the container's model data:
+    ``ModelDataUrl`` (a model.tar.gz, extracted) or ``ModelDataSource.S3DataSource`` with
+    ``CompressionType: None`` (every object under the prefix, its key past the prefix as its
+    path). `read(bucket, key)` and `keys(bucket, prefix)` reach S3."""
+    if "ModelDataUrl" in model_data:
+        bucket, key = _split(model_data["ModelDataUrl"])
+        with tarfile.open(fileobj=io.BytesIO(read(bucket, key)), mode="r:gz") as tar:
+            tar.extractall(folder, filter="data")
+        return
+    source = model_data.get("ModelDataSource", {}).get("S3DataSource")
+    if source is None:
+        return  # no model data: an image that carries its model
+    bucket, prefix = _split(source["S3Uri"])
+    if source.get("CompressionType", "None") != "None" or source.get("S3DataType") != "S3Prefix":
+        bucket_key = (bucket, prefix)
+        with tarfile.open(fileobj=io.BytesIO(read(*bucket_key)), mode="r:gz") as tar:
+            tar.extractall(folder, filter="data")
+        return
+    for key in keys(bucket, prefix):
+        target = folder / key[len(prefix) :]
+        if folder.resolve() not in target.resolve().parents:
+            raise ContainerError(f"s3://{bucket}/{key} would land outside /opt/ml/model")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(read(bucket, key))
+
+
+def _split(url: str) -> tuple[str, str]:
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+HOSTING = Hosting()

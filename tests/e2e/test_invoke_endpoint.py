@@ -1,0 +1,74 @@
+"""The deployed endpoints answer InvokeEndpoint from their own containers (the local AWS's
+SageMaker runtime: local_aws/runtime.py), with SageMaker's errors, and stop with the stack."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from botocore.exceptions import ClientError
+
+from local_aws import LocalAws
+from local_aws.cdk import Cdk
+from tests.e2e.helpers import Assembly, invoke
+
+pytestmark = pytest.mark.e2e
+
+SEED_GPTJ_PROMPT = "Can you please let us know more details about your"
+ENDPOINT_STACKS = ["Gpt2Stack", "GptjStack"]
+
+
+@pytest.fixture(scope="module")
+def deployed(bootstrapped: Cdk, base: Assembly) -> Iterator[Cdk]:
+    bootstrapped.deploy(base.path, ENDPOINT_STACKS)
+    try:
+        yield bootstrapped
+    finally:
+        bootstrapped.destroy(base.path, ENDPOINT_STACKS)
+
+
+def model_error(call: object) -> dict[str, object]:
+    with pytest.raises(ClientError) as raised:
+        call()  # type: ignore[operator]
+    return raised.value.response  # type: ignore[return-value]
+
+
+def test_gpt2_answers_the_seed_request(deployed: Cdk, local_aws: LocalAws) -> None:
+    answer = invoke(local_aws, "Gpt2Stack", {"input": "amazon"})
+    (output,) = answer["outputs"]
+    assert output["input"] == "amazon" and output["completions"], answer
+    assert all(c["generated_text"].startswith("amazon") for c in output["completions"])
+
+
+def test_gptj_answers_the_seed_request(deployed: Cdk, local_aws: LocalAws) -> None:
+    (answer,) = invoke(local_aws, "GptjStack", {"inputs": SEED_GPTJ_PROMPT, "parameters": {"max_new_tokens": 12}})
+    text = answer["generated_text"]
+    assert text.startswith(SEED_GPTJ_PROMPT) and len(text) > len(SEED_GPTJ_PROMPT), answer
+
+
+@pytest.mark.parametrize(
+    ("stack", "body", "expected"),
+    [
+        ("Gpt2Stack", b'{"input": "amazon"', "not valid JSON"),
+        ("GptjStack", b'{"parameters": {}}', "inputs"),
+    ],
+)
+def test_a_bad_request_is_a_model_error_with_the_containers_400(
+    deployed: Cdk, local_aws: LocalAws, stack: str, body: bytes, expected: str
+) -> None:
+    response = model_error(lambda: invoke(local_aws, stack, body))
+    assert response["Error"]["Code"] == "ModelError"
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 424
+    assert response["OriginalStatusCode"] == 400
+    error = json.loads(response["OriginalMessage"])
+    assert expected in json.dumps(error), error
+    # The container is still there and answers the next request.
+    assert invoke(local_aws, "Gpt2Stack", {"input": "amazon"})["outputs"]
+
+
+def test_an_unknown_endpoint_is_a_validation_error(deployed: Cdk, local_aws: LocalAws) -> None:
+    runtime = local_aws.client("sagemaker-runtime")
+    response = model_error(lambda: runtime.invoke_endpoint(EndpointName="no-such-endpoint", Body=b"{}"))
+    assert response["Error"]["Code"] == "ValidationError"
+    assert "no-such-endpoint" in response["Error"]["Message"]
