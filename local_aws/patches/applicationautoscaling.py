@@ -1,4 +1,5 @@
-"""Application Auto Scaling: the CloudFormation types of an endpoint's autoscaling."""
+"""Application Auto Scaling: the CloudFormation types of an endpoint's autoscaling, which
+stock moto lacks (registered by ``cloudformation.missing_resource_types_exist``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, ClassVar
 from moto.applicationautoscaling.models import applicationautoscaling_backends
 from moto.cloudformation.exceptions import ValidationError
 
-from local_aws.patches.base import EmulatedResource, patch, register_types
+from local_aws.patches.base import EmulatedResource
 
 
 def _backend(account_id: str, region_name: str) -> Any:
@@ -113,13 +114,3 @@ class ScalingPolicy(EmulatedResource):
         key = type(p).formulate_key(p.service_namespace, p.resource_id, p.scalable_dimension, p.policy_name)
         if key in backend.policies:
             backend.delete_scaling_policy(p.policy_name, p.service_namespace, p.resource_id, p.scalable_dimension)
-
-
-@patch(
-    """AWS::ApplicationAutoScaling::ScalableTarget and ::ScalingPolicy are created, updated
-    and deleted (deregistering a target deletes its policies). Stock moto has no model for
-    them: it skips them with a warning and still reports CREATE_COMPLETE, so an endpoint
-    would seem to deploy with autoscaling it does not have."""
-)
-def scaling_resource_types_exist() -> None:
-    register_types(ScalableTarget, ScalingPolicy)

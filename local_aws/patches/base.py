@@ -54,6 +54,11 @@ class Patch:
     def installed(self) -> bool:
         return self._installed
 
+    @property
+    def replaced(self) -> list[tuple[object, str]]:
+        """Where the installed patch replaced moto's attributes: (owner, attribute name)."""
+        return [(r.owner, r.name) for r in self._replaced]
+
     def install(self) -> None:
         global _recording
         with _lock:
@@ -94,6 +99,10 @@ def replace(owner: object, name: str, value: object) -> None:
     being installed to revert."""
     if _recording is None:
         raise RuntimeError(f"replace({name!r}) outside a patch's installation could not be reverted")
+    for other in PATCHES:
+        if other._replaced is not _recording and any(r.owner is owner and r.name == name for r in other._replaced):
+            # Reverting the first would drop the second, which wraps it.
+            raise RuntimeError(f"{name} is already replaced by the patch {other.name}: one patch must do both")
     _recording.append(_Replacement(owner, name, vars(owner).get(name, _ABSENT), value))
     setattr(owner, name, value)
 

@@ -13,7 +13,9 @@ from moto.cloudformation import responses as cfn_responses
 from moto.cloudformation.exceptions import CloudFormationError
 from moto.core.responses import ActionResult, EmptyResult
 
-from local_aws.patches.base import EmulatedResource, patch, replace
+from local_aws.patches.applicationautoscaling import ScalableTarget, ScalingPolicy
+from local_aws.patches.base import EmulatedResource, patch, register_types, replace
+from local_aws.patches.cloudwatch import MetricAlarm
 
 # --- Change sets -------------------------------------------------------------------------
 
@@ -229,6 +231,19 @@ def dependents_of_replaced_resources_are_updated() -> None:
         return diff
 
     replace(cfn_parsing.ResourceMap, "build_resource_diff", build_resource_diff)
+
+
+# --- Resource types stock moto lacks ---------------------------------------------------------
+
+
+@patch(
+    """AWS::ApplicationAutoScaling::ScalableTarget and ::ScalingPolicy and
+    AWS::CloudWatch::Alarm are created, updated and deleted. Stock moto has no model for them:
+    it skips them with a warning and still reports CREATE_COMPLETE, so an endpoint would seem
+    to deploy with no autoscaling or alarms."""
+)
+def missing_resource_types_exist() -> None:
+    register_types(ScalableTarget, ScalingPolicy, MetricAlarm)
 
 
 # --- CDK's AwsCustomResource ------------------------------------------------------------

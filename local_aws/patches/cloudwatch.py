@@ -1,4 +1,5 @@
-"""CloudWatch: the CloudFormation type of an alarm."""
+"""CloudWatch: the CloudFormation type of an alarm, which stock moto lacks (registered by
+``cloudformation.missing_resource_types_exist``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any, ClassVar
 
 from moto.cloudwatch.models import cloudwatch_backends
 
-from local_aws.patches.base import EmulatedResource, patch, register_types
+from local_aws.patches.base import EmulatedResource
 
 
 class MetricAlarm(EmulatedResource):
@@ -65,12 +66,3 @@ class MetricAlarm(EmulatedResource):
 
     def delete(self, account_id: str, region_name: str) -> None:
         cloudwatch_backends[account_id][region_name].delete_alarms([self.alarm.name])
-
-
-@patch(
-    """AWS::CloudWatch::Alarm is created, updated and deleted. Stock moto has no model for it:
-    it skips it with a warning and still reports CREATE_COMPLETE, so an endpoint would seem
-    to deploy with alarms it does not have."""
-)
-def alarm_resource_type_exists() -> None:
-    register_types(MetricAlarm)
