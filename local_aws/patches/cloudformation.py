@@ -122,6 +122,9 @@ def executed_change_set_updates_the_stack() -> None:
     replace(cfn_models.CloudFormationBackend, "execute_change_set", execute_change_set)
 
 
+# --- Stack parameters ----------------------------------------------------------------------
+
+
 def _given_parameters(stack: Any, given: dict[str, Any]) -> dict[str, Any]:
     """``given`` completed with the defaults of the stack's template: what CloudFormation
     compares, and what UsePreviousValue reuses."""
@@ -147,6 +150,9 @@ def parameters_are_the_given_ones() -> None:
 
     replace(cfn_models.Stack, "stack_parameters", property(stack_parameters))
     replace(cfn_models.Stack, "has_parameters", has_parameters)
+
+
+# --- Replacement on update -------------------------------------------------------------------
 
 
 @patch(
