@@ -60,10 +60,14 @@ class LocalAws:
 
     :param region: the region the CLI and boto3 are pointed at (default: ``AWS_REGION``,
         else the emulator's default region).
+    :param aws_managed_policies: whether the account has AWS's managed policies, as every
+        account has; without them, each start or :meth:`reset` is about a second faster.
+        (A moto setting, so process-wide: the last local AWS started decides.)
     """
 
-    def __init__(self, region: str | None = None) -> None:
+    def __init__(self, region: str | None = None, *, aws_managed_policies: bool = True) -> None:
         self.region = region or os.environ.get("AWS_REGION") or EMULATOR_DEFAULT_REGION
+        self.aws_managed_policies = aws_managed_policies
         self.account = EMULATOR_ACCOUNT
         self._server: ThreadedMotoServer | None = None
         self._port: int | None = None
@@ -91,7 +95,7 @@ class LocalAws:
         HOSTING.stop_all()  # a fresh account hosts nothing
         # AWS-managed policies exist in every account; roles attach them by ARN
         # (ManagedPolicyArns), which moto refuses for a policy it has not loaded.
-        default_user_config.setdefault("iam", {})["load_aws_managed_policies"] = True
+        default_user_config.setdefault("iam", {})["load_aws_managed_policies"] = self.aws_managed_policies
         _reset_backends()
         # Port 0: the OS picks a free port; the server reports which one it bound.
         # One log line per request would drown test and demo output; errors still surface.
@@ -113,6 +117,11 @@ class LocalAws:
             server.stop()
             _reset_backends()
         self._port = None
+
+    def reset(self) -> None:
+        """Forget every resource: a fresh, empty account, as after :meth:`start`."""
+        self.port  # noqa: B018 -- raises unless started: there is nothing to reset
+        _reset_backends()
 
     def __enter__(self) -> LocalAws:
         return self.start()
@@ -146,8 +155,8 @@ class LocalAws:
         )
         return env
 
-    def client(self, service: str) -> Any:
-        """A boto3 client of the local AWS."""
+    def client(self, service: str, **options: Any) -> Any:
+        """A boto3 client of the local AWS; ``options`` go to ``boto3.client`` (``config``)."""
         import boto3
 
         return boto3.client(
@@ -156,6 +165,7 @@ class LocalAws:
             region_name=self.region,
             aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            **options,
         )
 
     def ecr_image_uri(self, repository: str, tag: str) -> str:

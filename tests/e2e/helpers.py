@@ -246,7 +246,7 @@ def assert_destroyed(aws: LocalAws, name: str, before: dict[str, tuple[str, str]
     retained = sorted(k for k, v in template["Resources"].items() if v.get("DeletionPolicy") == "Retain")
     assert not retained, f"{name} retains {', '.join(retained)} after destroy"
     # moto lists each resource of a type it does not model (AWS::S3::BucketPolicy, skipped on
-    # purpose: see local_aws/patches.py) with no logical id, type or physical id: nothing to check.
+    # purpose: see local_aws/patches/s3.py) with no logical id, type or physical id: nothing to check.
     left = [
         f"{logical} ({kind} {physical})"
         for logical, (kind, physical) in before.items()

@@ -1,0 +1,361 @@
+"""CloudFormation: change sets, stack parameters, replacement on update, and CDK's
+AwsCustomResource (Custom::AWS), where moto's CloudFormation differs from AWS's."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar
+
+from moto.cloudformation import models as cfn_models
+from moto.cloudformation import parsing as cfn_parsing
+from moto.cloudformation import responses as cfn_responses
+from moto.cloudformation.exceptions import CloudFormationError
+from moto.core.responses import ActionResult, EmptyResult
+
+from local_aws.patches.applicationautoscaling import ScalableTarget, ScalingPolicy
+from local_aws.patches.base import EmulatedResource, patch, register_types, replace
+from local_aws.patches.cloudwatch import MetricAlarm
+
+# --- Change sets -------------------------------------------------------------------------
+
+
+class ChangeSetNotFound(CloudFormationError):
+    # The shape id in the CloudFormation model; moto serializes it as AWS does (HTTP 404,
+    # code ChangeSetNotFound), which the CDK CLI waits for after deleting a change set.
+    code = "ChangeSetNotFoundException"
+
+
+def _change_sets_of(backend: Any, name_or_arn: str, stack_name: str | None) -> list[Any]:
+    """Change sets matching an ARN, or a name within one stack (name or stack id)."""
+    if name_or_arn in backend.change_sets:
+        return [backend.change_sets[name_or_arn]]
+    return [
+        cs
+        for cs in backend.change_sets.values()
+        if cs.change_set_name == name_or_arn and stack_name in (None, cs.stack_name, cs.stack_id)
+    ]
+
+
+@patch(
+    """A change set is identified by its ARN, or by its name *within the stack named by
+    StackName*: the CDK CLI gives every stack's change set the same name
+    (cdk-deploy-change-set). A missing one is ChangeSetNotFound (HTTP 404), which the CLI
+    waits for after deleting one. Stock moto ignores StackName, picking any stack's change
+    set, and answers a missing one with a ValidationError, on which the CLI gives up."""
+)
+def change_sets_belong_to_their_stack() -> None:
+    backend_cls = cfn_models.CloudFormationBackend
+
+    def describe_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> Any:
+        found = _change_sets_of(self, change_set_name, stack_name)
+        if not found:
+            raise ChangeSetNotFound(f"ChangeSet [{change_set_name}] does not exist")
+        return found[-1]
+
+    replace(backend_cls, "describe_change_set", describe_change_set)
+
+    def describe_response(self: Any) -> Any:
+        change_set = self.cloudformation_backend.describe_change_set(
+            change_set_name=self._get_param("ChangeSetName"), stack_name=self._get_param("StackName")
+        )
+        return ActionResult(change_set)
+
+    replace(cfn_responses.CloudFormationResponse, "describe_change_set", describe_response)
+
+
+@patch(
+    """DeleteChangeSet succeeds when the stack exists but the change set does not (the CDK
+    CLI deletes a stale cdk-deploy-change-set before every update and relies on this).
+    Stock moto answers HTTP 500, which the SDK retries for ~45 s before failing the deploy."""
+)
+def delete_missing_change_set_succeeds() -> None:
+    def delete_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> None:
+        for cs in _change_sets_of(self, change_set_name, stack_name):
+            self.change_sets.pop(cs.change_set_id, None)
+
+    replace(cfn_models.CloudFormationBackend, "delete_change_set", delete_change_set)
+
+    def delete_response(self: Any) -> Any:
+        self.cloudformation_backend.delete_change_set(
+            change_set_name=self._get_param("ChangeSetName"), stack_name=self._get_param("StackName")
+        )
+        return EmptyResult()
+
+    replace(cfn_responses.CloudFormationResponse, "delete_change_set", delete_response)
+
+
+@patch(
+    """Executing a change set leaves the stack as CreateStack/UpdateStack would: its outputs
+    and exports evaluated from the new template, its parameters the change set's, and the
+    stack's other change sets deleted. Stock moto keeps the outputs of the previous template
+    (none after a CREATE change set), so `cdk deploy` prints no outputs."""
+)
+def executed_change_set_updates_the_stack() -> None:
+    def execute_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> None:
+        found = _change_sets_of(self, change_set_name, stack_name)
+        if not found:
+            raise ChangeSetNotFound(f"ChangeSet [{change_set_name}] does not exist")
+        change_set = found[-1]
+        stack = self.stacks[change_set.stack_id]
+        kind = change_set.change_set_type
+        stack._add_stack_event(f"{kind}_IN_PROGRESS", resource_status_reason="User Initiated")
+        old_exports = [export.name for export in stack.exports]
+        change_set.apply()
+        stack.template = change_set.template
+        stack._parse_template()
+        stack.description = stack.template_dict.get("Description")
+        stack.parameters = change_set.parameters
+        stack.output_map = stack._create_output_map()
+        for name in old_exports:
+            self.exports.pop(name, None)
+        self._validate_export_uniqueness(stack)
+        for export in stack.exports:
+            self.exports[export.name] = export
+        stack._add_stack_event(f"{kind}_COMPLETE")
+        stack.status = f"{kind}_COMPLETE"
+        change_set.execution_status = "EXECUTE_COMPLETE"
+        for cs_id, cs in list(self.change_sets.items()):
+            if cs.stack_id == stack.stack_id and cs is not change_set:
+                del self.change_sets[cs_id]
+
+    replace(cfn_models.CloudFormationBackend, "execute_change_set", execute_change_set)
+
+
+# --- Stack parameters ----------------------------------------------------------------------
+
+
+def _given_parameters(stack: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` completed with the defaults of the stack's template: what CloudFormation
+    compares, and what UsePreviousValue reuses."""
+    slots = stack.template_dict.get("Parameters", {})
+    return {**{k: slot["Default"] for k, slot in slots.items() if "Default" in slot}, **given}
+
+
+@patch(
+    """Stack parameters are compared and reused as given, defaults included: UsePreviousValue
+    reuses the value the caller gave (for an AWS::SSM::Parameter::Value<...> parameter, the
+    parameter's *name*, which CloudFormation resolves again at every update), and a change
+    set that passes a parameter's default explicitly has no changes. Stock moto reuses the
+    resolved value (an AMI id), then fails the update trying to resolve it as a parameter
+    name; and it sees a change whenever the CDK CLI, which passes SSM parameters on updates
+    but not on creation, deploys an unchanged stack."""
+)
+def parameters_are_the_given_ones() -> None:
+    def stack_parameters(self: Any) -> dict[str, Any]:
+        return _given_parameters(self, dict(self.resource_map.input_parameters))
+
+    def has_parameters(self: Any, other_parameters: dict[str, Any]) -> bool:
+        return bool(self.stack_parameters == _given_parameters(self, other_parameters))
+
+    replace(cfn_models.Stack, "stack_parameters", property(stack_parameters))
+    replace(cfn_models.Stack, "has_parameters", has_parameters)
+
+
+# --- Replacement on update -------------------------------------------------------------------
+
+
+@patch(
+    """An update that changes a resource moto can only create replaces it, as CloudFormation
+    replaces a resource whose changed property cannot be updated in place: the new one is
+    created, then the old one deleted. Stock moto records nothing for it (the resource
+    disappears from the stack, is never deleted, and Refs to it resolve to null)."""
+)
+def unmodifiable_resources_are_replaced() -> None:
+    original = cfn_parsing.parse_and_update_resource
+
+    def parse_and_update_resource(
+        logical_id: str, resource_json: dict[str, Any], resources_map: Any, account_id: str, region_name: str
+    ) -> Any:
+        updated = original(logical_id, resource_json, resources_map, account_id, region_name)
+        if updated is not None:
+            return updated
+        old = resources_map._parsed_resources.get(logical_id)
+        new = cfn_parsing.parse_and_create_resource(logical_id, resource_json, resources_map, account_id, region_name)
+        if old is not None and not isinstance(old, str | dict | list):
+            resources_map._delete_resource(old, resource_json)
+        return new
+
+    replace(cfn_parsing, "parse_and_update_resource", parse_and_update_resource)
+
+
+def _references(node: Any) -> set[str]:
+    """Logical ids a template fragment points to with Ref or Fn::GetAtt."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Ref" and isinstance(value, str):
+                found.add(value)
+            elif key == "Fn::GetAtt":
+                target = value[0] if isinstance(value, list) else str(value).split(".")[0]
+                found.add(target)
+            else:
+                found |= _references(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _references(item)
+    return found
+
+
+#: Types whose every property needs replacement in AWS; moto "updates" them by deleting and
+#: creating one under a new name, which is a replacement all the same.
+_ALWAYS_REPLACED = frozenset({"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"})
+
+
+def _replaced_on_update(resource_json: dict[str, Any]) -> bool:
+    if resource_json["Type"] in _ALWAYS_REPLACED:
+        return True
+    model = cfn_parsing.resource_class_from_type(resource_json["Type"])
+    return model is not None and hasattr(model.update_from_cloudformation_json, "__isabstractmethod__")
+
+
+@patch(
+    """When an update replaces a resource (a new physical id), the resources that Ref or
+    GetAtt it are updated with the new value, in dependency order, as CloudFormation does.
+    Stock moto updates only resources whose own template text changed: an alarm on a
+    replaced instance keeps watching the terminated one."""
+)
+def dependents_of_replaced_resources_are_updated() -> None:
+    original = cfn_parsing.ResourceMap.build_resource_diff
+
+    def build_resource_diff(self: Any, other_template: dict[str, Any], parameters: Any = None) -> dict[str, Any]:
+        diff = original(self, other_template, parameters)
+        new = other_template["Resources"]
+        refs = {name: _references(body) for name, body in new.items()}
+        replaced = {name for name in diff["Modify"] if _replaced_on_update(new[name])}
+        modify = set(diff["Modify"])
+        while replaced:
+            dependents = {n for n, r in refs.items() if r & replaced and n not in modify and n not in diff["Add"]}
+            modify |= dependents
+            replaced = dependents
+        ordered: list[str] = []
+        while len(ordered) < len(modify):  # dependencies first
+            pending = modify - set(ordered)
+            ready = sorted(n for n in pending if not (refs[n] & (pending - {n})))
+            ordered += ready or sorted(pending)  # a cycle (an invalid template): keep going
+        diff["Modify"] = ordered
+        return diff
+
+    replace(cfn_parsing.ResourceMap, "build_resource_diff", build_resource_diff)
+
+
+# --- Resource types stock moto lacks ---------------------------------------------------------
+
+
+@patch(
+    """AWS::ApplicationAutoScaling::ScalableTarget and ::ScalingPolicy and
+    AWS::CloudWatch::Alarm are created, updated and deleted. Stock moto has no model for them:
+    it skips them with a warning and still reports CREATE_COMPLETE, so an endpoint would seem
+    to deploy with no autoscaling or alarms."""
+)
+def missing_resource_types_exist() -> None:
+    register_types(ScalableTarget, ScalingPolicy, MetricAlarm)
+
+
+# --- CDK's AwsCustomResource ------------------------------------------------------------
+
+#: Where the emulated custom resources send their SDK calls: the local AWS itself
+#: (set by ``LocalAws.start``).
+_endpoint: dict[str, str] = {}
+
+
+def set_endpoint(url: str, access_key: str, secret_key: str) -> None:
+    _endpoint.update(url=url, access_key=access_key, secret_key=secret_key)
+
+
+def _snake(action: str) -> str:
+    # AwsCustomResource takes SDK v3 names ("copyObject" or "CopyObjectCommand"); boto3 snake_case.
+    name = action.removesuffix("Command")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _sdk_call(call: dict[str, Any], region_name: str) -> dict[str, Any]:
+    import boto3
+
+    service = call["service"].removeprefix("@aws-sdk/client-").lower()
+    client = boto3.client(
+        service,
+        endpoint_url=_endpoint["url"],
+        region_name=call.get("region") or region_name,
+        aws_access_key_id=_endpoint["access_key"],
+        aws_secret_access_key=_endpoint["secret_key"],
+    )
+    response = getattr(client, _snake(call["action"]))(**call.get("parameters", {}))
+    response.pop("ResponseMetadata", None)
+    return dict(response)
+
+
+def _physical_id(call: dict[str, Any], fallback: str) -> str:
+    given = call.get("physicalResourceId") or {}
+    return str(given.get("id") or fallback)
+
+
+class AwsSdkCallResource(EmulatedResource):
+    """Custom::AWS, the resource of CDK's ``AwsCustomResource``: its Create, Update and Delete
+    SDK calls, made against the local AWS as its Lambda function makes them against AWS.
+    Not emulated: IAM (moto does not check the function's role) and CloudFormation's order
+    of a replacement (here the old resource is deleted during the update, not in the cleanup
+    after it), so tests/infra checks the role's scope for that cleanup."""
+
+    TYPE: ClassVar[str] = "Custom::AWS"
+
+    def __init__(self, physical_id: str, delete_call: dict[str, Any] | None, region_name: str) -> None:
+        self.physical_id = physical_id
+        self.delete_call = delete_call
+        self.region_name = region_name
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.physical_id
+
+    @classmethod
+    def _from_properties(cls, which: str, properties: dict[str, Any], fallback_id: str, region_name: str) -> Any:
+        # As the provider: a create without a Create call makes the Update call; an update
+        # without an Update call makes none and keeps the physical id.
+        raw = properties.get("Create") or properties.get("Update") if which == "Create" else properties.get("Update")
+        call = json.loads(raw) if raw else None
+        if call is not None:
+            _sdk_call(call, region_name)
+        delete = json.loads(properties["Delete"]) if properties.get("Delete") else None
+        return cls(_physical_id(call or {}, fallback_id), delete, region_name)
+
+    @classmethod
+    def create(cls, name: str, properties: dict[str, Any], account_id: str, region_name: str) -> Any:
+        return cls._from_properties("Create", properties, name, region_name)
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: AwsSdkCallResource,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> AwsSdkCallResource:
+        properties = cloudformation_json["Properties"]
+        updated = cls._from_properties("Update", properties, original_resource.physical_id, region_name)
+        # A new physical id means a new resource: CloudFormation deletes the old one.
+        if updated.physical_id != original_resource.physical_id:
+            original_resource.delete(account_id, region_name)
+        return updated  # type: ignore[no-any-return]
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        if self.delete_call is not None:
+            _sdk_call(self.delete_call, self.region_name)
+
+
+@patch(
+    """Custom::AWS (CDK's AwsCustomResource) makes its Create, Update and Delete SDK calls
+    (GptjStack copies its model files under one S3 prefix this way). Stock moto invokes the
+    provider's Lambda function, which needs a Docker engine, and has no update or delete for
+    custom resources; the calls run here in process, against the local AWS."""
+)
+def aws_custom_resources_make_their_calls() -> None:
+    original = cfn_parsing.resource_class_from_type
+
+    def resource_class_from_type(resource_type: str) -> Any:
+        if resource_type == AwsSdkCallResource.cloudformation_type():
+            return AwsSdkCallResource
+        return original(resource_type)
+
+    replace(cfn_parsing, "resource_class_from_type", resource_class_from_type)

@@ -1,0 +1,501 @@
+"""Each patch of local_aws.patches restores an AWS behaviour that stock moto lacks.
+
+For every registered patch, the smallest scenario that shows the behaviour runs against
+the local AWS (moto in this process) twice: with every patch, where it must behave as AWS
+does, and with that one patch reverted, where it must behave as stock moto does, which
+proves the patch is what makes the difference.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from moto.sagemaker.models import FakeEndpointConfig
+
+from local_aws import LocalAws, patches
+from local_aws.patches.base import Patch, find, replace
+from tests.local_aws.helpers import (
+    Template,
+    body,
+    client,
+    create_stack,
+    delete_stack,
+    error_of,
+    outputs,
+    physical_ids,
+    update_stack,
+)
+
+ROLE_ARN = "arn:aws:iam::123456789012:role/sagemaker"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/model:1"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    #: Runs the scenario in a fresh account; returns what it observed.
+    run: Callable[[LocalAws], object]
+    #: What AWS does (and the local AWS with the patch).
+    aws: object
+    #: What stock moto does.
+    stock: object
+
+
+def resources(**bodies: dict[str, object]) -> Template:
+    return {"Resources": bodies}
+
+
+def resource(type_: str, **properties: object) -> dict[str, object]:
+    return {"Type": type_, "Properties": properties}
+
+
+NOTHING = resource("AWS::CloudFormation::WaitConditionHandle")
+
+
+# --- CloudFormation ------------------------------------------------------------------------------
+
+
+def change_set_of_a_stack(aws: LocalAws) -> object:
+    """Two stacks, each with a change set of the name the CDK CLI gives them all: which one a
+    look-up within the first stack finds, and how a missing one is reported."""
+    cfn = client(aws, "cloudformation")
+    for stack in ("first", "second"):
+        cfn.create_change_set(
+            StackName=stack, ChangeSetName="cdk", ChangeSetType="CREATE", TemplateBody=body(resources(N=NOTHING))
+        )
+    found = cfn.describe_change_set(StackName="first", ChangeSetName="cdk")["StackName"]
+    missing = error_of(lambda: cfn.describe_change_set(StackName="first", ChangeSetName="none"))
+    return found, missing
+
+
+def delete_missing_change_set(aws: LocalAws) -> object:
+    """Deleting a change set the stack does not have (the CLI does before every update)."""
+    create_stack(aws, "stack", resources(N=NOTHING))
+    cfn = client(aws, "cloudformation")
+    return error_of(lambda: cfn.delete_change_set(StackName="stack", ChangeSetName="cdk-deploy-change-set"))
+
+
+def outputs_after_change_set(aws: LocalAws) -> object:
+    """A stack created by a change set, as `cdk deploy` creates one: its outputs."""
+    cfn = client(aws, "cloudformation")
+    template = {**resources(N=NOTHING), "Outputs": {"Answer": {"Value": "42"}}}
+    cfn.create_change_set(StackName="stack", ChangeSetName="cdk", ChangeSetType="CREATE", TemplateBody=body(template))
+    cfn.execute_change_set(StackName="stack", ChangeSetName="cdk")
+    return outputs(aws, "stack")
+
+
+def ssm_parameter_reused(aws: LocalAws) -> object:
+    """A stack whose parameter names an SSM parameter (as CDK's AMI look-ups do): an update
+    with the same template and the parameter's default given explicitly (the CLI gives SSM
+    parameters on updates, not on creation), then an update that reuses the previous value."""
+    client(aws, "ssm").put_parameter(Name="/ami", Value="ami-1", Type="String")
+    template: Template = {
+        "Parameters": {"Ami": {"Type": "AWS::SSM::Parameter::Value<String>", "Default": "/ami"}},
+        **resources(N=NOTHING),
+        "Outputs": {"Ami": {"Value": {"Ref": "Ami"}}},
+    }
+    create_stack(aws, "stack", template)
+    cfn = client(aws, "cloudformation")
+    # The CLI hands its template over by URL; moto compares a body's text before its content,
+    # so the same template in other text stands for it.
+    cfn.create_change_set(
+        StackName="stack",
+        ChangeSetName="same",
+        ChangeSetType="UPDATE",
+        TemplateBody=json.dumps(template, indent=1),
+        Parameters=[{"ParameterKey": "Ami", "ParameterValue": "/ami"}],
+    )
+    unchanged = cfn.describe_change_set(StackName="stack", ChangeSetName="same")["Status"]
+    changed = {**template, "Outputs": {"Image": {"Value": {"Ref": "Ami"}}}}
+    failed = update_stack(aws, "stack", changed, Parameters=[{"ParameterKey": "Ami", "UsePreviousValue": True}])
+    return unchanged, failed or outputs(aws, "stack")
+
+
+def log_group(retention: int) -> Template:
+    # moto cannot update a log group in place, as CloudFormation cannot change a name.
+    return {
+        **resources(Group=resource("AWS::Logs::LogGroup", RetentionInDays=retention)),
+        "Outputs": {"Group": {"Value": {"Ref": "Group"}}},
+    }
+
+
+def log_group_replaced(aws: LocalAws) -> object:
+    """A log group whose update needs a new one: the log groups there are after the update,
+    the one the stack lists and the one its output names."""
+    create_stack(aws, "stack", log_group(1))
+    update_stack(aws, "stack", log_group(3))
+    groups = {
+        g["logGroupName"]: g.get("retentionInDays") for g in client(aws, "logs").describe_log_groups()["logGroups"]
+    }
+    listed = physical_ids(aws, "stack").get("Group")
+    return sorted(groups.values()), groups.get(listed), groups.get(outputs(aws, "stack").get("Group"))
+
+
+def dependent_of_replaced(aws: LocalAws) -> object:
+    """An SSM parameter holding the name of a log group that an update replaces (its own
+    template text unchanged): whether it names the new log group."""
+
+    def template(retention: int) -> Template:
+        return {
+            "Resources": {
+                **log_group(retention)["Resources"],
+                "Name": resource("AWS::SSM::Parameter", Name="/group", Type="String", Value={"Ref": "Group"}),
+            }
+        }
+
+    create_stack(aws, "stack", template(1))
+    update_stack(aws, "stack", template(3))
+    value = client(aws, "ssm").get_parameter(Name="/group")["Parameter"]["Value"]
+    return value == physical_ids(aws, "stack")["Group"]
+
+
+def custom_resource_call(aws: LocalAws) -> object:
+    """CDK's AwsCustomResource putting an object into a bucket on create and deleting it on
+    delete: whether the creation fails, and the bucket's keys after each. (Its provider
+    function is not deployed here: stock moto would invoke it, which needs Docker.)"""
+    s3 = client(aws, "s3")
+    s3.create_bucket(Bucket="bucket")
+    put = {"service": "S3", "action": "putObject", "parameters": {"Bucket": "bucket", "Key": "k", "Body": "x"}}
+    delete = {"service": "S3", "action": "deleteObject", "parameters": {"Bucket": "bucket", "Key": "k"}}
+    call = resource(
+        "Custom::AWS",
+        ServiceToken="arn:aws:lambda:us-east-1:123456789012:function:provider",
+        Create=json.dumps({**put, "physicalResourceId": {"id": "k"}}),
+        Delete=json.dumps(delete),
+    )
+
+    def keys() -> list[str]:
+        return [o["Key"] for o in s3.list_objects_v2(Bucket="bucket").get("Contents", [])]
+
+    failed = create_stack(aws, "stack", resources(Call=call))
+    created = keys()
+    delete_stack(aws, "stack")
+    return failed, created, keys()
+
+
+# --- Resource types stock moto lacks ----------------------------------------------------------
+
+SCALABLE = {
+    "ServiceNamespace": "sagemaker",
+    "ResourceId": "endpoint/e/variant/v",
+    "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+}
+AUTOSCALING_AND_ALARM = resources(
+    Target=resource("AWS::ApplicationAutoScaling::ScalableTarget", MinCapacity=1, MaxCapacity=2, **SCALABLE),
+    Policy=resource(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        PolicyName="invocations",
+        PolicyType="TargetTrackingScaling",
+        ScalingTargetId={"Ref": "Target"},
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": 100,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        },
+    ),
+    Alarm=resource(
+        "AWS::CloudWatch::Alarm",
+        AlarmName="errors",
+        Namespace="AWS/SageMaker",
+        MetricName="Invocation5XXErrors",
+        Statistic="Sum",
+        Period=60,
+        EvaluationPeriods=1,
+        Threshold=1,
+        ComparisonOperator="GreaterThanOrEqualToThreshold",
+    ),
+)
+
+
+def autoscaling_and_alarm(aws: LocalAws) -> object:
+    """An endpoint variant's scalable target, its scaling policy and an alarm: how many of each
+    the account has once the stack is created, then once it is deleted."""
+    scaling = client(aws, "application-autoscaling")
+    cloudwatch = client(aws, "cloudwatch")
+
+    def counts() -> tuple[int, int, int]:
+        return (
+            len(scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]),
+            len(scaling.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]),
+            len(cloudwatch.describe_alarms()["MetricAlarms"]),
+        )
+
+    create_stack(aws, "stack", AUTOSCALING_AND_ALARM)
+    created = counts()
+    delete_stack(aws, "stack")
+    return created, counts()
+
+
+# --- EC2 ---------------------------------------------------------------------------------------------
+
+
+def ref(logical_id: str) -> dict[str, str]:
+    return {"Ref": logical_id}
+
+
+def get_att(logical_id: str, attribute: str) -> dict[str, list[str]]:
+    return {"Fn::GetAtt": [logical_id, attribute]}
+
+
+#: A VPC as CDK's Vpc builds one: a public subnet with a NAT gateway, and flow logs.
+VPC = resources(
+    Vpc=resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16"),
+    Subnet=resource("AWS::EC2::Subnet", VpcId=ref("Vpc"), CidrBlock="10.0.0.0/24"),
+    Igw=resource("AWS::EC2::InternetGateway"),
+    Attachment=resource("AWS::EC2::VPCGatewayAttachment", VpcId=ref("Vpc"), InternetGatewayId=ref("Igw")),
+    Routes=resource("AWS::EC2::RouteTable", VpcId=ref("Vpc")),
+    Association=resource("AWS::EC2::SubnetRouteTableAssociation", SubnetId=ref("Subnet"), RouteTableId=ref("Routes")),
+    Default={
+        **resource(
+            "AWS::EC2::Route", RouteTableId=ref("Routes"), DestinationCidrBlock="0.0.0.0/0", GatewayId=ref("Igw")
+        ),
+        "DependsOn": "Attachment",
+    },
+    Eip=resource("AWS::EC2::EIP", Domain="vpc"),
+    Nat=resource("AWS::EC2::NatGateway", SubnetId=ref("Subnet"), AllocationId=get_att("Eip", "AllocationId")),
+    FlowLog=resource(
+        "AWS::EC2::FlowLog",
+        ResourceId=ref("Vpc"),
+        ResourceType="VPC",
+        TrafficType="ALL",
+        LogDestinationType="cloud-watch-logs",
+        LogGroupName="flow-logs",
+        DeliverLogsPermissionArn="arn:aws:iam::123456789012:role/flow-logs",
+    ),
+)
+
+
+def ec2_inventory(aws: LocalAws) -> Counter[str]:
+    ec2 = client(aws, "ec2")
+    nat_gateways = ec2.describe_nat_gateways()["NatGateways"]
+    return Counter(
+        vpcs=len(ec2.describe_vpcs()["Vpcs"]),
+        subnets=len(ec2.describe_subnets()["Subnets"]),
+        internet_gateways=len(ec2.describe_internet_gateways()["InternetGateways"]),
+        route_tables=len(ec2.describe_route_tables()["RouteTables"]),
+        nat_gateways=len([n for n in nat_gateways if n["State"] != "deleted"]),
+        addresses=len(ec2.describe_addresses()["Addresses"]),
+        flow_logs=len(ec2.describe_flow_logs()["FlowLogs"]),
+    )
+
+
+def vpc_teardown(aws: LocalAws) -> object:
+    """A VPC stack deleted: whether the deletion fails, and what it leaves behind."""
+    before = ec2_inventory(aws)
+    create_stack(aws, "stack", VPC)
+    failed = delete_stack(aws, "stack")
+    return failed, dict(ec2_inventory(aws) - before)
+
+
+def instance_launched(aws: LocalAws) -> object:
+    """An instance as CDK writes one with associate_public_ip_address and require_imdsv2: in
+    which subnet and security groups it runs, its HttpTokens and its monitoring."""
+    ec2 = client(aws, "ec2")
+    image = ec2.register_image(Name="image")["ImageId"]
+    template = resources(
+        Vpc=resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16"),
+        # Not in moto's default zone, where stock moto would pick this subnet by chance (it
+        # counts it among the default subnets).
+        Subnet=resource("AWS::EC2::Subnet", VpcId=ref("Vpc"), CidrBlock="10.0.0.0/24", AvailabilityZone="us-east-1b"),
+        Sg=resource("AWS::EC2::SecurityGroup", GroupDescription="instance", VpcId=ref("Vpc")),
+        Launch=resource(
+            "AWS::EC2::LaunchTemplate",
+            LaunchTemplateData={"MetadataOptions": {"HttpTokens": "required"}},
+        ),
+        Instance=resource(
+            "AWS::EC2::Instance",
+            ImageId=image,
+            InstanceType="t3.micro",
+            Monitoring=True,
+            LaunchTemplate={
+                "LaunchTemplateId": ref("Launch"),
+                "Version": get_att("Launch", "LatestVersionNumber"),
+            },
+            NetworkInterfaces=[
+                {
+                    "DeviceIndex": "0",
+                    "AssociatePublicIpAddress": True,
+                    "SubnetId": ref("Subnet"),
+                    "GroupSet": [get_att("Sg", "GroupId")],
+                }
+            ],
+        ),
+    )
+    create_stack(aws, "stack", template)
+    ids = physical_ids(aws, "stack")
+    (reservation,) = ec2.describe_instances(InstanceIds=[ids["Instance"]])["Reservations"]
+    (instance,) = reservation["Instances"]
+    return (
+        instance.get("SubnetId") == ids["Subnet"],
+        [g["GroupId"] for g in instance["SecurityGroups"]] == [ids["Sg"]],
+        instance["MetadataOptions"]["HttpTokens"],
+        instance["Monitoring"]["State"],
+    )
+
+
+# --- SageMaker, IAM, S3 -----------------------------------------------------------------------------
+
+
+def current_instance_type(aws: LocalAws) -> object:
+    """An endpoint config on ml.g5.xlarge: how creating it fails, if it does."""
+    sagemaker = client(aws, "sagemaker")
+    sagemaker.create_model(ModelName="m", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": IMAGE})
+    variant = {"VariantName": "v", "ModelName": "m", "InitialInstanceCount": 1, "InstanceType": "ml.g5.xlarge"}
+    return error_of(lambda: sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[variant]))
+
+
+def isolated_model(aws: LocalAws) -> object:
+    """A model with EnableNetworkIsolation: what SageMaker reports."""
+    model = resource(
+        "AWS::SageMaker::Model",
+        ExecutionRoleArn=ROLE_ARN,
+        PrimaryContainer={"Image": IMAGE},
+        EnableNetworkIsolation=True,
+    )
+    create_stack(aws, "stack", resources(Model=model))
+    sagemaker = client(aws, "sagemaker")
+    (listed,) = sagemaker.list_models()["Models"]
+    return sagemaker.describe_model(ModelName=listed["ModelName"])["EnableNetworkIsolation"]
+
+
+POLICY_ARN = "arn:aws:iam::123456789012:policy/read-models"
+
+
+def role_with_managed_policy(aws: LocalAws) -> object:
+    """A role with a managed policy: the policies attached once the stack is created, and
+    the roles left once it is deleted."""
+    iam = client(aws, "iam")
+    # A policy of the account's own: the local AWS of these tests leaves AWS's out (faster).
+    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}
+    iam.create_policy(PolicyName="read-models", PolicyDocument=json.dumps(document))
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    }
+    role = resource("AWS::IAM::Role", RoleName="r", AssumeRolePolicyDocument=trust, ManagedPolicyArns=[POLICY_ARN])
+    create_stack(aws, "stack", resources(Role=role))
+    attached = [p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName="r")["AttachedPolicies"]]
+    delete_stack(aws, "stack")
+    return attached, [r["RoleName"] for r in iam.list_roles()["Roles"]]
+
+
+def non_empty_bucket(aws: LocalAws) -> object:
+    """A stack's bucket that holds an object when the stack is deleted: whether the deletion
+    fails, and whether the bucket is still there."""
+    create_stack(aws, "stack", resources(Bucket=resource("AWS::S3::Bucket", BucketName="bucket")))
+    s3 = client(aws, "s3")
+    s3.put_object(Bucket="bucket", Key="k", Body=b"x")
+    failed = delete_stack(aws, "stack")
+    return failed, [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+# --- The patches and their scenarios ------------------------------------------------------------------
+
+SCENARIOS: dict[str, Scenario] = {
+    "change_sets_belong_to_their_stack": Scenario(
+        change_set_of_a_stack, aws=("first", "ChangeSetNotFound"), stock=("second", "ValidationError")
+    ),
+    "delete_missing_change_set_succeeds": Scenario(
+        delete_missing_change_set, aws=None, stock="500 Internal Server Error"
+    ),
+    "executed_change_set_updates_the_stack": Scenario(outputs_after_change_set, aws={"Answer": "42"}, stock={}),
+    "parameters_are_the_given_ones": Scenario(
+        ssm_parameter_reused,
+        aws=("FAILED", {"Image": "ami-1"}),
+        stock=("CREATE_COMPLETE", "500 Internal Server Error"),
+    ),
+    "unmodifiable_resources_are_replaced": Scenario(log_group_replaced, aws=([3], 3, 3), stock=([1], None, None)),
+    "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
+    "missing_resource_types_exist": Scenario(
+        autoscaling_and_alarm, aws=((1, 1, 1), (0, 0, 0)), stock=((0, 0, 0), (0, 0, 0))
+    ),
+    "aws_custom_resources_make_their_calls": Scenario(
+        custom_resource_call, aws=(None, ["k"], []), stock=("ResourceNotFoundException", [], [])
+    ),
+    "vpc_resources_are_deleted": Scenario(
+        vpc_teardown,
+        aws=(None, {}),
+        stock=(
+            "DependencyViolation",
+            {"vpcs": 1, "internet_gateways": 1, "route_tables": 2, "nat_gateways": 1, "addresses": 1, "flow_logs": 1},
+        ),
+    ),
+    "instance_properties_are_applied": Scenario(
+        instance_launched, aws=(True, True, "required", "enabled"), stock=(False, False, "optional", "disabled")
+    ),
+    "current_instance_types_are_accepted": Scenario(current_instance_type, aws=None, stock="ValidationException"),
+    "model_network_isolation_is_kept": Scenario(isolated_model, aws=True, stock=False),
+    "role_managed_policies_are_attached": Scenario(role_with_managed_policy, aws=([POLICY_ARN], []), stock=([], [])),
+    "non_empty_buckets_are_not_deleted": Scenario(
+        non_empty_bucket, aws=("BucketNotEmpty", ["bucket"]), stock=(None, ["bucket"])
+    ),
+}
+
+
+def test_every_patch_has_a_scenario() -> None:
+    assert set(SCENARIOS) == {p.name for p in patches.PATCHES}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_tells_aws_from_stock_moto(name: str) -> None:
+    assert SCENARIOS[name].aws != SCENARIOS[name].stock
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_patch_restores_what_aws_does(aws: LocalAws, name: str) -> None:
+    scenario = SCENARIOS[name]
+    aws.reset()
+    assert scenario.run(aws) == scenario.aws
+    aws.reset()
+    with patches.without(name):
+        assert scenario.run(aws) == scenario.stock
+
+
+# --- Reverting a patch ---------------------------------------------------------------------------------
+
+
+def own_attributes(places: list[tuple[object, str]]) -> list[object]:
+    return [vars(owner).get(name) for owner, name in places]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_revert_puts_back_what_the_patch_replaced(name: str) -> None:
+    patches.apply()
+    places = find(name).replaced
+    assert places
+    patched = own_attributes(places)
+    with patches.without(name):
+        stock = own_attributes(places)
+    assert all(s is not p for s, p in zip(stock, patched, strict=True))
+    assert find(name).installed
+    with patches.without(name):
+        assert all(a is b for a, b in zip(own_attributes(places), stock, strict=True))
+
+
+def test_a_second_patch_of_the_same_attribute_is_refused() -> None:
+    patches.apply()
+    patched = vars(FakeEndpointConfig)["validate_instance_type"]
+    # Reverting one of two patches that replaced one attribute would drop the other's.
+    intruder = Patch(
+        name="intruder", restores="", installer=lambda: replace(FakeEndpointConfig, "validate_instance_type", None)
+    )
+    with pytest.raises(RuntimeError, match="already replaced by the patch current_instance_types_are_accepted"):
+        intruder.install()
+    assert not intruder.installed
+    assert vars(FakeEndpointConfig)["validate_instance_type"] is patched
+
+
+def test_a_replacement_outside_a_patch_is_refused() -> None:
+    class Owner:
+        attribute = "moto's"
+
+    with pytest.raises(RuntimeError, match="outside a patch"):
+        replace(Owner, "attribute", "ours")
+    assert Owner.attribute == "moto's"
+
+
+def test_an_unknown_patch_cannot_be_left_out() -> None:
+    with pytest.raises(KeyError, match="no patch named 'nope'"), patches.without("nope"):
+        pass
