@@ -21,11 +21,12 @@ image it builds; the local AWS cannot pull images), run from ``serving/gpt2``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import tarfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,22 @@ class Deployment:
     containers: dict[str, Container] = field(default_factory=dict)
     stopped: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Invocations being answered: an endpoint that moved to another config lets them finish.
+    _in_flight: int = 0
+    _idle: threading.Condition = field(default_factory=threading.Condition)
+
+    def begin(self) -> None:
+        with self._idle:
+            self._in_flight += 1
+
+    def end(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    def drain(self, timeout_s: float) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
 
     def start(self, variant: str, container: Container) -> None:
         with self._lock:
@@ -159,40 +176,50 @@ class Hosting:
                 log.info("endpoint %s: variant %s answers /ping after %.1f s", endpoint.name, spec.variant, waited)
         except (ContainerError, OSError) as exc:
             deployment.stop()
-            with self._lock:
-                endpoint.pending = None
             reason = (
                 f"The primary container for production variant {spec.variant} did not pass the ping health check: {exc}"
             )
+            log.warning("endpoint %s: %s", endpoint.name, reason)
             with self._lock:
-                endpoint.failure_reason = reason
+                endpoint.pending, endpoint.failure_reason = None, reason
                 # A failed update leaves the endpoint on its previous config, as SageMaker does.
                 endpoint.status = "InService" if endpoint.live is not None else "Failed"
-            log.warning("endpoint %s: %s", endpoint.name, reason)
+                on_settled(endpoint)
+            previous = None
         else:
             with self._lock:
+                # Traffic moves and the endpoint says so in one step: no answer of the new
+                # config while the endpoint still reads Updating.
                 previous, endpoint.live, endpoint.pending = endpoint.live, deployment, None
                 endpoint.status, endpoint.failure_reason = "InService", None
-            if previous is not None:
-                previous.stop()
-        on_settled(endpoint)
+                on_settled(endpoint)
+        if previous is not None:
+            previous.drain(INVOCATION_TIMEOUT_S)
+            previous.stop()
         endpoint.settled.set()
 
     def find(self, key: tuple[str, str, str]) -> HostedEndpoint | None:
         with self._lock:
             return self._endpoints.get(key)
 
-    def container(self, key: tuple[str, str, str], variant: str | None = None) -> tuple[str, Container]:
-        """The (variant, container) an invocation goes to: the named variant, else the first."""
+    @contextlib.contextmanager
+    def route(self, key: tuple[str, str, str], variant: str | None = None) -> Iterator[tuple[str, Container]]:
+        """The (variant, container) an invocation goes to, the named variant else the first,
+        held while the invocation is answered (an update stops it only after)."""
         with self._lock:
             endpoint = self._endpoints.get(key)
             if endpoint is None:
                 raise EndpointNotFound(key[2])
             if endpoint.live is None or endpoint.status not in ("InService", "Updating"):
                 raise NotInService(f"Endpoint {key[2]} is {endpoint.status}, not InService")
-            containers = endpoint.live.containers
-            name = variant if variant in containers else next(iter(containers))
-            return name, containers[name]
+            deployment = endpoint.live
+            name = variant if variant in deployment.containers else next(iter(deployment.containers))
+            # Counted before the lock is let go: an update cannot stop it in between.
+            deployment.begin()
+        try:
+            yield name, deployment.containers[name]
+        finally:
+            deployment.end()
 
     def delete(self, key: tuple[str, str, str]) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ from moto.moto_api._internal.models import moto_api_backend
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
-from local_aws import hosting_patches, patches
+from local_aws import patches
 from local_aws.runtime import HOSTING
 
 #: The account moto answers as; every ARN the emulator returns names it.
@@ -90,7 +90,6 @@ class LocalAws:
         if self._server is not None:
             return self
         check_moto_version()
-        assert hosting_patches  # imported for its patches, which apply() installs with the others
         patches.apply()
         HOSTING.stop_all()  # a fresh account hosts nothing
         # AWS-managed policies exist in every account; roles attach them by ARN
@@ -121,6 +120,7 @@ class LocalAws:
     def reset(self) -> None:
         """Forget every resource: a fresh, empty account, as after :meth:`start`."""
         self.port  # noqa: B018 -- raises unless started: there is nothing to reset
+        HOSTING.stop_all()
         _reset_backends()
 
     def __enter__(self) -> LocalAws:

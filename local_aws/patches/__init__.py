@@ -9,7 +9,16 @@ AWS refuses to start on any moto but :data:`MOTO_VERSION` (see ``server.check_mo
 """
 
 # Importing a service's module registers its patches, in this order.
-from local_aws.patches import applicationautoscaling, cloudformation, cloudwatch, ec2, iam, s3, sagemaker
+from local_aws.patches import (
+    applicationautoscaling,
+    cloudformation,
+    cloudwatch,
+    ec2,
+    iam,
+    s3,
+    sagemaker,
+    sagemakerruntime,
+)
 from local_aws.patches.base import MOTO_VERSION, PATCHES, Patch, apply, patch, without
 from local_aws.patches.cloudformation import set_endpoint
 
@@ -26,6 +35,7 @@ __all__ = [
     "patch",
     "s3",
     "sagemaker",
+    "sagemakerruntime",
     "set_endpoint",
     "without",
 ]

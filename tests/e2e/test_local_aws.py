@@ -1,19 +1,30 @@
-"""The local AWS itself: loopback only, pinned moto, seeded parameter, bounded CLI calls."""
+"""The local AWS itself: loopback only, pinned moto, seeded parameter, bounded CLI calls, and
+README's use of it by hand."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shlex
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
 from local_aws import LocalAws, UnsupportedMotoVersion, patches, server
-from local_aws.cdk import CdkTimeout, run_bounded
+from local_aws.cdk import CDK_BIN, CdkTimeout, run_bounded
+from local_aws.containers import running_containers
+from tests.e2e.helpers import CLI_TIMEOUT_S
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
+#: The image URI README's example gives Gpt2Stack (no Docker engine publishes the asset here).
+README_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gpt2:local"
 
 
 def test_serves_on_loopback_with_a_free_port(local_aws: LocalAws) -> None:
@@ -63,3 +74,49 @@ def test_a_cli_call_past_its_bound_fails_and_is_killed(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
     time.sleep(4)
     assert not marker.exists(), "the whole process group is killed, children included"
+
+
+def test_readme_flow_by_hand(e2e_artifacts: Path, tmp_path: Path) -> None:
+    """README's by-hand use: `python -m local_aws` in the foreground, its exports, the CDK CLI,
+    boto3's invoke_endpoint with the seed's request; SIGTERM stops it and every container."""
+    assert f"gpt2.image_uri={README_IMAGE}" in (ROOT / "README.md").read_text()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "local_aws"], cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert server.stdout is not None
+        exports = {}
+        for line in server.stdout:
+            if line.strip() == "# ready":
+                break
+            if line.startswith("export "):
+                key, _, value = line.removeprefix("export ").strip().partition("=")
+                exports[key] = shlex.split(value)[0]
+        env = {**os.environ, **exports}
+        context = ["-c", f"project.artifacts_dir={e2e_artifacts}", "-c", f"gpt2.image_uri={README_IMAGE}"]
+        cdk = [str(CDK_BIN), "--output", str(tmp_path / "cdk.out"), *context]
+        bound = {"env": env, "cwd": ROOT, "timeout_s": CLI_TIMEOUT_S}
+        run_bounded([*cdk, "bootstrap", f"aws://{exports['CDK_DEFAULT_ACCOUNT']}/{exports['AWS_REGION']}"], **bound)
+        run_bounded([*cdk, "deploy", "Gpt2Stack", "--require-approval", "never"], **bound)
+        cfn = boto3.client("cloudformation", **client_options(exports))
+        (stack,) = cfn.describe_stacks(StackName="Gpt2Stack")["Stacks"]
+        name = next(o["OutputValue"] for o in stack["Outputs"] if o["OutputKey"] == "EndpointName")
+        runtime = boto3.client("sagemaker-runtime", **client_options(exports))
+        answer = runtime.invoke_endpoint(EndpointName=name, ContentType="application/json", Body=b'{"input": "amazon"}')
+        completions = json.loads(answer["Body"].read())["outputs"][0]["completions"]
+        assert completions and completions[0]["generated_text"].startswith("amazon")
+        assert running_containers()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=60)
+    assert code == 0
+    assert running_containers() == [], "SIGTERM stopped the endpoint's container"
+
+
+def client_options(exports: dict[str, str]) -> dict[str, str]:
+    return {
+        "endpoint_url": exports["AWS_ENDPOINT_URL"],
+        "region_name": exports["AWS_REGION"],
+        "aws_access_key_id": exports["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": exports["AWS_SECRET_ACCESS_KEY"],
+    }

@@ -1,4 +1,5 @@
-"""One local AWS for the module (helpers: tests/local_aws/helpers.py)."""
+"""One local AWS for the module, whose endpoints can run the echo image (helpers:
+tests/local_aws/helpers.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from local_aws import LocalAws
+from local_aws.runtime import HOSTING
+from tests.local_aws.helpers import echo_launcher
 
 
 @pytest.fixture(scope="module")
@@ -14,3 +17,9 @@ def aws() -> Iterator[LocalAws]:
     # Without AWS's managed policies, which moto loads again at every reset (a second each).
     with LocalAws(aws_managed_policies=False) as local:
         yield local
+
+
+@pytest.fixture(autouse=True)
+def echo_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Endpoints on ECHO_IMAGE run tests/local_aws/echo_image.py."""
+    monkeypatch.setattr(HOSTING, "launcher", echo_launcher)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from botocore.config import Config
@@ -12,6 +15,8 @@ from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
 
 from local_aws import LocalAws
+from local_aws.containers import Container
+from local_aws.runtime import container_for
 
 Template = dict[str, Any]
 
@@ -78,3 +83,67 @@ def physical_ids(aws: LocalAws, name: str) -> dict[str, str]:
     resources = cfn.describe_stack_resources(StackName=name)["StackResources"]
     # Stock moto lists a resource it lost track of with no logical id.
     return {r["LogicalResourceId"]: r.get("PhysicalResourceId") for r in resources if "LogicalResourceId" in r}
+
+
+# --- A stand-in image for the local SageMaker runtime ------------------------------------------
+
+#: The image URI the tests' launcher runs as tests/local_aws/echo_image.py.
+ECHO_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/echo:1"
+
+
+class EchoContainer(Container):
+    """tests/local_aws/echo_image.py, run as the local runtime runs an image."""
+
+    def command(self, run_dir: Path) -> Sequence[str]:
+        return [sys.executable, str(Path(__file__).with_name("echo_image.py"))]
+
+    def process_environment(self, run_dir: Path) -> dict[str, str]:
+        return {**super().process_environment(run_dir), "SM_MODEL_DIR": str(self.model_dir)}
+
+
+def echo_launcher(image: str, model_data: Callable[[Path], None], environment: Mapping[str, str]) -> Container:
+    """The local runtime's launcher with :data:`ECHO_IMAGE` run as the echo image."""
+    if image == ECHO_IMAGE:
+        return EchoContainer(model_data, environment=environment)
+    return container_for(image, model_data, environment)
+
+
+def echo_config(
+    aws: LocalAws, config: str, environment: Mapping[str, str] | None = None, *, startup_timeout_s: int = 60
+) -> None:
+    """A model and an endpoint config of one variant on the echo image."""
+    sm = client(aws, "sagemaker")
+    sm.create_model(
+        ModelName=f"{config}-model",
+        ExecutionRoleArn=f"arn:aws:iam::{aws.account}:role/sagemaker",
+        PrimaryContainer={"Image": ECHO_IMAGE, "Environment": dict(environment or {})},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=config,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"{config}-model",
+                "InstanceType": "ml.g5.xlarge",
+                "InitialInstanceCount": 1,
+                "ContainerStartupHealthCheckTimeoutInSeconds": startup_timeout_s,
+            }
+        ],
+    )
+
+
+def echo_endpoint(aws: LocalAws, name: str, environment: Mapping[str, str] | None = None) -> None:
+    """An endpoint on the echo image (its config is named `name`-config)."""
+    echo_config(aws, f"{name}-config", environment)
+    client(aws, "sagemaker").create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
+
+
+def endpoint_status(aws: LocalAws, name: str, *, settle: bool = False, timeout_s: float = 60) -> str:
+    """The endpoint's status; with `settle`, once it is no longer Creating or Updating."""
+    sm = client(aws, "sagemaker")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = str(sm.describe_endpoint(EndpointName=name)["EndpointStatus"])
+        if not settle or status not in ("Creating", "Updating") or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)

@@ -17,13 +17,17 @@ import pytest
 from moto.sagemaker.models import FakeEndpointConfig
 
 from local_aws import LocalAws, patches
+from local_aws.containers import running_containers
 from local_aws.patches.base import Patch, find, replace
 from tests.local_aws.helpers import (
+    ECHO_IMAGE,
     Template,
     body,
     client,
     create_stack,
     delete_stack,
+    echo_endpoint,
+    endpoint_status,
     error_of,
     outputs,
     physical_ids,
@@ -391,6 +395,76 @@ def non_empty_bucket(aws: LocalAws) -> object:
     return failed, [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
+# --- SageMaker hosting: endpoints that run their container -------------------------------------
+
+
+def echo_processes() -> int:
+    return sum("echo_image.py" in p.cmdline for p in running_containers())
+
+
+def endpoint_lifecycle(aws: LocalAws) -> object:
+    """An endpoint whose container answers /ping half a second after it starts, and one whose
+    container exits at once: the first's status at once and once settled, how many containers
+    run then and after it is deleted; the second's status once settled."""
+    echo_endpoint(aws, "echo", {"ECHO_PING_AFTER_S": "0.5"})
+    first = endpoint_status(aws, "echo")
+    settled = endpoint_status(aws, "echo", settle=True)
+    running = echo_processes()
+    client(aws, "sagemaker").delete_endpoint(EndpointName="echo")
+    after_delete = echo_processes()
+    echo_endpoint(aws, "broken", {"ECHO_EXIT_CODE": "3"})
+    return first, settled, running, after_delete, endpoint_status(aws, "broken", settle=True)
+
+
+def echo_stack(**environment: str) -> Template:
+    model = resource(
+        "AWS::SageMaker::Model",
+        ExecutionRoleArn=ROLE_ARN,
+        PrimaryContainer={"Image": ECHO_IMAGE, "Environment": environment},
+    )
+    config = resource(
+        "AWS::SageMaker::EndpointConfig",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
+                "InstanceType": "ml.g5.xlarge",
+                "InitialInstanceCount": 1,
+                "ContainerStartupHealthCheckTimeoutInSeconds": 60,
+            }
+        ],
+    )
+    endpoint = resource("AWS::SageMaker::Endpoint", EndpointConfigName={"Fn::GetAtt": ["Config", "EndpointConfigName"]})
+    return resources(Model=model, Config=config, Endpoint=endpoint)
+
+
+def endpoint_in_a_stack(aws: LocalAws) -> object:
+    """A stack whose endpoint's container answers /ping after half a second: the endpoint's
+    status when the stack is created; and whether a stack whose container exits is created."""
+    create_stack(aws, "stack", echo_stack(ECHO_PING_AFTER_S="0.5"))
+    name = physical_ids(aws, "stack")["Endpoint"].rsplit("/", 1)[-1]
+    created = endpoint_status(aws, name)
+    return created, create_stack(aws, "broken", echo_stack(ECHO_EXIT_CODE="3"))
+
+
+def invocation(aws: LocalAws) -> object:
+    """InvokeEndpoint with a body, content type, Accept and custom attributes: what the
+    container saw and the attributes it sent back; then a request it answers with 400, and an
+    endpoint that does not exist."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    answer = runtime.invoke_endpoint(
+        EndpointName="echo", Body=b'{"q": 1}', ContentType="application/x-q", Accept="text/x-a", CustomAttributes="t=1"
+    )
+    text = answer["Body"].read().decode()
+    seen = json.loads(text) if text.startswith("{") else {"body": text}
+    passed = [seen.get(k) for k in ("body", "content_type", "accept", "custom_attributes")]
+    rejected = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b'{"status": 400}'))
+    unknown = error_of(lambda: runtime.invoke_endpoint(EndpointName="none", Body=b"{}"))
+    return passed, answer.get("CustomAttributes"), rejected, unknown
+
+
 # --- The patches and their scenarios ------------------------------------------------------------------
 
 SCENARIOS: dict[str, Scenario] = {
@@ -428,6 +502,19 @@ SCENARIOS: dict[str, Scenario] = {
     "current_instance_types_are_accepted": Scenario(current_instance_type, aws=None, stock="ValidationException"),
     "model_network_isolation_is_kept": Scenario(isolated_model, aws=True, stock=False),
     "role_managed_policies_are_attached": Scenario(role_with_managed_policy, aws=([POLICY_ARN], []), stock=([], [])),
+    "endpoints_run_their_container": Scenario(
+        endpoint_lifecycle,
+        aws=("Creating", "InService", 1, 0, "Failed"),
+        stock=("InService", "InService", 0, 0, "InService"),
+    ),
+    "stack_waits_for_endpoints": Scenario(
+        endpoint_in_a_stack, aws=("InService", "ValidationError"), stock=("Creating", None)
+    ),
+    "invocations_reach_the_container": Scenario(
+        invocation,
+        aws=(['{"q": 1}', "application/x-q", "text/x-a", "t=1"], "echoed=t=1", "ModelError", "ValidationError"),
+        stock=(["body", None, None, None], "custom_attributes", None, None),
+    ),
     "non_empty_buckets_are_not_deleted": Scenario(
         non_empty_bucket, aws=("BucketNotEmpty", ["bucket"]), stock=(None, ["bucket"])
     ),

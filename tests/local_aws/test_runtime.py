@@ -1,0 +1,175 @@
+"""The local SageMaker runtime (local_aws/runtime.py) through the SageMaker API, as a user's
+client sees it: updates that switch only to a healthy container, SageMaker's limits on an
+invocation, the model data laid out as /opt/ml/model, and no process left behind."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from local_aws import LocalAws
+from local_aws.containers import ContainerError, running_containers
+from local_aws.patches import sagemakerruntime
+from local_aws.runtime import lay_out
+from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status, error_of
+
+
+def echo_processes() -> list[str]:
+    return [p.run_dir for p in running_containers() if "echo_image.py" in p.cmdline]
+
+
+def ask(aws: LocalAws, name: str, request: object) -> dict[str, object]:
+    answer = client(aws, "sagemaker-runtime").invoke_endpoint(EndpointName=name, Body=json.dumps(request).encode())
+    return json.loads(answer["Body"].read())  # type: ignore[no-any-return]
+
+
+def update(aws: LocalAws, name: str, config: str, **environment: str) -> None:
+    """A new model and endpoint config, and UpdateEndpoint to it (what a stack update does)."""
+    echo_config(aws, config, environment)
+    client(aws, "sagemaker").update_endpoint(EndpointName=name, EndpointConfigName=config)
+
+
+@pytest.fixture
+def fresh(aws: LocalAws) -> LocalAws:
+    aws.reset()
+    return aws
+
+
+def test_an_update_switches_once_the_new_container_answers_ping(fresh: LocalAws) -> None:
+    echo_endpoint(fresh, "echo", {"ECHO_VERSION": "v1"})
+    assert endpoint_status(fresh, "echo", settle=True) == "InService"
+    (old,) = echo_processes()
+    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="1.5")
+    assert endpoint_status(fresh, "echo") == "Updating"
+    # While the new container starts, the old one answers every request (an answer given as
+    # the endpoint switched counts once the endpoint reads InService).
+    answered_while_updating = []
+    while True:
+        version = ask(fresh, "echo", {})["version"]
+        if endpoint_status(fresh, "echo") != "Updating":
+            break
+        answered_while_updating.append(version)
+        time.sleep(0.1)
+    assert len(answered_while_updating) > 3 and set(answered_while_updating) == {"v1"}
+    assert endpoint_status(fresh, "echo") == "InService"
+    assert ask(fresh, "echo", {})["version"] == "v2"
+    assert client(fresh, "sagemaker").describe_endpoint(EndpointName="echo")["EndpointConfigName"] == "v2"
+    (new,) = echo_processes()
+    assert new != old, "the old container was stopped once the new one took over"
+
+
+def test_an_invocation_in_flight_when_the_endpoint_switches_is_answered(fresh: LocalAws) -> None:
+    echo_endpoint(fresh, "echo", {"ECHO_VERSION": "v1"})
+    endpoint_status(fresh, "echo", settle=True)
+    answers: list[object] = []
+    slow = threading.Thread(target=lambda: answers.append(ask(fresh, "echo", {"sleep_s": 2})["version"]))
+    slow.start()
+    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="0.2")
+    slow.join(30)
+    assert answers == ["v1"], "the old container finished the request before it was stopped"
+    assert endpoint_status(fresh, "echo", settle=True) == "InService"
+    assert ask(fresh, "echo", {})["version"] == "v2"
+
+
+def test_a_failed_update_leaves_the_endpoint_on_its_config(fresh: LocalAws) -> None:
+    echo_endpoint(fresh, "echo", {"ECHO_VERSION": "v1"})
+    endpoint_status(fresh, "echo", settle=True)
+    update(fresh, "echo", "broken", ECHO_EXIT_CODE="3")
+    assert endpoint_status(fresh, "echo", settle=True) == "InService"
+    described = client(fresh, "sagemaker").describe_endpoint(EndpointName="echo")
+    assert "exited (code 3)" in described["FailureReason"]
+    assert ask(fresh, "echo", {})["version"] == "v1"
+    assert len(echo_processes()) == 1
+
+
+def test_deleting_an_endpoint_that_is_still_starting_stops_its_container(fresh: LocalAws) -> None:
+    echo_endpoint(fresh, "slow", {"ECHO_PING_AFTER_S": "600"})
+    deadline = time.monotonic() + 10
+    while not echo_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert echo_processes()
+    started = time.monotonic()
+    client(fresh, "sagemaker").delete_endpoint(EndpointName="slow")
+    assert time.monotonic() - started < 10, "the delete does not wait out the startup timeout"
+    assert echo_processes() == []
+
+
+def test_an_invocation_past_the_limit_is_a_model_error_and_the_container_lives_on(
+    fresh: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SageMaker's limit is 60 s; the same path, with a shorter wait.
+    monkeypatch.setattr(sagemakerruntime, "INVOCATION_TIMEOUT_S", 0.5)
+    echo_endpoint(fresh, "echo")
+    endpoint_status(fresh, "echo", settle=True)
+    runtime = client(fresh, "sagemaker-runtime")
+    with pytest.raises(runtime.exceptions.ModelError, match="timed out"):
+        runtime.invoke_endpoint(EndpointName="echo", Body=b'{"sleep_s": 2}')
+    assert ask(fresh, "echo", {"q": 1})["body"] == '{"q": 1}'
+
+
+def test_a_payload_over_6_mb_is_refused_before_the_container(fresh: LocalAws) -> None:
+    echo_endpoint(fresh, "echo")
+    endpoint_status(fresh, "echo", settle=True)
+    runtime = client(fresh, "sagemaker-runtime")
+    too_large = b"x" * (6 * 1024 * 1024 + 1)
+    assert error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=too_large)) == "ValidationError"
+    assert ask(fresh, "echo", {})["version"] is None
+
+
+def test_an_endpoint_that_never_answers_ping_fails_after_its_startup_timeout(fresh: LocalAws) -> None:
+    from local_aws.runtime import HOSTING, VariantSpec
+
+    key = (fresh.account, fresh.region, "never")
+    spec = VariantSpec("AllTraffic", ECHO_IMAGE, {"ECHO_PING_AFTER_S": "60"}, {}, 1)
+    settled = threading.Event()
+    hosted = HOSTING.deploy(key, "c", [spec], lambda data, folder: None, lambda _: settled.set())
+    assert settled.wait(30)
+    assert hosted.status == "Failed" and "did not answer 200 within 1 s" in (hosted.failure_reason or "")
+    HOSTING.delete(key)
+    assert echo_processes() == []
+
+
+def test_model_data_is_laid_out_as_sagemaker_does(tmp_path: Path) -> None:
+    objects: dict[tuple[str, str], bytes] = {
+        ("bucket", "prefix/config.json"): b"{}",
+        ("bucket", "prefix/code/inference.py"): b"# code",
+        ("bucket", "other/file"): b"not under the prefix",
+    }
+    tar_bytes = io.BytesIO()
+    with tarfile.open(fileobj=tar_bytes, mode="w:gz") as tar:
+        info = tarfile.TarInfo("model.onnx")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"onnx"))
+    objects[("bucket", "model.tar.gz")] = tar_bytes.getvalue()
+
+    def read(bucket: str, key: str) -> bytes:
+        return objects[(bucket, key)]
+
+    def keys(bucket: str, prefix: str) -> list[str]:
+        return sorted(k for b, k in objects if b == bucket and k.startswith(prefix))
+
+    def files(folder: Path) -> dict[str, bytes]:
+        return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    lay_out({"ModelDataUrl": "s3://bucket/model.tar.gz"}, (tar_dir := tmp_path / "tar"), read, keys)
+    assert files(tar_dir) == {"model.onnx": b"onnx"}
+    prefix = {"S3DataSource": {"S3Uri": "s3://bucket/prefix/", "S3DataType": "S3Prefix", "CompressionType": "None"}}
+    lay_out({"ModelDataSource": prefix}, (prefix_dir := tmp_path / "prefix"), read, keys)
+    assert files(prefix_dir) == {"config.json": b"{}", "code/inference.py": b"# code"}
+    objects[("bucket", "prefix/../../escape")] = b"!"
+    with pytest.raises(ContainerError, match="outside /opt/ml/model"):
+        lay_out({"ModelDataSource": prefix}, tmp_path / "escape", read, keys)
+
+
+def test_stopping_the_local_aws_stops_every_container() -> None:
+    with LocalAws(aws_managed_policies=False) as aws:
+        echo_endpoint(aws, "echo")
+        assert endpoint_status(aws, "echo", settle=True) == "InService"
+        assert echo_processes()
+    assert echo_processes() == []
