@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stacks.config import PROJECT_ROOT, load_config
-from stacks.config.endpoint import ALARM_KEYS
+from stacks.config.endpoint import ALARM_KEYS, DEPLOYMENT_KEYS
 from tests.infra.helpers import ROOT
 
 #: Sections whose table README keeps in the `| key | default ... |` form.
@@ -38,7 +38,7 @@ def tables() -> dict[str, dict[str, str]]:
 
 def code_default(settings: Any, key: str) -> Any:
     """The value `key` has in `settings` (a section's dataclass tree), wherever it is held."""
-    names = {v: k for k, v in ALARM_KEYS.items()}
+    names = {v: k for k, v in {**ALARM_KEYS, **DEPLOYMENT_KEYS}.items()}
     name = names.get(key, key)
     todo = [settings]
     while todo:
