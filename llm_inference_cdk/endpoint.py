@@ -18,7 +18,6 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
@@ -31,11 +30,9 @@ from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
 from llm_inference_cdk.nag import acknowledge, nag_arn
 from llm_inference_cdk.props import invalid
+from llm_inference_cdk.sdk_calls import function_role
 
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
-#: The construct id of the function that runs a stack's AwsCustomResource calls (aws-cdk's
-#: custom-resources: one per stack, shared).
-_SDK_CALL_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
 #: Namespace of the per-instance metrics SageMaker publishes (CPU, memory, GPU, disk).
 INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 
@@ -328,61 +325,29 @@ class SageMakerEndpoint(Construct):
         """The alarms `props` sets (see :class:`AlarmProps`); `topic` is notified on ALARM and
         OK. Those on what a new model can break become the update's rollback alarms."""
         period = Duration.seconds(props.period_s)
-        rollback, capacity = [], []
-        if props.latency_ms is not None:
+        gpu = instances.gpus(self.props.instance_type) > 0
+        # (id, threshold, description, metric, alarm above rather than at, a rollback alarm)
+        specs = [
             # ModelLatency is published in microseconds.
-            rollback.append(
-                self._alarm(
-                    "LatencyAlarm",
-                    f"Mean model latency above {props.latency_ms} ms",
-                    self.metric_model_latency(period=period),
-                    props.latency_ms * 1000,
-                    props,
-                    strictly=True,
-                )
-            )
-        rollback.append(
-            self._alarm(
-                "Errors5xxAlarm",
-                f"{props.errors_5xx} or more 5xx invocation errors per period",
-                self.metric_invocation_5xx_errors(period=period),
-                props.errors_5xx,
-                props,
-            )
-        )
-        if props.model_errors is not None:
-            rollback.append(
-                self._alarm(
-                    "ModelErrorsAlarm",
-                    f"{props.model_errors} or more invocations per period the model answered with an error or "
-                    "did not answer",
-                    self.metric_invocation_model_errors(period=period),
-                    props.model_errors,
-                    props,
-                )
-            )
-        if props.disk_percent is not None:
-            capacity.append(
-                self._alarm(
-                    "DiskAlarm",
-                    f"ML storage volume more than {props.disk_percent}% full",
-                    self.metric_disk_utilization(period=period),
-                    props.disk_percent,
-                    props,
-                    strictly=True,
-                )
-            )
-        if props.gpu_memory_percent is not None and instances.gpus(self.props.instance_type):
-            capacity.append(
-                self._alarm(
-                    "GpuMemoryAlarm",
-                    f"GPU memory more than {props.gpu_memory_percent}% used",
-                    self.metric_gpu_memory_utilization(period=period),
-                    props.gpu_memory_percent,
-                    props,
-                    strictly=True,
-                )
-            )
+            ("LatencyAlarm", None if props.latency_ms is None else props.latency_ms * 1000,
+             f"Mean model latency above {props.latency_ms} ms", self.metric_model_latency, True, True),
+            ("Errors5xxAlarm", props.errors_5xx, f"{props.errors_5xx} or more 5xx invocation errors per period",
+             self.metric_invocation_5xx_errors, False, True),
+            ("ModelErrorsAlarm", props.model_errors,
+             f"{props.model_errors} or more invocations per period the model answered with an error or did not "
+             "answer", self.metric_invocation_model_errors, False, True),
+            ("DiskAlarm", props.disk_percent, f"ML storage volume more than {props.disk_percent}% full",
+             self.metric_disk_utilization, True, False),
+            ("GpuMemoryAlarm", props.gpu_memory_percent if gpu else None,
+             f"GPU memory more than {props.gpu_memory_percent}% used", self.metric_gpu_memory_utilization, True, False),
+        ]  # fmt: skip
+        rollback: list[cloudwatch.Alarm] = []
+        capacity: list[cloudwatch.Alarm] = []
+        for construct_id, threshold, description, metric, strictly, rolls_back in specs:
+            if threshold is None:
+                continue
+            alarm = self._alarm(construct_id, description, metric(period=period), threshold, props, strictly=strictly)
+            (rollback if rolls_back else capacity).append(alarm)
         added = rollback + capacity
         if topic is not None:
             action = cw_actions.SnsAction(topic)
@@ -461,30 +426,9 @@ class SageMakerEndpoint(Construct):
         """After each endpoint update, read the config the endpoint runs; an SSM parameter that
         only accepts the config the template asks for then fails the update if SageMaker rolled
         it back, and CloudFormation rolls the stack back to what the endpoint runs."""
-        # AwsCustomResource runs every call of a stack in one function, on the role and log
-        # group of the first: reuse them if the stack has it (GPT-J's payload copies), else
-        # give it a role of its own, without the managed policy it would otherwise get.
-        stack = Stack.of(self)
-        role: iam.Role | None = None
-        log_group: logs.LogGroup | None = None
-        if stack.node.try_find_child(_SDK_CALL_FUNCTION) is None:
-            role = iam.Role(
-                self,
-                "UpdateCheckRole",
-                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                description="Reads the endpoint config the endpoint runs after an update",
-            )
-            log_group = logs.LogGroup(
-                self, "UpdateCheckLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
-            )
-            log_group.grant_write(role)
-            acknowledge(
-                role,
-                "AwsSolutions-IAM5[Resource::<"
-                + stack.get_logical_id(log_group.node.default_child)  # type: ignore[arg-type]
-                + ".Arn>:*]",
-                "Log streams of the update check's function, in its own log group",
-            )
+        role, log_group = function_role(
+            self, "UpdateCheck", "Reads the endpoint config the endpoint runs after an update"
+        )
         expected = self.endpoint_config.attr_endpoint_config_name
         describe = cr.AwsSdkCall(
             service="SageMaker",
