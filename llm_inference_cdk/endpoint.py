@@ -229,7 +229,10 @@ class SageMakerEndpoint(Construct):
             # SageMaker publishes latencies in microseconds: shown in milliseconds.
             lines = {
                 p: cloudwatch.MathExpression(
-                    expression=f"{p} / 1000", using_metrics={p: metric.with_(statistic=p)}, label=f"{p} ms"
+                    expression=f"{p} / 1000",
+                    using_metrics={p: metric.with_(statistic=p)},
+                    label=f"{p} ms",
+                    period=Duration.minutes(1),
                 )
                 for p in ("p50", "p90", "p99")
             }
