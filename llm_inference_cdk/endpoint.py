@@ -64,6 +64,9 @@ class SageMakerEndpoint(Construct):
         super().__init__(scope, construct_id)
         self.props = props
         self.variant_name = props.variant_name
+        # No aws:SourceAccount/SourceArn condition on the trust: SageMaker does not document that
+        # it sets them when it assumes an execution role, and a condition on a key the service
+        # leaves out denies the role to it (pass `role` with the conditions you have verified).
         self.role: iam.IRole = role or iam.Role(
             self,
             "Role",
@@ -478,8 +481,17 @@ class SageMakerEndpoint(Construct):
             pending_window=Duration.days(7),
             description="Encrypts the ML storage volume of the endpoint's instances",
         )
-        # What EBS volume encryption uses, without the wildcards of grant_encrypt_decrypt.
-        key.grant(self.role, "kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext")
+        # What EBS volume encryption uses, without the wildcards of grant_encrypt_decrypt; grants
+        # only for the AWS services that attach the volume (kms:GrantIsForAWSResource), not for
+        # whoever holds the role.
+        key.grant(self.role, "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext")
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:CreateGrant"],
+                resources=[key.key_arn],
+                conditions={"Bool": {"kms:GrantIsForAWSResource": True}},
+            )
+        )
         return key
 
     def _grant_logs_and_metrics(self) -> None:

@@ -182,6 +182,12 @@ def test_one_zone_vpc_may_be_smaller() -> None:
 
 
 def test_a_typo_in_a_section_name_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^max_capacity='3' is invalid: allowed is a setting with its section: gpt2"):
+        config(max_capacity="3")
+    with pytest.raises(ConfigError, match=r"^foo='3' is invalid: allowed is a setting of a section"):
+        config(foo="3")
+    # CDK's own context keys are not ours to refuse.
+    assert config(**{"@aws-cdk/core:newStyleStackSynthesis": True, "aws:cdk:enable-path-metadata": True})
     with pytest.raises(ConfigError, match=r"^gtpj.max_capacity='3' is invalid: 'gtpj' is no section"):
         config(**{"gtpj.max_capacity": "3"})
     # CDK's own context keys pass through untouched.

@@ -14,6 +14,7 @@ from aws_cdk.assertions import Match, Template
 
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import sha256_file, write_manifest
+from stacks.config import ConfigError
 from tests.infra.helpers import ROOT, Synthesized, actions_of, resources_of, synthesize_some
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
@@ -379,6 +380,27 @@ def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: An
     entries["files"]["model-00001-of-00001.safetensors"]["size"] = 5 * 1000**3 + 1
     (payload / PAYLOAD_MANIFEST).write_text(json.dumps(entries))
     assert_left_out(tmp_path, folder, r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb")
+
+
+def test_a_volume_smaller_than_the_payload_fails_synthesis(
+    synth: Callable[..., Synthesized], tmp_path: Any, artifacts: Any
+) -> None:
+    import shutil
+
+    folder = tmp_path / "art"
+    shutil.copytree(artifacts, folder)
+    payload = folder / "gptj" / "model"
+    with open(payload / "model-00001-of-00001.safetensors", "r+b") as f:
+        f.truncate(3 * 2**30)  # sparse: 3 GiB that take no disk
+    entries = json.loads((payload / PAYLOAD_MANIFEST).read_text())
+    entries["files"]["model-00001-of-00001.safetensors"]["size"] = 3 * 2**30
+    (payload / PAYLOAD_MANIFEST).write_text(json.dumps(entries))
+    small = {"project.artifacts_dir": str(folder), "gptj.instance_type": "ml.p3.2xlarge"}
+    with pytest.raises(
+        ConfigError, match=r"^gptj.volume_size_gb=3 is invalid: allowed is at least 5 \(GB\): the payload files"
+    ):
+        synth(**small, **{"gptj.volume_size_gb": 3})
+    assert synth(**small, **{"gptj.volume_size_gb": 5}).template_json("GptjStack")
 
 
 @pytest.mark.parametrize("name", ["../outside.json", "/etc/passwd", "code//inference.py", "a/./b"])

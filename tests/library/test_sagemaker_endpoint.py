@@ -211,6 +211,9 @@ def test_volume_and_key_on_a_family_without_nvme() -> None:
         {"ProductionVariants": [Match.object_like({"VolumeSizeInGB": 100})], "KmsKeyId": Match.any_value()},
     )
     template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    # Grants on the key only for the AWS services that attach the volume.
+    granting = [s for s in statements(template) if "kms:CreateGrant" in json.dumps(s["Action"])]
+    assert [s["Condition"] for s in granting] == [{"Bool": {"kms:GrantIsForAWSResource": True}}]
 
 
 def test_uncompressed_prefix_of_the_callers_bucket() -> None:
