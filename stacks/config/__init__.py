@@ -47,6 +47,7 @@ __all__ = [
     "load_config",
     "parse_context_pairs",
     "parse_value",
+    "settings_of",
 ]
 
 
@@ -72,7 +73,7 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
                     f"{key}={context[key]!r} is invalid: {head!r} is no section; allowed sections are "
                     + ", ".join(SECTIONS)
                 )
-            owners = [s for s in SECTIONS if head in _settings_of(s)]
+            owners = [s for s in SECTIONS if head in settings_of(s)]
             allowed = (
                 "a setting with its section: " + " or ".join(f"{s}.{head}" for s in owners)
                 if owners
@@ -98,7 +99,7 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
     )
 
 
-def _settings_of(section: str) -> set[str]:
+def settings_of(section: str) -> set[str]:
     """The keys a section reads (with nothing given: every key is read once)."""
     found: set[str] = set()
     original = Section.done
