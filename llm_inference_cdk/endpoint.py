@@ -10,6 +10,7 @@ so that a setting AWS would refuse fails synthesis instead of a deployment.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import ArnFormat, Duration, Names, RemovalPolicy, Stack
@@ -25,6 +26,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from llm_contracts import instances
+from llm_inference_cdk.async_inference import AsyncOutput, scale_backlog
+from llm_inference_cdk.component import add_component, component_deployment, scale_copies, variant_scaling
 from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, DeploymentProps, EndpointProps
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
@@ -96,23 +99,19 @@ class SageMakerEndpoint(Construct):
             self.model.node.add_dependency(construct)
 
         volume_key = None if props.volume_size is None else self._volume_key()
+        #: Where async answers go (async mode only).
+        self.async_output = AsyncOutput(self, "Async", role=self.role) if props.async_inference else None
+        component = props.inference_component
         self.endpoint_config = sagemaker.CfnEndpointConfig(
             self,
             "Config",
-            production_variants=[
-                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                    variant_name=props.variant_name,
-                    model_name=self.model.attr_model_name,
-                    instance_type=props.instance_type,
-                    initial_instance_count=props.instance_count,
-                    initial_variant_weight=1.0,
-                    container_startup_health_check_timeout_in_seconds=props.startup_health_check_timeout_s,
-                    model_data_download_timeout_in_seconds=props.model_data_download_timeout_s,
-                    volume_size_in_gb=props.volume_size,
-                    inference_ami_version=props.inference_ami_version,
-                )
-            ],
+            production_variants=[self._variant()],
             kms_key_id=volume_key.key_arn if volume_key else None,
+            # Inference components: the config names the role (the variant names no model).
+            execution_role_arn=self.role.role_arn if component else None,
+            async_inference_config=self.async_output.config(props.async_inference)
+            if self.async_output and props.async_inference
+            else None,
         )
         # SageMaker refuses to change the instance type of a variant that is an autoscaling
         # target in place (UpdateEndpoint fails), so the type is part of the endpoint's id: a new
@@ -130,6 +129,12 @@ class SageMakerEndpoint(Construct):
         self.endpoint_arn: str = Stack.of(self).format_arn(
             service="sagemaker", resource="endpoint", resource_name=self.endpoint_name
         )
+        #: The inference component (inference-component mode only), its name and ARN.
+        self.inference_component: sagemaker.CfnInferenceComponent | None = None
+        self.component_name: str | None = None
+        if component is not None:
+            self.inference_component = add_component(self, self.endpoint, self.model, props)
+            self.component_name = str(self.inference_component.inference_component_name)
 
         self.scalable_target: appscaling.CfnScalableTarget | None = None
         #: Every alarm of the endpoint.
@@ -142,17 +147,65 @@ class SageMakerEndpoint(Construct):
             self._fail_rolled_back_updates()
         if props.autoscaling is not None:
             self.auto_scale_instance_count(props.autoscaling)
+        if self.inference_component is not None and component is not None:
+            self.scalable_target = scale_copies(self, self.inference_component, component)
+        if props.async_inference is not None:
+            self.scalable_target = scale_backlog(self, self.endpoint_name, self.variant_name, props.async_inference)
         if props.alarms is not None:
             self.add_alarms(props.alarms, topic=alarm_topic)
+
+    def _variant(self) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        """The production variant: the model on its instances, or (inference components) the
+        instances SageMaker manages for the component's copies, which carry the model and its
+        startup timeouts themselves."""
+        props = self.props
+        component = props.inference_component
+        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name=props.variant_name,
+            model_name=None if component else self.model.attr_model_name,
+            instance_type=props.instance_type,
+            initial_instance_count=props.instance_count,
+            initial_variant_weight=None if component else 1.0,
+            container_startup_health_check_timeout_in_seconds=None
+            if component
+            else props.startup_health_check_timeout_s,
+            model_data_download_timeout_in_seconds=None if component else props.model_data_download_timeout_s,
+            volume_size_in_gb=props.volume_size,
+            inference_ami_version=props.inference_ami_version,
+            managed_instance_scaling=variant_scaling(component) if component else None,
+            routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                routing_strategy="LEAST_OUTSTANDING_REQUESTS"
+            )
+            if component
+            else None,
+        )
 
     # --- grants -----------------------------------------------------------------------------
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let `grantee` call InvokeEndpoint (and InvokeEndpointWithResponseStream, which
-        the same action covers) on this endpoint alone."""
-        return iam.Grant.add_to_principal(
-            grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.endpoint_arn]
-        )
+        """Let `grantee` call this endpoint and nothing else: InvokeEndpoint (and
+        InvokeEndpointWithResponseStream, which the same action covers); in inference-component
+        mode on this component; in async mode InvokeEndpointAsync, with its requests put under
+        the bucket's ``input/`` (``grant_read_results`` lets it read the answers)."""
+        if self.async_output is not None:
+            self.async_output.grant_submit(grantee)
+            return iam.Grant.add_to_principal(
+                grantee=grantee, actions=["sagemaker:InvokeEndpointAsync"], resource_arns=[self.endpoint_arn]
+            )
+        arns = [self.endpoint_arn]
+        if self.component_name is not None:
+            arns.append(
+                Stack.of(self).format_arn(
+                    service="sagemaker", resource="inference-component", resource_name=self.component_name
+                )
+            )
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=arns)
+
+    def grant_read_results(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` read async answers and failures (async mode only)."""
+        if self.async_output is None:
+            raise ValueError(f"{self.node.path}: only an async endpoint has results to read")
+        return self.async_output.grant_read_results(grantee)
 
     # --- metrics --------------------------------------------------------------------------------
 
@@ -160,15 +213,47 @@ class SageMakerEndpoint(Construct):
         self, metric_name: str, *, namespace: str = "AWS/SageMaker", statistic: str = "Sum", **options: Any
     ) -> cloudwatch.Metric:
         """A metric of this endpoint's variant, with the dimensions SageMaker publishes it with
-        (``EndpointName``, ``VariantName``); per minute unless `options` say otherwise."""
+        (``EndpointName``, ``VariantName``; an inference component's ``AWS/SageMaker`` metrics
+        by ``InferenceComponentName``); per minute unless `options` say otherwise."""
         options.setdefault("period", Duration.minutes(1))
+        dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
+        if self.component_name is not None and namespace == "AWS/SageMaker":
+            # A component's invocation metrics are published per component.
+            dimensions = {"InferenceComponentName": self.component_name}
         return cloudwatch.Metric(
-            namespace=namespace,
+            namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, statistic=statistic, **options
+        )
+
+    def metric_backlog(self, **options: Any) -> cloudwatch.Metric:
+        """Requests queued for an async endpoint (``ApproximateBacklogSize``, average)."""
+        return self._endpoint_metric("ApproximateBacklogSize", **options)
+
+    def metric_backlog_per_instance(self, **options: Any) -> cloudwatch.Metric:
+        """Queued requests per instance, what an async endpoint's scaling tracks (average)."""
+        return self._endpoint_metric("ApproximateBacklogSizePerInstance", **options)
+
+    def metric_backlog_without_capacity(self, **options: Any) -> cloudwatch.Metric:
+        """1 while requests are queued and no instance runs (``HasBacklogWithoutCapacity``)."""
+        return self._endpoint_metric("HasBacklogWithoutCapacity", **options)
+
+    def _endpoint_metric(self, metric_name: str, **options: Any) -> cloudwatch.Metric:
+        # The async queue's metrics are published per endpoint, without a variant.
+        options.setdefault("period", Duration.minutes(1))
+        options.setdefault("statistic", "Average")
+        return cloudwatch.Metric(
+            namespace="AWS/SageMaker",
             metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": self.variant_name},
-            statistic=statistic,
+            dimensions_map={"EndpointName": self.endpoint_name},
             **options,
         )
+
+    def metric_invocations_per_copy(self, **options: Any) -> cloudwatch.Metric:
+        """Invocations per copy of the inference component, what its scaling tracks (sum)."""
+        return self.metric("InvocationsPerCopy", **{"statistic": "Sum", **options})
+
+    def metric_no_capacity_failures(self, **options: Any) -> cloudwatch.Metric:
+        """Requests that found no copy of the inference component (sum): the way back from zero."""
+        return self.metric("NoCapacityInvocationFailures", **{"statistic": "Sum", **options})
 
     def metric_invocations(self, **options: Any) -> cloudwatch.Metric:
         """Requests sent to the model (sum)."""
@@ -251,16 +336,7 @@ class SageMakerEndpoint(Construct):
             ],
             width=8,
         )
-        target = self.props.autoscaling.target_invocations_per_instance if self.props.autoscaling else None
-        scaling = cloudwatch.GraphWidget(
-            title=f"{name}: invocations per instance (what autoscaling tracks) and instances reporting",
-            left=[self.metric_invocations_per_instance(label="invocations per instance")],
-            left_annotations=[cloudwatch.HorizontalAnnotation(value=target, label="scaling target")]
-            if target
-            else None,
-            right=[self.metric_cpu_utilization(statistic="SampleCount", label="instances reporting")],
-            width=8,
-        )
+        scaling = self._scaling_widget()
         usage = [
             cloudwatch.GraphWidget(
                 title=f"{name}: CPU and memory, %",
@@ -288,6 +364,38 @@ class SageMakerEndpoint(Construct):
         if self.alarms:
             rows[2].append(cloudwatch.AlarmStatusWidget(title=f"{name}: alarms", alarms=self.alarms, width=16))
         return rows
+
+    def _scaling_widget(self) -> cloudwatch.GraphWidget:
+        """What the mode's scaling tracks, its target, and what brings it back from zero."""
+        name, props = self.node.id, self.props
+
+        def target(value: float) -> list[cloudwatch.HorizontalAnnotation]:
+            return [cloudwatch.HorizontalAnnotation(value=value, label="scaling target")]
+
+        if props.inference_component is not None:
+            return cloudwatch.GraphWidget(
+                title=f"{name}: invocations per copy (what scaling tracks) and requests that found no copy",
+                left=[self.metric_invocations_per_copy(label="invocations per copy")],
+                left_annotations=target(props.inference_component.target_invocations_per_copy),
+                right=[self.metric_no_capacity_failures(label="no copy")],
+                width=8,
+            )
+        if props.async_inference is not None:
+            return cloudwatch.GraphWidget(
+                title=f"{name}: queued requests per instance (what scaling tracks) and queued without an instance",
+                left=[self.metric_backlog(label="queued"), self.metric_backlog_per_instance(label="per instance")],
+                left_annotations=target(props.async_inference.target_backlog_per_instance),
+                right=[self.metric_backlog_without_capacity(label="queued, no instance")],
+                width=8,
+            )
+        tracked = props.autoscaling.target_invocations_per_instance if props.autoscaling else None
+        return cloudwatch.GraphWidget(
+            title=f"{name}: invocations per instance (what autoscaling tracks) and instances reporting",
+            left=[self.metric_invocations_per_instance(label="invocations per instance")],
+            left_annotations=target(tracked) if tracked else None,
+            right=[self.metric_cpu_utilization(statistic="SampleCount", label="instances reporting")],
+            width=8,
+        )
 
     # --- autoscaling and alarms -------------------------------------------------------------
 
@@ -422,6 +530,11 @@ class SageMakerEndpoint(Construct):
             rollback = sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
                 alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=self._alarm_names[a.node.id]) for a in alarms]
             )
+        if self.inference_component is not None:
+            # The component carries the model: its updates are the ones that roll back.
+            names = [self._alarm_names[a.node.id] for a in alarms]
+            self.inference_component.deployment_config = component_deployment(deployment, names)
+            return
         strategy = self.props.deployment_strategy
         self.endpoint.deployment_config = sagemaker.CfnEndpoint.DeploymentConfigProperty(
             auto_rollback_configuration=rollback,
@@ -429,20 +542,19 @@ class SageMakerEndpoint(Construct):
         )
 
     def _fail_rolled_back_updates(self) -> None:
-        """After each endpoint update, read the config the endpoint runs; an SSM parameter that
-        only accepts the config the template asks for then fails the update if SageMaker rolled
-        it back, and CloudFormation rolls the stack back to what the endpoint runs."""
-        role, log_group = function_role(
-            self, "UpdateCheck", "Reads the endpoint config the endpoint runs after an update"
-        )
-        expected = self.endpoint_config.attr_endpoint_config_name
+        """After each update, read what the endpoint runs (its endpoint config; the model of its
+        inference component); an SSM parameter that only accepts what the template asks for
+        then fails the update if SageMaker rolled it back, and CloudFormation rolls the stack
+        back to what the endpoint runs."""
+        watched = self._watched()
+        role, log_group = function_role(self, "UpdateCheck", f"Reads the {watched.what} runs after an update")
         describe = cr.AwsSdkCall(
             service="SageMaker",
-            action="describeEndpoint",
-            parameters={"EndpointName": self.endpoint_name},
-            # A new physical id with each new config: the call runs again after each update.
-            physical_resource_id=cr.PhysicalResourceId.of(expected),
-            output_paths=["EndpointConfigName"],
+            action=watched.action,
+            parameters=watched.parameters,
+            # A new physical id with each new config or model: the call runs after each update.
+            physical_resource_id=cr.PhysicalResourceId.of(watched.expected),
+            output_paths=[watched.field],
         )
         running = cr.AwsCustomResource(
             self,
@@ -450,23 +562,51 @@ class SageMakerEndpoint(Construct):
             on_create=describe,
             on_update=describe,
             policy=cr.AwsCustomResourcePolicy.from_statements(
-                [iam.PolicyStatement(actions=["sagemaker:DescribeEndpoint"], resources=[self.endpoint_arn])]
+                [iam.PolicyStatement(actions=[watched.iam_action], resources=[watched.arn])]
             ),
             role=role,
             log_group=log_group,
             install_latest_aws_sdk=False,
         )
-        running.node.add_dependency(self.endpoint)
+        running.node.add_dependency(watched.resource)
         self.update_check = ssm.StringParameter(
             self,
             "UpdateCheck",
             description=(
-                "The endpoint config the endpoint runs. An update fails here when SageMaker rolled the endpoint "
-                "back to its previous config: the value then does not match the pattern of the config the "
+                f"The {watched.what} runs. An update fails here when SageMaker rolled the endpoint back to its "
+                f"previous {watched.noun}: the value then does not match the pattern of the {watched.noun} the "
                 "template asked for"
             ),
-            string_value=running.get_response_field("EndpointConfigName"),
-            allowed_pattern=f"^{expected}$",
+            string_value=running.get_response_field(watched.field),
+            allowed_pattern=f"^{watched.expected}$",
+        )
+
+    def _watched(self) -> _Watched:
+        """What an update changes and SageMaker may roll back: the endpoint's config, or the
+        model of its inference component (whose own update the component's DeploymentConfig
+        rolls back; the endpoint config stays)."""
+        if self.inference_component is not None and self.component_name is not None:
+            return _Watched(
+                what="model the inference component",
+                noun="model",
+                expected=self.model.attr_model_name,
+                action="describeInferenceComponent",
+                parameters={"InferenceComponentName": self.component_name},
+                field="Specification.ModelName",
+                arn=Stack.of(self).format_arn(
+                    service="sagemaker", resource="inference-component", resource_name=self.component_name
+                ),
+                resource=self.inference_component,
+            )
+        return _Watched(
+            what="endpoint config the endpoint",
+            noun="config",
+            expected=self.endpoint_config.attr_endpoint_config_name,
+            action="describeEndpoint",
+            parameters={"EndpointName": self.endpoint_name},
+            field="EndpointConfigName",
+            arn=self.endpoint_arn,
+            resource=self.endpoint,
         )
 
     # --- internals ------------------------------------------------------------------------------
@@ -561,3 +701,21 @@ def _update_policy(strategy: str, deployment: DeploymentProps) -> dict[str, Any]
             maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_s,
         )
     }
+
+
+@dataclass(frozen=True)
+class _Watched:
+    """A resource whose update SageMaker may roll back, and the field that shows it."""
+
+    what: str
+    noun: str
+    expected: str
+    action: str  # the SDK's name of the Describe call
+    parameters: dict[str, str]
+    field: str
+    arn: str
+    resource: Construct
+
+    @property
+    def iam_action(self) -> str:
+        return f"sagemaker:{self.action[0].upper()}{self.action[1:]}"

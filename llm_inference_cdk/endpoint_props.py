@@ -18,6 +18,7 @@ from llm_inference_cdk.props import (
     integer,
     invalid,
     is_int,
+    number,
     one_of,
     optional,
     prop,
@@ -164,6 +165,89 @@ class DeploymentProps:
 
 
 @dataclass(frozen=True, kw_only=True)
+class InferenceComponentProps:
+    """The model as an inference component on the endpoint: SageMaker places copies of it on
+    instances it manages (``ManagedInstanceScaling``), the copy count scales on invocations per
+    copy, and with ``min_copies=0`` the endpoint scales to zero instances when idle and back
+    when a request finds no copy (a ``NoCapacityInvocationFailures`` alarm adds one; that
+    request, and those until the copy is up, fail)."""
+
+    #: GPUs (Neuron devices on inf2/trn) each copy reserves (0: a CPU-only copy).
+    accelerators: int = prop(1, check=integer(0, 16))
+    #: CPU cores each copy reserves.
+    cpu_cores: float = prop(1, check=number(0.25, 192))
+    #: Memory each copy reserves, MiB.
+    memory_mb: int = prop(1024, check=integer(128, 2_097_152))
+    #: Fewest copies; 0 lets the endpoint scale to zero instances when idle.
+    min_copies: int = prop(1, check=integer(0, 1000))
+    #: Most copies (required).
+    max_copies: int = prop(check=integer(1, 1000))
+    #: Invocations per copy per minute the copy count aims at (required).
+    target_invocations_per_copy: int = prop(check=integer(1, 100_000))
+    #: Fewest instances managed scaling keeps (None: 0 with ``min_copies=0``, else 1).
+    min_instances: int | None = prop(None, check=optional(integer(0, 1000)))
+    #: Most instances managed scaling may start (None: ``max_copies``, one copy per instance).
+    max_instances: int | None = prop(None, check=optional(integer(1, 1000)))
+    #: Seconds after a scale-in of copies before the next (default 300).
+    scale_in_cooldown_s: int = prop(300, check=integer(0, 86_400))
+    #: Seconds after a scale-out of copies before the next (default 60).
+    scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.max_copies < self.min_copies:
+            raise invalid(self, "max_copies", f"at least min_copies ({self.min_copies})")
+        if self.min_instances is not None and self.min_copies > 0 and self.min_instances == 0:
+            raise invalid(self, "min_instances", "at least 1 while min_copies is above 0 (a copy needs an instance)")
+        if self.max_instances is not None and self.max_instances < self.fewest_instances:
+            raise invalid(self, "max_instances", f"at least min_instances ({self.fewest_instances})")
+
+    @property
+    def fewest_instances(self) -> int:
+        if self.min_instances is not None:
+            return self.min_instances
+        return 0 if self.min_copies == 0 else 1
+
+    @property
+    def most_instances(self) -> int:
+        return self.max_instances if self.max_instances is not None else self.max_copies
+
+    @property
+    def scales_to_zero(self) -> bool:
+        return self.min_copies == 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class AsyncInferenceProps:
+    """Asynchronous inference: requests are queued (their bodies in S3), answered into the
+    endpoint's own bucket and announced on SNS, with no 60 s limit; the instance count scales on
+    the queue per instance (``ApproximateBacklogSizePerInstance``), to zero when it is empty and
+    out of zero on ``HasBacklogWithoutCapacity``."""
+
+    #: Requests each instance works on at once (None: SageMaker's choice).
+    max_concurrent_invocations_per_instance: int | None = prop(None, check=optional(integer(1, 1000)))
+    #: Fewest instances; 0 lets the endpoint scale to zero while nothing is queued.
+    min_instances: int = prop(0, check=integer(0, 100))
+    #: Most instances (required).
+    max_instances: int = prop(check=integer(1, 100))
+    #: Queued requests per instance the instance count aims at.
+    target_backlog_per_instance: float = prop(5.0, check=number(0.1, 10_000))
+    #: Seconds after a scale-in before the next (default 300).
+    scale_in_cooldown_s: int = prop(300, check=integer(0, 86_400))
+    #: Seconds after a scale-out before the next (default 60).
+    scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.max_instances < self.min_instances:
+            raise invalid(self, "max_instances", f"at least min_instances ({self.min_instances})")
+
+
+#: How the endpoint serves: one real-time variant, an inference component, or async.
+MODES = ("realtime", "inference-component", "async")
+
+
+@dataclass(frozen=True, kw_only=True)
 class EndpointProps:
     """One production variant on SageMaker instances."""
 
@@ -211,6 +295,12 @@ class EndpointProps:
     alarms: AlarmProps | None = prop(None, check=optional(instance_of(AlarmProps)))
     #: How updates reach the endpoint (default: :class:`DeploymentProps`' defaults).
     deployment: DeploymentProps = prop(factory=DeploymentProps, check=instance_of(DeploymentProps))
+    #: Serve the model as an inference component (None: a real-time variant).
+    inference_component: InferenceComponentProps | None = prop(
+        None, check=optional(instance_of(InferenceComponentProps))
+    )
+    #: Serve asynchronously (None: a real-time variant).
+    async_inference: AsyncInferenceProps | None = prop(None, check=optional(instance_of(AsyncInferenceProps)))
 
     def __post_init__(self) -> None:
         validate(self)
@@ -235,7 +325,45 @@ class EndpointProps:
                     "initial_instance_count",
                     f"between min_capacity ({scaling.min_capacity}) and max_capacity ({scaling.max_capacity})",
                 )
+        self._check_mode()
         self._check_deployment()
+
+    def _check_mode(self) -> None:
+        if self.inference_component is not None and self.async_inference is not None:
+            raise invalid(self, "async_inference", "unset with inference_component: an endpoint has one mode")
+        if self.mode != "realtime" and self.autoscaling is not None:
+            raise invalid(
+                self, "autoscaling", f"unset in {self.mode} mode (it scales by its own props: copies or backlog)"
+            )
+        component = self.inference_component
+        if component is None:
+            return
+        gpus, host = instances.gpus(self.instance_type), instances.host(self.instance_type)
+        if (component.accelerators > gpus and not instances.is_accelerated(self.instance_type)) or (
+            gpus and component.accelerators > gpus
+        ):
+            raise invalid(component, "accelerators", f"at most {gpus}: each copy must fit on one {self.instance_type}")
+        if host is not None and component.cpu_cores > host[0]:
+            raise invalid(component, "cpu_cores", f"at most {host[0]}: the vCPUs of one {self.instance_type}")
+        if host is not None and component.memory_mb > host[1] * 1024:
+            raise invalid(component, "memory_mb", f"at most {host[1] * 1024}: the memory of one {self.instance_type}")
+        if gpus and component.accelerators:
+            per_instance = gpus // component.accelerators
+            needed = -(-component.max_copies // per_instance)
+            if component.most_instances < needed:
+                raise invalid(
+                    component,
+                    "max_instances",
+                    f"at least {needed}: {component.max_copies} copies of {component.accelerators} GPU(s) take "
+                    f"{needed} {self.instance_type}",
+                )
+
+    @property
+    def mode(self) -> str:
+        """One of :data:`MODES`."""
+        if self.inference_component is not None:
+            return "inference-component"
+        return "async" if self.async_inference is not None else "realtime"
 
     def _check_deployment(self) -> None:
         deployment, fewest = self.deployment, self.fewest_instances
@@ -267,6 +395,10 @@ class EndpointProps:
     @property
     def fewest_instances(self) -> int:
         """The fewest instances the variant runs: autoscaling's minimum, else the count."""
+        if self.inference_component is not None:
+            return self.inference_component.fewest_instances
+        if self.async_inference is not None:
+            return self.async_inference.min_instances
         return self.autoscaling.min_capacity if self.autoscaling else self.instance_count
 
     @property
@@ -283,9 +415,12 @@ class EndpointProps:
 
     @property
     def instance_count(self) -> int:
-        """Instances at creation, resolved."""
+        """Instances at creation, resolved (an endpoint that scales to zero starts with one:
+        SageMaker creates no endpoint of zero instances)."""
         if self.initial_instance_count is not None:
             return self.initial_instance_count
+        if self.inference_component is not None or self.async_inference is not None:
+            return max(1, self.fewest_instances)
         return self.autoscaling.min_capacity if self.autoscaling else 1
 
     @property

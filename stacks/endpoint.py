@@ -42,7 +42,8 @@ def add_endpoint(
 ) -> SageMakerEndpoint:
     """The endpoint with the stack's container environment over the user's `environment`
     (the configuration refuses a clash), its alarms notifying the stack's topic, its dashboard,
-    and the outputs EndpointName, ModelDataUrl, AlarmTopicArn and DashboardUrl."""
+    and the outputs EndpointName, ModelDataUrl, AlarmTopicArn and DashboardUrl (and the mode's:
+    InferenceComponentName, AsyncBucket)."""
     environment = {**settings.endpoint.environment, **settings.container_environment()}
     topic = alarm_topic(stack, settings)
     endpoint = SageMakerEndpoint(
@@ -54,6 +55,10 @@ def add_endpoint(
         alarm_topic=topic,
     )
     CfnOutput(stack, "EndpointName", value=endpoint.endpoint_name)
+    if endpoint.component_name is not None:
+        CfnOutput(stack, "InferenceComponentName", value=endpoint.component_name)
+    if endpoint.async_output is not None:
+        CfnOutput(stack, "AsyncBucket", value=endpoint.async_output.bucket.bucket_name)
     CfnOutput(stack, "ModelDataUrl", value=endpoint.model_data_url)
     dashboard = ServiceDashboard(stack, "Dashboard", rows=endpoint.dashboard_widgets())
     CfnOutput(stack, "DashboardUrl", value=dashboard.url)

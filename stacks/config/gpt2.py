@@ -28,6 +28,12 @@ ENDPOINT_DEFAULTS = {
     "startup_health_check_timeout_s": 600,
     "model_data_download_timeout_s": 600,
     "latency_ms": 600,
+    # An inference component: a copy per GPU; the server's workers share its CPUs.
+    "max_copies": 4,
+    "target_invocations_per_copy": 600,
+    "cpu_cores": 2,
+    "memory_mb": 4096,
+    "async_max_instances": 4,
 }
 ECR_URI = optional(
     text(ECR_IMAGE, what="an ECR image URI: <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>")

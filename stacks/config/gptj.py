@@ -30,6 +30,12 @@ ENDPOINT_DEFAULTS = {
     "startup_health_check_timeout_s": 900,
     "model_data_download_timeout_s": 1200,
     "latency_ms": 15_000,
+    # An inference component: a copy per GPU, with room for the worker beside the weights.
+    "max_copies": 2,
+    "target_invocations_per_copy": 20,
+    "cpu_cores": 2,
+    "memory_mb": 8192,
+    "async_max_instances": 2,
 }
 #: GPU families with at least 16 GB per GPU: enough for GPT-J 6B in fp16 (12 GB).
 GPTJ_FAMILIES = frozenset(name for name, gpu in instances.GPU_FAMILIES.items() if gpu.gpu_memory_gib >= 16)

@@ -167,6 +167,38 @@ def test_an_email_goes_to_the_stacks_own_topic() -> None:
         config(**{"gpt2.alarm_email": "oncall@example.com", "gpt2.alarm_topic_arn": topic})
 
 
+def test_endpoint_modes_read_their_own_settings_and_refuse_the_others() -> None:
+    ic = config(**{"gptj.endpoint_mode": "inference-component", "gptj.min_copies": "0"}).gptj.endpoint
+    assert ic.mode == "inference-component" and ic.autoscaling is None
+    assert ic.inference_component is not None and ic.inference_component.scales_to_zero
+    assert ic.fewest_instances == 0 and ic.instance_count == 1
+    queued = config(**{"gpt2.endpoint_mode": "async", "gpt2.async_max_instances": "3"}).gpt2.endpoint
+    assert queued.async_inference is not None and queued.async_inference.max_instances == 3
+    refused = {
+        ("gptj.min_copies", "0", ""): "gptj.min_copies=0 is invalid: allowed is unset in realtime mode: it is a "
+        "setting of gptj.endpoint_mode=inference-component",
+        ("gptj.max_capacity", "3", "async"): "gptj.max_capacity=3 is invalid: allowed is unset in async mode: it is "
+        "a setting of gptj.endpoint_mode=realtime",
+        ("gptj.cpu_cores", "9", "inference-component"): "gptj.cpu_cores=9 is invalid: allowed is at most 4: the "
+        "vCPUs of one ml.g4dn.xlarge",
+        ("gptj.accelerators", "2", "inference-component"): "gptj.accelerators=2 is invalid: allowed is at most 1: "
+        "each copy must fit on one ml.g4dn.xlarge",
+        ("gptj.ic_max_instances", "1", "inference-component"): "gptj.ic_max_instances=1 is invalid: allowed is at "
+        "least 2: 2 copies of 1 GPU(s) take 2 ml.g4dn.xlarge",
+        ("gptj.ic_max_instances", "2", "inference-component"): None,
+        ("gptj.endpoint_mode", "serverless", ""): "gptj.endpoint_mode='serverless' is invalid: allowed is one of "
+        "realtime, inference-component, async",
+    }
+    for (key, value, mode), message in refused.items():
+        given = {key: value, **({"gptj.endpoint_mode": mode} if mode else {})}
+        if message is None:
+            assert config(**given).gptj.endpoint.inference_component is not None
+            continue
+        with pytest.raises(ConfigError) as error:
+            config(**given)
+        assert str(error.value) == message
+
+
 def test_one_gptj_worker_per_gpu() -> None:
     cfg = config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
     assert cfg.gptj.model_server_workers == 4
