@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from serving.gpt2.local import LocalServer, ping
+from tests.gpt2.helpers import children
 
 JSON = {"Content-Type": "application/json"}
 
@@ -42,25 +43,6 @@ def post(
 def invoke(port: int, payload: Any) -> tuple[int, dict[str, Any]]:
     status, body, _ = post(port, json.dumps(payload).encode())
     return status, body
-
-
-def children(pid: int) -> set[int]:
-    """Every process below `pid` (reads /proc; psutil is not needed for this)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            parents.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
 
 
 def test_ping_is_ready_json(server: LocalServer) -> None:
@@ -224,7 +206,7 @@ def test_openapi_ships_with_the_container(server: LocalServer) -> None:
     conn.request("GET", "/openapi.json")
     spec = json.loads(conn.getresponse().read())
     conn.close()
-    assert set(spec["paths"]) == {"/ping", "/invocations"}
+    assert set(spec["paths"]) == {"/ping", "/invocations", "/openapi.json"}
     assert set(spec["paths"]["/invocations"]["post"]["responses"]) >= {"200", "400", "413", "415", "503"}
 
 
