@@ -2,9 +2,11 @@
 
 The model loads in a background thread so that nginx and gunicorn answer at once; ``/ping``
 is 200 only after the model is loaded, checked against its manifest and warmed up (503
-before). Every answer is JSON. Input problems are 4xx; a request thread never lets an
-exception escape, so a bad request cannot take the worker down. An internal failure is a
-500 JSON error with no traceback, and only for the request that caused it.
+before). Under ``serve`` nginx answers ``/ping`` from the state each worker writes when it
+changes (health.py), so that no request can delay it; the route here serves the app run alone.
+Every answer is JSON. Input problems are 4xx; a request thread never lets an exception
+escape, so a bad request cannot take the worker down. An internal failure is a 500 JSON error
+with no traceback, and only for the request that caused it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from serving.gpt2.api import (
     check_content_type,
     completion_budget,
     decode_body,
+    max_prompt_chars,
     parse_request,
 )
 from serving.gpt2.batching import DeadlineExceeded, DynamicBatcher, GenerationFailed, Job, QueueFull
 from serving.gpt2.generation import TOKENIZER_DIR, Backend, ModelInfo
+from serving.gpt2.health import WorkerHealth
 from serving.gpt2.settings import ServerSettings, from_environment
 
 log = logging.getLogger("gpt2.predictor")
@@ -71,16 +75,28 @@ class Tokenizer:
         from tokenizers import Tokenizer as Fast
 
         self._tok = Fast.from_file(str(folder / "tokenizer.json"))
+        #: The most characters of text one token stands for: a byte-level token's string has one
+        #: character per byte, and a byte is at least a character; an added token is its text.
+        #: None when a normalizer could shrink the text first (GPT-2's tokenizer has none).
+        self.max_token_chars: int | None = None
+        if self._tok.normalizer is None:
+            self.max_token_chars = max(len(token) for token in self._tok.get_vocab(with_added_tokens=True))
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text).ids)
+        return self.encode_all([text])[0]
+
+    def encode_all(self, texts: list[str]) -> list[list[int]]:
+        # The batch call releases the GIL while it works; `encode` holds it (a 6 MB input held
+        # every thread of the worker, /ping included, for 10 s).
+        return [list(encoding.ids) for encoding in self._tok.encode_batch_fast(texts)]
 
     def decode(self, ids: list[int]) -> str:
         return str(self._tok.decode(ids))
 
 
 class Predictor:
-    def __init__(self, settings: ServerSettings) -> None:
+    def __init__(self, settings: ServerSettings, health: WorkerHealth | None = None) -> None:
+        """`health`: where this worker's state goes for nginx's /ping (under `serve`)."""
         self.settings = settings
         self.state = "loading"
         self.error = ""
@@ -89,6 +105,14 @@ class Predictor:
         self.tokenizer: Tokenizer | None = None
         self.batcher: DynamicBatcher | None = None
         self.max_rows = 0
+        self.health = health
+        self._publish()
+
+    def _publish(self) -> None:
+        """Tell nginx's /ping this worker's state (health.py): a state change calls this."""
+        if self.health is not None:
+            status, body, _ = self.ping()
+            self.health.write(status, body)
 
     # -- loading ------------------------------------------------------------------------
     def start(self) -> None:
@@ -100,6 +124,7 @@ class Predictor:
         except Exception as exc:
             log.exception("model failed to load")
             self.error, self.state = f"{type(exc).__name__}: {exc}", "failed"
+            self._publish()
 
     def load(self) -> None:
         from serving.gpt2.backends import create_backend
@@ -138,6 +163,7 @@ class Predictor:
         )
         self.info, self.backend, self.max_rows = info, backend, max_rows
         self.state = "ready"
+        self._publish()
         log.info(
             "model %s ready on backend %s in %.1f s (max batch %d, queue delay %d us)",
             info.model,
@@ -172,10 +198,10 @@ class Predictor:
         assert self.backend is not None
         info, tokenizer = self.info, self.tokenizer
         check_content_type(content_type)
-        request = parse_request(decode_body(body), info, self.max_rows)
+        max_chars = max_prompt_chars(info, tokenizer.max_token_chars)
+        request = parse_request(decode_body(body, self.max_rows), info, self.max_rows, max_chars)
         prompts, params, prompt_lengths = [], [], []
-        for i, text in enumerate(request.prompts):
-            ids = tokenizer.encode(text)
+        for i, ids in enumerate(tokenizer.encode_all(request.prompts)):
             where = "input" if len(request.prompts) == 1 else f"inputs[{i}]"
             budget = completion_budget(len(ids), request.max_new_tokens, info, where)
             prompt_lengths.append(len(ids))
@@ -309,7 +335,7 @@ class App:
 
 def create_app(settings: ServerSettings | None = None, *, load: bool = True) -> App:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    predictor = Predictor(settings or from_environment())
+    predictor = Predictor(settings or from_environment(), WorkerHealth.from_environment())
     if load:
         predictor.start()
     return App(predictor)

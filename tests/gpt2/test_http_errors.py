@@ -141,9 +141,11 @@ def test_a_worker_dying_with_the_request_answers_503_retry_after(running: Runnin
             status, headers, body, _ = waiting.result(timeout=30)
         assert (status, headers.get("retry-after"), headers["content-type"]) == (503, "5", "application/json")
         assert json.loads(body)["error"]["code"] == "unavailable"
-        srv.wait_ready(timeout=90)
-        status, _, body, _ = exchange(srv.port, request("POST", "/invocations", JSON, BODY), "POST")
-        assert status == 200, body
+        # gunicorn's new worker loads the model (503 loading, with Retry-After, until then) and serves.
+        deadline = time.monotonic() + 90
+        while (answer := exchange(srv.port, request("POST", "/invocations", JSON, BODY), "POST"))[0] != 200:
+            assert (answer[0], answer[1].get("retry-after")) == (503, "5") and time.monotonic() < deadline, answer
+            time.sleep(0.1)
 
 
 def test_upstream_gone_answers_503_retry_after(running: Running) -> None:

@@ -21,23 +21,7 @@ from typing import Any
 import pytest
 
 from serving.gpt2.local import LocalServer, ping
-from tests.gpt2.helpers import children
-
-JSON = {"Content-Type": "application/json"}
-
-
-def post(
-    port: int, body: bytes, headers: dict[str, str] | None = None, path: str = "/invocations"
-) -> tuple[int, dict[str, Any], dict[str, str]]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request("POST", path, body=body, headers=JSON if headers is None else headers)
-        response = conn.getresponse()
-        raw = response.read()
-        assert response.getheader("Content-Type") == "application/json", raw[:200]
-        return response.status, json.loads(raw), dict(response.getheaders())
-    finally:
-        conn.close()
+from tests.gpt2.helpers import JSON, children, post
 
 
 def invoke(port: int, payload: Any) -> tuple[int, dict[str, Any]]:
