@@ -159,10 +159,13 @@ def _type_name(value: Any) -> str:
 
 
 def _integer(params: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    """A JSON number with a whole value within [lo, hi]: 3.0 and 3e0 are 3, as JSON Schema's
+    "integer" (the OpenAPI description's type) counts them."""
     value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or not lo <= value <= hi:
         raise invalid(f"parameters.{name}={_preview(value)} is invalid: allowed is a whole number from {lo} to {hi}")
-    return value
+    return int(value)
 
 
 def _number(
@@ -298,3 +301,23 @@ def completion_budget(prompt_tokens: int, requested: int | None, info: ModelInfo
             f"the model's {info.max_total_length} tokens; ask for at most {room} new tokens or shorten the input"
         )
     return requested
+
+
+def describe(template: dict[str, Any], limits: dict[str, int | None]) -> dict[str, Any]:
+    """The OpenAPI description with this server's limits filled in: every schema whose ``x-fill``
+    names a limit (``{"maxItems": "max_rows"}``) gets that keyword set to its value (a limit
+    that is None stays out)."""
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, list):
+            return [fill(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        filled = {key: fill(value) for key, value in node.items()}
+        for keyword, name in node.get("x-fill", {}).items():
+            if limits[name] is not None:
+                filled[keyword] = limits[name]
+        return filled
+
+    result: dict[str, Any] = fill(template)
+    return result

@@ -27,6 +27,7 @@ from serving.gpt2.api import (
     check_content_type,
     completion_budget,
     decode_body,
+    describe,
     max_prompt_chars,
     parse_request,
 )
@@ -182,6 +183,21 @@ class Predictor:
             return 503, {"status": "failed", "error": {"code": "model_failed", "message": self.error}}, {}
         return 503, {"status": "loading"}, {"Retry-After": "5"}
 
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI description with this server's limits (before the model is loaded: the
+        file as it is, without the limits that depend on the model)."""
+        template: dict[str, Any] = json.loads(OPENAPI.read_text())
+        if self.state != "ready":
+            return template
+        assert self.info is not None and self.tokenizer is not None
+        limits = {
+            "max_rows": self.max_rows,
+            "max_new_tokens": self.info.max_total_length - 1,
+            "vocab_size": self.info.vocab_size,
+            "max_prompt_chars": max_prompt_chars(self.info, self.tokenizer.max_token_chars),
+        }
+        return describe(template, limits)
+
     def _not_ready(self) -> ApiError:
         if self.state == "failed":
             return ApiError(503, "model_failed", f"the model failed to load: {self.error}")
@@ -305,7 +321,7 @@ class App:
                 status, body = 200, self.predictor.invoke(environ.get("CONTENT_TYPE"), raw)
             elif path == "/openapi.json":
                 self._allow(method, ("GET",))
-                status, body = 200, json.loads(OPENAPI.read_text())
+                status, body = 200, self.predictor.openapi()
             else:
                 raise ApiError(404, "not_found", f"{path} does not exist: use POST /invocations or GET /ping")
         except ApiError as exc:
