@@ -107,6 +107,9 @@ class Predictor:
         self.batcher: DynamicBatcher | None = None
         self.max_rows = 0
         self.health = health
+        #: Generations failed since the last that succeeded; past the setting, /ping says unhealthy.
+        self.failures = 0
+        self._failures_lock = threading.Lock()
         self._publish()
 
     def _publish(self) -> None:
@@ -181,13 +184,37 @@ class Predictor:
             return 200, {"status": "ready", "backend": self.backend.name, "model": self.info.model}, {}
         if self.state == "failed":
             return 503, {"status": "failed", "error": {"code": "model_failed", "message": self.error}}, {}
+        if self.state == "unhealthy":
+            return 503, {"status": "unhealthy", "error": {"code": "generation_failing", "message": self.error}}, {}
         return 503, {"status": "loading"}, {"Retry-After": "5"}
+
+    def _generation_done(self, failure: BaseException | None) -> None:
+        """Count the generations that fail in a row: past unhealthy_after_failures the worker is
+        unhealthy (/ping 503), and the next one that succeeds makes it ready again. Requests are
+        still served meanwhile: only a success can show that the model works again."""
+        limit = self.settings.unhealthy_after_failures
+        with self._failures_lock:
+            self.failures = 0 if failure is None else self.failures + 1
+            if failure is not None and self.failures >= limit and self.state == "ready":
+                self.error = (
+                    f"the last {self.failures} generations failed one after another (the last with "
+                    f"{type(failure.__cause__ or failure).__name__}; the server log has each one): "
+                    f"GPT2_UNHEALTHY_AFTER_FAILURES={limit}"
+                )
+                self.state = "unhealthy"
+                log.error("unhealthy: %s", self.error)
+            elif failure is None and self.state == "unhealthy":
+                self.error, self.state = "", "ready"
+                log.warning("a generation succeeded after failures: ready again")
+            else:
+                return
+            self._publish()
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI description with this server's limits (before the model is loaded: the
         file as it is, without the limits that depend on the model)."""
         template: dict[str, Any] = json.loads(OPENAPI.read_text())
-        if self.state != "ready":
+        if self.state not in ("ready", "unhealthy"):
             return template
         assert self.info is not None and self.tokenizer is not None
         limits = {
@@ -208,7 +235,7 @@ class Predictor:
     # Complex on purpose: a request's path in order (parse, budget, queue, wait, answer), each error
     # the documented one.
     def invoke(self, content_type: str | None, body: bytes) -> dict[str, Any]:  # noqa: C901
-        if self.state != "ready":
+        if self.state not in ("ready", "unhealthy"):
             raise self._not_ready()
         assert self.info is not None and self.tokenizer is not None and self.batcher is not None
         assert self.backend is not None
@@ -252,6 +279,7 @@ class Predictor:
                 {"Retry-After": "1"},
             ) from None
         except GenerationFailed as exc:
+            self._generation_done(exc)
             # The log has the exception and its traceback; the client gets neither.
             raise ApiError(
                 500,
@@ -259,6 +287,7 @@ class Predictor:
                 f"{exc} while generating this request (requests batched with it are not affected); "
                 "the server log has the details",
             ) from None
+        self._generation_done(None)
         outputs, total_new = [], 0
         for i, text in enumerate(request.prompts):
             completions = []
