@@ -77,6 +77,15 @@ def gpus(instance_type: str) -> int:
     return GPU_FAMILIES[fam].gpus_per_size.get(size, 0) if fam in GPU_FAMILIES else 0
 
 
+#: Families with AWS's own accelerators (Inferentia, Trainium).
+NEURON_FAMILIES = frozenset({"inf1", "inf2", "trn1", "trn1n", "trn2"})
+
+
+def is_accelerated(instance_type: str) -> bool:
+    """Whether the instance type has GPUs or Neuron devices: scarce, and what costs."""
+    return gpus(instance_type) > 0 or family(instance_type) in NEURON_FAMILIES
+
+
 def size_exists(instance_type: str) -> bool:
     """False when the family is known and has no such size (ml.g5.3xlarge)."""
     fam, size = split(instance_type)

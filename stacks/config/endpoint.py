@@ -8,36 +8,72 @@ from typing import Any
 
 from llm_contracts import instances
 from llm_contracts.aws import SNS_TOPIC_ARN
-from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, EndpointProps
-from llm_inference_cdk.props import optional, text
+from llm_inference_cdk.alarm_topic import EMAIL
+from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, DeploymentProps, EndpointProps
+from llm_inference_cdk.props import PropError, optional, text
 from stacks.config.reader import Section, read_props
 
 #: cdk.json keys of the alarm props (the others are read under their own names).
 ALARM_KEYS = {
     "latency_ms": "latency_alarm_ms",
     "errors_5xx": "errors_5xx_alarm_threshold",
+    "model_errors": "model_errors_alarm_threshold",
+    "disk_percent": "disk_alarm_percent",
+    "gpu_memory_percent": "gpu_memory_alarm_percent",
     "period_s": "alarm_period_s",
     "evaluation_periods": "alarm_evaluation_periods",
 }
+#: cdk.json keys of the update policy's props.
+DEPLOYMENT_KEYS = {
+    "strategy": "update_strategy",
+    "wait_interval_s": "update_wait_s",
+    "canary_percent": "update_canary_percent",
+    "linear_step_percent": "update_linear_step_percent",
+    "rolling_batch_percent": "update_batch_percent",
+    "termination_wait_s": "update_termination_wait_s",
+    "max_execution_timeout_s": "update_timeout_s",
+    "auto_rollback": "update_auto_rollback",
+    "fail_rolled_back_updates": "update_fail_on_rollback",
+}
 TOPIC_ARN = optional(text(SNS_TOPIC_ARN, what="an SNS topic ARN: arn:aws:sns:<region>:<account>:<topic>"))
+ALARM_EMAIL = optional(EMAIL)
 
 
 def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> EndpointProps:
     """The endpoint's props from `section`; `defaults` are the stack's own (by prop name)."""
     autoscaling = read_props(section, AutoscalingProps, defaults=defaults)
     alarms = read_props(section, AlarmProps, keys=ALARM_KEYS, defaults=defaults)
-    return read_props(
-        section,
-        EndpointProps,
-        defaults=defaults,
-        only=[
-            "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
-            "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
-            "inference_ami_version",
-        ],
-        autoscaling=autoscaling,
-        alarms=alarms,
-    )  # fmt: skip
+    deployment = read_props(section, DeploymentProps, keys=DEPLOYMENT_KEYS, defaults=defaults)
+    try:
+        return read_props(
+            section,
+            EndpointProps,
+            defaults=defaults,
+            only=[
+                "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
+                "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
+                "inference_ami_version",
+            ],
+            autoscaling=autoscaling,
+            alarms=alarms,
+            deployment=deployment,
+        )  # fmt: skip
+    except PropError as exc:
+        # The update policy's rules that depend on the variant (its count, its alarms).
+        if exc.owner != DeploymentProps.__name__:
+            raise
+        raise section.fail(DEPLOYMENT_KEYS[exc.prop], exc.value, exc.allowed) from None
+
+
+def check_notifications(section: Section, topic_arn: str | None, email: str | None) -> None:
+    """An e-mail address is subscribed to the stack's own topic, which a given topic replaces."""
+    section.check(
+        "alarm_email",
+        email,
+        email is None or topic_arn is None,
+        f"unset when {section.key('alarm_topic_arn')} is set (subscribe the address to that topic, or unset "
+        "alarm_topic_arn to have the stack's own topic)",
+    )
 
 
 def check_family(section: Section, endpoint: EndpointProps, families: frozenset[str], reason: str) -> None:

@@ -11,7 +11,14 @@ from llm_contracts import instances
 from llm_inference_cdk.dlc import ImageResolutionError, huggingface_inference
 from llm_inference_cdk.endpoint_props import EndpointProps
 from llm_inference_cdk.props import instance_of, integer, invalid, prop, text, validate
-from stacks.config.endpoint import TOPIC_ARN, check_environment, check_family, read_endpoint
+from stacks.config.endpoint import (
+    ALARM_EMAIL,
+    TOPIC_ARN,
+    check_environment,
+    check_family,
+    check_notifications,
+    read_endpoint,
+)
 from stacks.config.gpt2 import ECR_URI
 from stacks.config.reader import Section, read_props
 
@@ -54,8 +61,10 @@ class GptjSettings:
     model_server_workers: int = prop(1, check=integer(1, 8))
     #: Seconds a request may run before the model server restarts its worker.
     model_server_timeout_s: int = prop(60, check=integer(1, 3600))
-    #: An SNS topic the alarms notify, on ALARM and OK (None: they notify no one).
+    #: An SNS topic the alarms notify, on ALARM and OK (None: the stack's own encrypted topic).
     alarm_topic_arn: str | None = prop(None, check=TOPIC_ARN)
+    #: An e-mail address subscribed to the stack's own alarm topic (None: no subscription).
+    alarm_email: str | None = prop(None, check=ALARM_EMAIL)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -109,5 +118,6 @@ def read(section: Section, artifacts: Path) -> GptjSettings:
             "SAGEMAKER_MODEL_SERVER_TIMEOUT": "model_server_timeout_s (in seconds; MMS reads this variable as minutes)",
         },
     )
+    check_notifications(section, settings.alarm_topic_arn, settings.alarm_email)
     section.done()
     return settings

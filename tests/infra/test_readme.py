@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from stacks.config import PROJECT_ROOT, load_config
-from stacks.config.endpoint import ALARM_KEYS
+from stacks.config import PROJECT_ROOT, load_config, settings_of
+from stacks.config.endpoint import ALARM_KEYS, DEPLOYMENT_KEYS
 from tests.infra.helpers import ROOT
 
 #: Sections whose table README keeps in the `| key | default ... |` form.
@@ -38,7 +38,7 @@ def tables() -> dict[str, dict[str, str]]:
 
 def code_default(settings: Any, key: str) -> Any:
     """The value `key` has in `settings` (a section's dataclass tree), wherever it is held."""
-    names = {v: k for k, v in ALARM_KEYS.items()}
+    names = {v: k for k, v in {**ALARM_KEYS, **DEPLOYMENT_KEYS}.items()}
     name = names.get(key, key)
     todo = [settings]
     while todo:
@@ -84,19 +84,4 @@ def test_every_setting_of_a_section_is_in_its_table(section: str) -> None:
 
 def keys_read(section: str) -> set[str]:
     """Every key the configuration reads from `section` (what Section.done checks given keys against)."""
-    from stacks.config.reader import Section
-
-    seen: set[str] = set()
-    original = Section.done
-
-    def record(self: Section) -> None:
-        if self.name == section:
-            seen.update(self._read)
-        original(self)
-
-    Section.done = record  # type: ignore[method-assign]
-    try:
-        load_config({})
-    finally:
-        Section.done = original  # type: ignore[method-assign]
-    return seen
+    return settings_of(section)
