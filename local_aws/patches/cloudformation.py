@@ -16,7 +16,7 @@ from moto.cloudformation.exceptions import CloudFormationError
 from moto.core.responses import ActionResult, EmptyResult
 
 from local_aws.patches.applicationautoscaling import ScalableTarget, ScalingPolicy
-from local_aws.patches.base import EmulatedResource, patch, register_types, replace
+from local_aws.patches.base import EmulatedResource, enabled_types, patch, register_types, replace
 from local_aws.patches.cloudwatch import MetricAlarm
 from local_aws.patches.sns import Subscription, TopicPolicy
 
@@ -565,14 +565,18 @@ class AwsSdkCallResource(EmulatedResource):
     """Custom::AWS (CDK's AwsCustomResource) makes its Create, Update and Delete SDK calls
     (GptjStack copies its model files under one S3 prefix this way). Stock moto invokes the
     provider's Lambda function, which needs a Docker engine, and has no update or delete for
-    custom resources; the calls run here in process, against the local AWS."""
+    custom resources; the calls run here in process, against the local AWS. (Other Custom::
+    types are emulated through the same mapping once their own patch registers them.)"""
 )
 def aws_custom_resources_make_their_calls() -> None:
     original = cfn_parsing.resource_class_from_type
 
     def resource_class_from_type(resource_type: str) -> Any:
-        if resource_type == AwsSdkCallResource.cloudformation_type():
-            return AwsSdkCallResource
+        # moto maps every Custom:: type to its own model, which invokes the handler's function.
+        for model in enabled_types():
+            if resource_type == model.TYPE:
+                return model
         return original(resource_type)
 
     replace(cfn_parsing, "resource_class_from_type", resource_class_from_type)
+    register_types(AwsSdkCallResource)

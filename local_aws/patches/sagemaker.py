@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
 from moto.cloudwatch.models import cloudwatch_backends
@@ -17,9 +19,10 @@ from moto.sagemaker.exceptions import ValidationError as SageMakerValidationErro
 from moto.sagemaker.models import FakeEndpointConfig
 from moto.sagemaker.models import Model as SageMakerModel
 from moto.sagemaker.responses import SageMakerResponse
+from moto.sagemaker.utils import arn_formatter
 from moto.utilities.utils import get_partition
 
-from local_aws.patches.base import patch, replace, wrap_create
+from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
 from local_aws.runtime import (
     ALL_AT_ONCE,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -66,6 +69,8 @@ def _variants(backend: Any, config_name: str) -> list[VariantSpec]:
     config = backend.endpoint_configs[config_name]
     specs = []
     for variant in config.production_variants:
+        if "ModelName" not in variant:
+            continue  # the instances of inference components, which bring their own models
         model = backend._models[variant["ModelName"]]
         container = dict(model.primary_container or {})
         specs.append(
@@ -97,8 +102,8 @@ def _fetch(account_id: str, region_name: str) -> Any:
 
 
 def _capacity(size: Mapping[str, Any], instances: int) -> float:
-    """A CapacitySize as a share of the fleet (at least one instance's)."""
-    if size.get("Type") == "INSTANCE_COUNT":
+    """A CapacitySize as a share of the fleet (at least one instance's, or copy's)."""
+    if size.get("Type") in ("INSTANCE_COUNT", "COPY_COUNT"):
         return min(1.0, max(1, int(size["Value"])) / max(1, instances))
     return min(1.0, max(int(size["Value"]) / 100, 1 / max(1, instances)))
 
@@ -281,3 +286,232 @@ def _wait(account_id: str, region_name: str, endpoint_name: str) -> None:
     hosted.settled.wait()
     if hosted.status == "Failed":
         raise CloudFormationValidationError(endpoint_name, f"Endpoint {endpoint_name} failed: {hosted.failure_reason}")
+
+
+# --- Inference components ----------------------------------------------------------------------
+
+
+@patch(
+    restores="""An endpoint config whose variant names no model (the variant of inference
+    components: its instances are managed for the components, which bring their models) is
+    accepted, and its endpoint starts no container of its own: it is InService once created and
+    answers only invocations that name a component. Stock moto requires every variant to name a
+    model and fails the request (500)."""
+)
+def variants_of_inference_components_name_no_model() -> None:
+    original = sm_models.SageMakerModelBackend.validate_production_variants
+
+    def validate_production_variants(self: Any, production_variants: list[dict[str, Any]]) -> None:
+        original(self, [v for v in production_variants if "ModelName" in v])
+
+    replace(sm_models.SageMakerModelBackend, "validate_production_variants", validate_production_variants)
+
+
+@dataclass
+class InferenceComponent:
+    """What DescribeInferenceComponent tells of a component."""
+
+    name: str
+    arn: str
+    endpoint_name: str
+    endpoint_arn: str
+    variant_name: str
+    specification: dict[str, Any]
+    copies: int
+    status: str = "Creating"
+    failure_reason: str | None = None
+    created: datetime = field(default_factory=lambda: datetime.now(UTC))
+    modified: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def hosting_key(self) -> tuple[str, str, str]:
+        account, region = self.arn.split(":")[4], self.arn.split(":")[3]
+        return account, region, component_key(self.name)
+
+    def describe(self) -> dict[str, Any]:
+        found = {
+            "InferenceComponentName": self.name,
+            "InferenceComponentArn": self.arn,
+            "EndpointName": self.endpoint_name,
+            "EndpointArn": self.endpoint_arn,
+            "VariantName": self.variant_name,
+            "Specification": self.specification,
+            "RuntimeConfig": {"DesiredCopyCount": self.copies, "CurrentCopyCount": self.copies},
+            "CreationTime": self.created,
+            "LastModifiedTime": self.modified,
+            "InferenceComponentStatus": self.status,
+        }
+        if self.failure_reason:
+            found["FailureReason"] = self.failure_reason
+        return found
+
+
+def component_key(name: str) -> str:
+    """The runtime's key of a component's containers (no endpoint name contains a slash)."""
+    return f"inference-component/{name}"
+
+
+def components(account_id: str, region_name: str) -> dict[str, InferenceComponent]:
+    """The account's components in the region, kept on moto's SageMaker backend (a reset of
+    the local AWS drops them with it)."""
+    backend = sm_models.sagemaker_backends[account_id][region_name]
+    found: dict[str, InferenceComponent] = backend.__dict__.setdefault("inference_components", {})
+    return found
+
+
+def _deploy_component(
+    ic: InferenceComponent, specification: Mapping[str, Any], deployment_config: Mapping[str, Any] | None
+) -> HostedEndpoint:
+    """The component's model in its container, as SageMaker starts a copy; an update rolls copy
+    by copy as its DeploymentConfig says and rolls back on its alarms."""
+    account, region, _ = ic.hosting_key
+    backend: Any = sm_models.sagemaker_backends[account][region]
+    model_name = str(specification["ModelName"])
+    model = backend._models.get(model_name)
+    if model is None:
+        arn = arn_formatter("model", model_name, account, region)
+        raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
+    container = dict(model.primary_container or {})
+    startup = specification.get("StartupParameters") or {}
+    spec = VariantSpec(
+        variant=ic.variant_name,
+        image=str(container.get("Image", "")),
+        environment={str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
+        model_data={k: container[k] for k in ("ModelDataUrl", "ModelDataSource") if k in container},
+        startup_timeout_s=int(startup.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S),
+    )
+
+    def settled(hosted: HostedEndpoint) -> None:
+        ic.status, ic.failure_reason = hosted.status, hosted.failure_reason
+        ic.modified = datetime.now(UTC)
+        if hosted.live is not None and hosted.live.config_name == model_name:
+            ic.specification = dict(specification)  # what the copies run: the new model once it took over
+
+    ic.status = "Creating" if HOSTING.find(ic.hosting_key) is None else "Updating"
+    return HOSTING.deploy(
+        ic.hosting_key,
+        model_name,
+        [spec],
+        _fetch(account, region),
+        settled,
+        rollout=rollout_of(deployment_config, ic.copies),
+        alarm_states=_alarm_states(account, region),
+    )
+
+
+class InferenceComponentResource(EmulatedResource):
+    """AWS::SageMaker::InferenceComponent: its model's container started as a copy on the
+    endpoint (one copy, whatever the count: the local AWS has one machine); CloudFormation waits
+    until it is InService, fails on Failed, and an update of its specification rolls out under
+    its DeploymentConfig. Ref is its ARN, as in AWS."""
+
+    TYPE: ClassVar[str] = "AWS::SageMaker::InferenceComponent"
+    NAME_PROPERTY: ClassVar[str] = "InferenceComponentName"
+
+    def __init__(self, ic: InferenceComponent) -> None:
+        self.ic = ic
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return attr in ("InferenceComponentArn", "InferenceComponentName")
+
+    def get_cfn_attribute(self, attribute_name: str) -> Any:
+        return self.ic.arn if attribute_name == "InferenceComponentArn" else self.ic.name
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.ic.arn
+
+    @classmethod
+    def create(cls, name: str, properties: dict[str, Any], account_id: str, region_name: str) -> Any:
+        backend: Any = sm_models.sagemaker_backends[account_id][region_name]
+        endpoint_name = str(properties["EndpointName"])
+        endpoint = backend.endpoints.get(endpoint_name)
+        if endpoint is None:
+            raise CloudFormationValidationError(name, f"Could not find endpoint '{endpoint_name}'.")
+        name = str(properties.get("InferenceComponentName") or name)
+        ic = InferenceComponent(
+            name=name,
+            arn=arn_formatter("inference-component", name, account_id, region_name),
+            endpoint_name=endpoint_name,
+            endpoint_arn=endpoint.arn,
+            variant_name=str(properties.get("VariantName") or "AllTraffic"),
+            specification={},
+            copies=int((properties.get("RuntimeConfig") or {}).get("CopyCount", 1)),
+        )
+        components(account_id, region_name)[name] = ic
+        _wait_component(ic, _deploy_component(ic, properties["Specification"], None))
+        return cls(ic)
+
+    def replaced_by(self, properties: dict[str, Any]) -> bool:
+        ic = self.ic
+        named = properties.get("InferenceComponentName") or ic.name
+        return (named, properties["EndpointName"]) != (ic.name, ic.endpoint_name)
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        properties = cloudformation_json["Properties"]
+        if original_resource.replaced_by(properties):
+            original_resource.delete(account_id, region_name)
+            return cls.create(new_resource_name, properties, account_id, region_name)
+        ic = original_resource.ic
+        ic.copies = int((properties.get("RuntimeConfig") or {}).get("CopyCount", ic.copies))
+        hosted = HOSTING.find(ic.hosting_key)
+        running = hosted.live.config_name if hosted is not None and hosted.live is not None else None
+        if properties["Specification"].get("ModelName") != running:
+            # UpdateInferenceComponent: InService again once rolled out, or rolled back.
+            _wait_component(ic, _deploy_component(ic, properties["Specification"], properties.get("DeploymentConfig")))
+        return original_resource
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        HOSTING.delete(self.ic.hosting_key)
+        components(account_id, region_name).pop(self.ic.name, None)
+
+
+def _wait_component(ic: InferenceComponent, hosted: HostedEndpoint) -> None:
+    hosted.settled.wait()
+    if hosted.status == "Failed":
+        raise CloudFormationValidationError(ic.name, f"Inference component {ic.name} failed: {hosted.failure_reason}")
+
+
+def _component_or_error(backend: Any, name: str) -> InferenceComponent:
+    ic = components(backend.account_id, backend.region_name).get(name)
+    if ic is None:
+        arn = arn_formatter("inference-component", name, backend.account_id, backend.region_name)
+        raise SageMakerValidationError(message=f"Could not find inference component '{arn}'.")
+    return ic
+
+
+@patch(
+    restores="""AWS::SageMaker::InferenceComponent exists: CloudFormation starts the component's
+    model in its container on the endpoint (InService once it answers /ping, Failed otherwise),
+    rolls an update of its model out under its DeploymentConfig (rolled back on its alarms,
+    after which DescribeInferenceComponent names the model it still runs) and stops it on
+    deletion; DescribeInferenceComponent and ListInferenceComponents answer. Stock moto skips
+    the type (a stack 'creates' it with nothing behind it) and has neither call."""
+)
+def inference_components_run_their_container() -> None:
+    register_types(InferenceComponentResource)
+
+    def describe_inference_component(self: Any) -> ActionResult:
+        ic = _component_or_error(self.sagemaker_backend, self._get_param("InferenceComponentName"))
+        return ActionResult(ic.describe())
+
+    def list_inference_components(self: Any) -> ActionResult:
+        endpoint = self._get_param("EndpointNameEquals")
+        found = [
+            {k: v for k, v in ic.describe().items() if k not in ("Specification", "RuntimeConfig", "FailureReason")}
+            for ic in components(self.sagemaker_backend.account_id, self.sagemaker_backend.region_name).values()
+            if endpoint in (None, ic.endpoint_name)
+        ]
+        return ActionResult({"InferenceComponents": found})
+
+    replace(SageMakerResponse, "describe_inference_component", describe_inference_component)
+    replace(SageMakerResponse, "list_inference_components", list_inference_components)
