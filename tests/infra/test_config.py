@@ -199,6 +199,18 @@ def test_endpoint_modes_read_their_own_settings_and_refuse_the_others() -> None:
         assert str(error.value) == message
 
 
+def test_a_zone_of_another_region_than_the_pinned_one_is_refused() -> None:
+    pinned = {"project.region": "eu-west-1", "project.account": "123456789012"}
+    assert config(**pinned, **{"inf2.availability_zone": "eu-west-1b"}).inf2.availability_zone == "eu-west-1b"
+    assert config(**{"inf2.availability_zone": "us-east-1a"}).inf2.availability_zone == "us-east-1a"
+    with pytest.raises(ConfigError) as error:
+        config(**pinned, **{"inf2.availability_zone": "us-east-1a"})
+    assert str(error.value) == (
+        "inf2.availability_zone='us-east-1a' is invalid: allowed is a zone of project.region eu-west-1 (such as "
+        "eu-west-1a), or unset project.region"
+    )
+
+
 def test_one_gptj_worker_per_gpu() -> None:
     cfg = config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
     assert cfg.gptj.model_server_workers == 4
