@@ -39,6 +39,27 @@ INSTALLED = (
     ("wait-ping.sh", "/usr/local/bin/djl-serving-wait", "0755"),
     ("djl-serving.service", "/etc/systemd/system/djl-serving.service", "0644"),
 )
+#: What SSM Agent needs for Session Manager (shell and port forwarding): AWS's own
+#: Session-Manager-only policy (AWSCloud9SSMInstanceProfile) grants these five. Left out of
+#: AmazonSSMManagedInstanceCore: ssm:GetParameter(s) on every parameter of the account, documents,
+#: associations, inventory, patching and ec2messages:* (Run Command), none of which this host uses.
+SESSION_MANAGER_ACTIONS = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
+
+
+def grant_session_manager(grantee: iam.IGrantable) -> iam.Grant:
+    """Let `grantee` (an instance's role) take SSM Session Manager sessions, and nothing else of
+    Systems Manager."""
+    # "*": these actions define no resource type in the Service Authorization Reference, so AWS
+    # accepts no narrower Resource. They take an ec2:SourceInstanceARN condition, but this role
+    # belongs to one instance, and naming it here would make the role's policy, which the
+    # instance waits for, wait for the instance.
+    return iam.Grant.add_to_principal(grantee=grantee, actions=list(SESSION_MANAGER_ACTIONS), resource_arns=["*"])
 
 
 def render_user_data(settings: Mapping[str, str]) -> str:
@@ -77,8 +98,8 @@ class Inf2Server(Construct):
     :param bundle: the DJL model bundle (``serving.properties`` and the handler, or the model).
     :param image: the DJL LMI neuronx image (``djl_neuronx(version)`` or your own).
     :param props: instance type, AMI, volume, port, ingress and load timeout.
-    :param role: the instance's role (default: a new one that may use SSM Session Manager, read
-        the bundle, pull the image and write the server's logs; a given role gets those grants).
+    :param role: the instance's role (default: a new one; either way it gets the grants the host
+        needs: SSM Session Manager, the bundle's object, the image, the server's logs).
     :param security_group: the instance's security group (default: a new one with no ingress
         but `props.ingress_cidr`'s; a given one gets that rule too).
     """
@@ -118,8 +139,8 @@ class Inf2Server(Construct):
             "Role",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="inf2 model server: SSM access, its bundle, its image, its logs",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
+        grant_session_manager(self.role)
         bundle.grant_read_object(self.role)
         self.log_group.grant_write(self.role)
         self.image_uri: str = image.bind(self, self.role)
@@ -214,13 +235,9 @@ class Inf2Server(Construct):
     def _acknowledge(self) -> None:
         acknowledge(
             self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
-            "The AWS-maintained minimum for SSM Session Manager, which replaces SSH here",
-        )
-        acknowledge(
-            self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "ecr:GetAuthorizationToken supports no resource-level permission",
+            "Only actions that define no resource type take '*': ecr:GetAuthorizationToken, and Session "
+            "Manager's ssm:UpdateInstanceInformation and ssmmessages channels",
         )
         acknowledge(
             self.instance,

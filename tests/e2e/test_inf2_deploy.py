@@ -3,11 +3,14 @@ as AWS would report it, its AMI from the public SSM parameter, then a clean tear
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
 from llm_contracts.manifest import sha256_file
+from llm_inference_cdk.inf2.server import SESSION_MANAGER_ACTIONS
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from tests.e2e.helpers import (
@@ -19,6 +22,12 @@ from tests.e2e.helpers import (
 
 pytestmark = pytest.mark.e2e
 STACK = "Inf2Stack"
+
+
+def policy_document(response: dict[str, Any]) -> dict[str, Any]:
+    """GetRolePolicy's document, which the SDK may hand back URL-encoded."""
+    document = response["PolicyDocument"]
+    return json.loads(unquote(document)) if isinstance(document, str) else document  # type: ignore[no-any-return]
 
 
 def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[str, Any]:
@@ -52,8 +61,17 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     iam = aws.client("iam")
     profile_name = instance["IamInstanceProfile"]["Arn"].rsplit("/", 1)[-1]
     (role,) = iam.get_instance_profile(InstanceProfileName=profile_name)["InstanceProfile"]["Roles"]
-    attached = iam.list_attached_role_policies(RoleName=role["RoleName"])["AttachedPolicies"]
-    assert [p["PolicyName"] for p in attached] == ["AmazonSSMManagedInstanceCore"]
+    # No AWS managed policy (AmazonSSMManagedInstanceCore reads every SSM parameter): Session
+    # Manager's five actions are in the role's own policy.
+    assert iam.list_attached_role_policies(RoleName=role["RoleName"])["AttachedPolicies"] == []
+    granted = {
+        action
+        for name in iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]
+        for statement in policy_document(iam.get_role_policy(RoleName=role["RoleName"], PolicyName=name))["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert set(SESSION_MANAGER_ACTIONS) <= granted
+    assert not [a for a in granted if a.startswith(("ssm:Get", "ec2messages:"))]
 
     (alarm,) = [
         a

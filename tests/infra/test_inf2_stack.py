@@ -118,9 +118,8 @@ def test_instance_role(default: Synthesized) -> None:
     assert len(roles) == 1
     role = next(iter(roles.values()))["Properties"]
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
-    assert role["ManagedPolicyArns"] == [
-        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSSMManagedInstanceCore"]]}
-    ]
+    # No AmazonSSMManagedInstanceCore: it reads every SSM parameter; Session Manager needs five actions.
+    assert "ManagedPolicyArns" not in role
     name = next(iter(roles))
     statements = [
         s
@@ -132,6 +131,8 @@ def test_instance_role(default: Synthesized) -> None:
     assert by_action["s3:GetObject"]["Resource"]["Fn::Join"][1][-1].endswith(".gz")
     assert "ecr:BatchGetImage" in by_action and by_action["ecr:BatchGetImage"]["Resource"] != "*"
     assert {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(by_action)
+    assert by_action["ssmmessages:OpenDataChannel"]["Resource"] == "*"  # Session Manager
+    assert not [a for a in by_action if a.startswith(("ssm:Get", "ssm:List", "ec2messages:"))]
     template_instance_profile = resources_of(template, "AWS::IAM::InstanceProfile")
     assert len(template_instance_profile) == 1
 

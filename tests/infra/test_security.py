@@ -17,8 +17,18 @@ VARIANTS = {
     "encrypted-volume": {"gptj.instance_type": "ml.p3.2xlarge", "gpt2.instance_type": "ml.g5.xlarge"},
     "ingress-and-region": {"inf2.ingress_cidr": "203.0.113.0/24", "project.region": "eu-west-1"},
 }
-# Actions that AWS allows on no narrower resource than "*".
-STAR_ONLY_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+# Actions that AWS allows on no narrower resource than "*" (the Service Authorization Reference
+# defines no resource type for them).
+STAR_ONLY_ACTIONS = {
+    "ecr:GetAuthorizationToken",
+    "cloudwatch:PutMetricData",
+    # SSM Session Manager on the inf2 host
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+}
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))

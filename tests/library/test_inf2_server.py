@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,10 @@ from llm_inference_cdk.inf2.server import Inf2Server
 IMAGE_URI = "111122223333.dkr.ecr.us-east-1.amazonaws.com/djl:0.29.0-neuronx"
 
 
-def server(tmp_path: Path, **props: Any) -> tuple[Stack, Inf2Server]:
+def server(
+    tmp_path: Path, *, build: Callable[[Stack], dict[str, Any]] | None = None, **props: Any
+) -> tuple[Stack, Inf2Server]:
+    """An Inf2Server in a bare Stack; `build` makes the construct's optional arguments in it."""
     bundle_file = tmp_path / "bundle.tar.gz"
     bundle_file.write_bytes(b"bundle")
     stack = Stack(App(context={"aws:cdk:disable-asset-staging": True}), "S")
@@ -31,6 +35,7 @@ def server(tmp_path: Path, **props: Any) -> tuple[Stack, Inf2Server]:
         bundle=ModelAsset(stack, "Bundle", path=bundle_file, entry={"sha256": "ab" * 32}),
         image=ContainerImage.from_uri(IMAGE_URI),
         props=Inf2ServerProps(**props),
+        **(build(stack) if build else {}),
     )
     return stack, made
 
@@ -73,13 +78,52 @@ def test_ingress_only_from_the_given_cidr(tmp_path: Path) -> None:
 
 def test_role_reads_the_bundle_object_alone(tmp_path: Path) -> None:
     stack, _ = server(tmp_path)
-    statements = [
-        s for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
-    ]  # fmt: skip
+    statements = role_statements(stack)
     (read,) = [s for s in statements if s["Action"] == "s3:GetObject"]
     key = stack.resolve(stack.node.find_child("Bundle").s3_object_key)  # type: ignore[attr-defined]
     assert json.dumps(read["Resource"]).endswith(f'"/{key}"]]}}')
+
+
+#: What SSM Agent needs for Session Manager (shell and port forwarding), and nothing more.
+SESSION_MANAGER = {
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+}
+
+
+def role_statements(stack: Stack) -> list[dict[str, Any]]:
+    return [
+        s for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]  # fmt: skip
+
+
+def role_actions(stack: Stack) -> set[str]:
+    return {a for s in role_statements(stack) for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+
+
+def test_role_may_use_session_manager_but_read_no_parameter(tmp_path: Path) -> None:
+    stack, _ = server(tmp_path)
+    (role,) = Template.from_stack(stack).find_resources("AWS::IAM::Role").values()
+    # AmazonSSMManagedInstanceCore would let the host read every SSM parameter of the account.
+    assert "ManagedPolicyArns" not in role["Properties"]
+    actions = role_actions(stack)
+    assert actions >= SESSION_MANAGER
+    ssm = {a for a in actions if a.split(":")[0] in {"ssm", "ssmmessages", "ec2messages"}}
+    assert ssm == SESSION_MANAGER, ssm - SESSION_MANAGER
+
+
+def test_a_given_role_gets_session_manager_too(tmp_path: Path) -> None:
+    from aws_cdk import aws_iam as iam
+
+    stack, made = server(
+        tmp_path, build=lambda s: {"role": iam.Role(s, "Mine", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))}
+    )
+    assert made.role.node.id == "Mine"
+    assert role_actions(stack) >= SESSION_MANAGER
 
 
 @pytest.mark.parametrize(
