@@ -78,7 +78,8 @@ class Inf2Stack(Stack):
             "ServerSecurityGroup",
             vpc=vpc,
             description="DJL Serving on inf2: no ingress unless inf2.ingress_cidr is set",
-            allow_all_outbound=True,
+            # The server adds the one egress rule the host needs (HTTPS).
+            allow_all_outbound=False,
         )
         self.server = Inf2Server(
             self,
@@ -157,8 +158,15 @@ class Inf2Stack(Stack):
                 else {"max_azs": 2}
             ),
             nat_gateways=1,
+            # The default security group loses its rules (CDK's custom resource revokes them): a
+            # resource that falls back on it gets no traffic at all.
+            restrict_default_security_group=True,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                # The public subnets hold the NAT gateway (its Elastic IP) alone: whatever else is
+                # launched there gets no public address.
+                ec2.SubnetConfiguration(
+                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24, map_public_ip_on_launch=False
+                ),
                 ec2.SubnetConfiguration(name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
             ],
             flow_logs={
@@ -175,4 +183,22 @@ class Inf2Stack(Stack):
                 )
             },
         )
+        self._restricting_function_logs(vpc)
         return vpc, ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+
+    def _restricting_function_logs(self, vpc: ec2.Vpc) -> None:
+        """The log group of CDK's function that restricts the default security group. Lambda
+        would make /aws/lambda/<its name> at its first call, which nothing deletes (CDK's provider
+        takes no log group): made here with a retention and deleted with the stack, before the
+        custom resource calls the function."""
+        provider = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        handler = provider.node.find_child("Handler")
+        assert isinstance(handler, CfnResource)
+        group = logs.LogGroup(
+            self,
+            "RestrictDefaultSgLogs",
+            log_group_name=f"/aws/lambda/{handler.ref}",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource").node.add_dependency(group)

@@ -62,6 +62,22 @@ def grant_session_manager(grantee: iam.IGrantable) -> iam.Grant:
     return iam.Grant.add_to_principal(grantee=grantee, actions=list(SESSION_MANAGER_ACTIONS), resource_arns=["*"])
 
 
+def allow_host_egress(security_group: ec2.ISecurityGroup) -> None:
+    """What the host sends, all of it HTTPS: SSM (Session Manager), S3 (the bundle, and ECR's image
+    layers), ECR, CloudWatch Logs and metrics, and the Hugging Face hub (a bundle without its model
+    downloads it; the bundle's requirements come from PyPI), all through the NAT gateway. Nothing
+    else needs a rule: security groups do not filter the VPC's Amazon DNS resolver, the instance
+    metadata service or the Amazon Time Sync Service. Not allowed: Ubuntu's archive over HTTP
+    (unattended upgrades; the host is patched by moving to a newer DLAMI) and DNS servers other
+    than the VPC's (a VPC whose DHCP options name others needs a group of its own). A group that
+    allows all outbound traffic already lets this through."""
+    security_group.add_egress_rule(
+        ec2.Peer.any_ipv4(),
+        ec2.Port.tcp(443),
+        "HTTPS: SSM, S3, ECR, CloudWatch, the Hugging Face hub (AWS's and the hub's addresses are not fixed)",
+    )
+
+
 def render_user_data(settings: Mapping[str, str]) -> str:
     """The instance's shell script: settings, the systemd unit and its scripts, then
     bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
@@ -100,8 +116,8 @@ class Inf2Server(Construct):
     :param props: instance type, AMI, volume, port, ingress and load timeout.
     :param role: the instance's role (default: a new one; either way it gets the grants the host
         needs: SSM Session Manager, the bundle's object, the image, the server's logs).
-    :param security_group: the instance's security group (default: a new one with no ingress
-        but `props.ingress_cidr`'s; a given one gets that rule too).
+    :param security_group: the instance's security group (default: a new one with no ingress but
+        `props.ingress_cidr`'s and no egress but HTTPS; a given one gets those rules too).
     """
 
     def __init__(
@@ -125,8 +141,9 @@ class Inf2Server(Construct):
             "SecurityGroup",
             vpc=vpc,
             description="DJL Serving on inf2: no ingress unless a CIDR is configured",
-            allow_all_outbound=True,
+            allow_all_outbound=False,
         )
+        allow_host_egress(self.security_group)
         if props.ingress_cidr is not None:
             self.security_group.add_ingress_rule(
                 ec2.Peer.ipv4(props.ingress_cidr), ec2.Port.tcp(props.port), "DJL Serving HTTP from the configured CIDR"

@@ -226,6 +226,8 @@ def _gone(aws: LocalAws, resource_type: str, physical_id: str) -> bool:
         # prefix: both gone with the bucket, which is checked on its own.
         "AWS::S3::BucketPolicy": lambda: True,
         "Custom::AWS": lambda: True,
+        # Restricts the VPC's default security group: gone with the VPC, which is checked on its own.
+        "Custom::VpcRestrictDefaultSG": lambda: True,
         "AWS::Lambda::Function": lambda: _missing(
             lambda: aws.client("lambda").get_function(FunctionName=physical_id), "ResourceNotFoundException"
         ),

@@ -55,8 +55,15 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     assert [g["GroupId"] for g in instance["SecurityGroups"]] == groups, "its own security group, only"
     (group,) = ec2.describe_security_groups(GroupIds=groups)["SecurityGroups"]
     assert group["IpPermissions"] == [], "no ingress unless inf2.ingress_cidr is set"
+    assert [(p["IpProtocol"], p.get("FromPort"), p.get("ToPort")) for p in group["IpPermissionsEgress"]] == [
+        ("tcp", 443, 443)
+    ], "HTTPS out, nothing else"
     vpcs = [physical for kind, physical in resources.values() if kind == "AWS::EC2::VPC"]
     assert [group["VpcId"], instance["VpcId"]] == vpcs * 2
+    # The VPC's default security group is left without rules (CDK's custom resource revoked them).
+    filters = [{"Name": "vpc-id", "Values": vpcs}, {"Name": "group-name", "Values": ["default"]}]
+    (default,) = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
+    assert (default["IpPermissions"], default["IpPermissionsEgress"]) == ([], [])
 
     iam = aws.client("iam")
     profile_name = instance["IamInstanceProfile"]["Arn"].rsplit("/", 1)[-1]

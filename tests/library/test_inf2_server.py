@@ -76,6 +76,35 @@ def test_ingress_only_from_the_given_cidr(tmp_path: Path) -> None:
     )
 
 
+HTTPS_OUT = Match.object_like({"CidrIp": "0.0.0.0/0", "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443})
+
+
+def test_egress_is_https_alone(tmp_path: Path) -> None:
+    stack, _ = server(tmp_path)
+    (group,) = Template.from_stack(stack).find_resources("AWS::EC2::SecurityGroup").values()
+    (rule,) = group["Properties"]["SecurityGroupEgress"]
+    assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"], rule["CidrIp"]) == ("tcp", 443, 443, "0.0.0.0/0")
+
+
+def test_a_given_security_group_gets_the_https_rule(tmp_path: Path) -> None:
+    stack, made = server(
+        tmp_path,
+        ingress_cidr="10.20.0.0/16",
+        build=lambda s: {
+            "security_group": ec2.SecurityGroup(
+                s,
+                "Mine",
+                vpc=s.node.find_child("Vpc"),
+                allow_all_outbound=False,  # type: ignore[arg-type]
+            )
+        },
+    )
+    assert made.security_group.node.id == "Mine"
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::EC2::SecurityGroup", {"SecurityGroupEgress": [HTTPS_OUT], "SecurityGroupIngress": [Match.any_value()]}
+    )
+
+
 def test_role_reads_the_bundle_object_alone(tmp_path: Path) -> None:
     stack, _ = server(tmp_path)
     statements = role_statements(stack)

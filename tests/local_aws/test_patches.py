@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from moto.sagemaker.models import FakeEndpointConfig
@@ -180,6 +181,43 @@ def custom_resource_call(aws: LocalAws) -> object:
     return failed, created, keys()
 
 
+def default_security_group_rules(aws: LocalAws) -> tuple[list[object], list[object]]:
+    """(ingress, egress) of the default security group of the one VPC that is not the default VPC."""
+    ec2 = client(aws, "ec2")
+    (vpc,) = [v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"] if not v["IsDefault"]]
+    filters = [{"Name": "vpc-id", "Values": [vpc]}, {"Name": "group-name", "Values": ["default"]}]
+    (group,) = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
+
+    def rules(permissions: list[dict[str, Any]]) -> list[object]:
+        return sorted(
+            (p["IpProtocol"], [r["CidrIp"] for r in p.get("IpRanges", [])], [g["GroupId"] == group["GroupId"]
+             for g in p.get("UserIdGroupPairs", [])])
+            for p in permissions
+        )  # fmt: skip
+
+    return rules(group["IpPermissions"]), rules(group["IpPermissionsEgress"])
+
+
+def default_security_group_restricted(aws: LocalAws) -> object:
+    """CDK's restrict_default_security_group on a VPC (Custom::VpcRestrictDefaultSG): whether the
+    creation fails, the default group's (ingress, egress) rules then, and once an update has
+    removed the custom resource. (Its provider function is not deployed here: stock moto would
+    invoke it, which needs Docker.)"""
+    vpc = resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16")
+    restrict = resource(
+        "Custom::VpcRestrictDefaultSG",
+        ServiceToken="arn:aws:lambda:us-east-1:123456789012:function:provider",
+        DefaultSecurityGroupId=get_att("Vpc", "DefaultSecurityGroup"),
+        Account="123456789012",
+    )
+    failed = create_stack(aws, "stack", resources(Vpc=vpc, Restrict=restrict))
+    restricted = default_security_group_rules(aws)
+    if failed:
+        return failed, restricted
+    update_stack(aws, "stack", resources(Vpc=vpc))
+    return failed, restricted, default_security_group_rules(aws)
+
+
 # --- Resource types stock moto lacks ----------------------------------------------------------
 
 SCALABLE = {
@@ -339,6 +377,29 @@ def instance_launched(aws: LocalAws) -> object:
     )
 
 
+def security_group_egress(aws: LocalAws) -> object:
+    """A security group whose template lists its egress rules (HTTPS only): the rules it has."""
+    template = resources(
+        Vpc=resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16"),
+        Sg=resource(
+            "AWS::EC2::SecurityGroup",
+            GroupDescription="https out",
+            VpcId=ref("Vpc"),
+            SecurityGroupEgress=[
+                {"CidrIp": "0.0.0.0/0", "Description": "https", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
+            ],
+        ),
+    )
+    create_stack(aws, "stack", template)
+    (group,) = client(aws, "ec2").describe_security_groups(GroupIds=[physical_ids(aws, "stack")["Sg"]])[
+        "SecurityGroups"
+    ]
+    return [
+        (p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), [r["CidrIp"] for r in p["IpRanges"]])
+        for p in group["IpPermissionsEgress"]
+    ]
+
+
 # --- SageMaker, IAM, S3 -----------------------------------------------------------------------------
 
 
@@ -487,6 +548,14 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "aws_custom_resources_make_their_calls": Scenario(
         custom_resource_call, aws=(None, ["k"], []), stock=("ResourceNotFoundException", [], [])
+    ),
+    "default_security_groups_are_restricted": Scenario(
+        default_security_group_restricted,
+        aws=(None, ([], []), ([("-1", [], [True])], [("-1", ["0.0.0.0/0"], [])])),
+        stock=("ResourceNotFoundException", ([], [("-1", ["0.0.0.0/0"], [])])),
+    ),
+    "security_group_egress_is_applied": Scenario(
+        security_group_egress, aws=[("tcp", 443, 443, ["0.0.0.0/0"])], stock=[("-1", None, None, ["0.0.0.0/0"])]
     ),
     "vpc_resources_are_deleted": Scenario(
         vpc_teardown,
