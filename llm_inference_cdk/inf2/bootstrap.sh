@@ -3,7 +3,8 @@
 # to), and an operator may run it again at any time: every step converges, so a re-run
 # changes only what differs from the settings and never recompiles the model.
 # The stack prepends the settings (BUNDLE_URL, BUNDLE_SHA256, IMAGE_URI, REGION, LOG_GROUP,
-# PORT, LOAD_TIMEOUT_S), the systemd unit and its scripts (llm_inference_cdk/inf2/server.py).
+# PORT, LOAD_TIMEOUT_S, PUBLISH_ADDRESS), the systemd unit and its scripts
+# (llm_inference_cdk/inf2/server.py).
 # Every path it touches can be moved by a BOOTSTRAP_* variable; the defaults are the
 # instance's, and the stack sets none of them (tests/inf2/test_bootstrap_run.py runs the
 # script in a temporary folder that way).
@@ -22,6 +23,7 @@ exec > >(tee -a "$LOG_FILE") 2>&1
 echo "bootstrap: start $(date -u +%FT%TZ)"
 
 : "${BUNDLE_URL:?}" "${BUNDLE_SHA256:?}" "${IMAGE_URI:?}" "${REGION:?}" "${LOG_GROUP:?}" "${PORT:?}" "${LOAD_TIMEOUT_S:?}"
+: "${PUBLISH_ADDRESS:?}"
 
 MODEL_DIR="$ROOT/model"
 # On the instance's EBS volume: compiled graphs and the split checkpoint survive restarts.
@@ -118,6 +120,7 @@ settings="IMAGE_URI=$IMAGE_URI
 REGION=$REGION
 LOG_GROUP=$LOG_GROUP
 PORT=$PORT
+PUBLISH_ADDRESS=$PUBLISH_ADDRESS
 LOAD_TIMEOUT_S=$LOAD_TIMEOUT_S
 MODEL_DIR=$MODEL_DIR
 CACHE_DIR=$CACHE_DIR

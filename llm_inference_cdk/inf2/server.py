@@ -28,6 +28,8 @@ from llm_inference_cdk.model_data import ModelAsset
 from llm_inference_cdk.nag import acknowledge
 
 HOST_FILES = Path(__file__).resolve().parent
+#: Where the host publishes DJL's port: loopback alone, or every IPv4 address of the host.
+LOOPBACK, ANY_ADDRESS = "127.0.0.1", "0.0.0.0"  # noqa: S104 (only with an ingress CIDR, which the group enforces)
 ROOT_DEVICE = "/dev/sda1"  # the root device name of the Ubuntu-based Neuron DLAMIs
 # cloud-init runs user data scripts once per instance by default; the bootstrap runs at
 # every boot instead, so a stop/start after a settings change (CloudFormation updates the
@@ -171,6 +173,9 @@ class Inf2Server(Construct):
                 "LOG_GROUP": self.log_group.log_group_name,
                 "PORT": str(props.port),
                 "LOAD_TIMEOUT_S": str(props.load_timeout_s),
+                # Without ingress only SSM port forwarding, which connects to the host's loopback,
+                # reaches the server; with it, the security group decides who does.
+                "PUBLISH_ADDRESS": LOOPBACK if props.ingress_cidr is None else ANY_ADDRESS,
             }
         )
         # "Default": the instance keeps the logical id it had as a resource of the stack itself,

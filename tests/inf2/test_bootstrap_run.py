@@ -110,6 +110,7 @@ class Instance:
             "LOG_GROUP": "llm-inference-logs",
             "PORT": "8080",
             "LOAD_TIMEOUT_S": "4500",
+            "PUBLISH_ADDRESS": "127.0.0.1",
         }
         script = self.tmp / "user-data.sh"
         script.write_text(redirected(render_user_data(settings), self.tmp / "sysroot"))
@@ -217,6 +218,7 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     assert calls.count(f"docker pull {IMAGE_URI}") == 1
     env_file = Path(instance.env["BOOTSTRAP_ENV_FILE"]).read_text().splitlines()
     assert f"IMAGE_URI={IMAGE_URI}" in env_file and "LOAD_TIMEOUT_S=4500" in env_file
+    assert "PUBLISH_ADDRESS=127.0.0.1" in env_file  # run-container.sh publishes DJL's port there
     assert f"MODEL_DIR={instance.model}" in env_file and f"CACHE_DIR={instance.root / 'neuron-cache'}" in env_file
     assert "systemctl enable --now docker" in calls
     assert "systemctl enable djl-serving.service" in calls

@@ -84,6 +84,7 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
         "export BUNDLE_URL='s3://",
         "/djl-inference:0.29.0-neuronx-sdk2.19.1'",
         "export LOAD_TIMEOUT_S=11700",  # 3 copies of OPT-13B (24 NeuronCores / degree 8) x 3600 s + 900 s
+        "export PUBLISH_ADDRESS=127.0.0.1",  # no inf2.ingress_cidr: DJL's port on loopback alone
         "flock --wait",  # one run at a time
         "modprobe neuron",  # the Neuron driver
         "systemctl enable --now docker",  # docker from the DLAMI
@@ -201,7 +202,36 @@ def container_env(tmp_path: Path) -> dict[str, str]:
     docker.chmod(0o755)
     env = {k: str(tmp_path / k.lower()) for k in ("MODEL_DIR", "CACHE_DIR", "LOG_DIR")}
     return {**env, "IMAGE_URI": "djl-inference:0.29.0-neuronx-sdk2.19.1", "REGION": "us-east-1", "LOG_GROUP": "g",
-            "PORT": "8080", "RUN_DOCKER": str(docker), "RUN_NEURON_DEVICES": f"{dev}/neuron*"}  # fmt: skip
+            "PORT": "8080", "PUBLISH_ADDRESS": "127.0.0.1", "RUN_DOCKER": str(docker),
+            "RUN_NEURON_DEVICES": f"{dev}/neuron*"}  # fmt: skip
+
+
+def values_of(args: list[str], option: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args) if arg == option]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "0.0.0.0"])
+def test_run_container_publishes_on_the_given_address_and_drops_privileges(tmp_path: Path, address: str) -> None:
+    env = {**container_env(tmp_path), "PUBLISH_ADDRESS": address, "PORT": "9000"}
+    result = run_script("run-container.sh", **env)
+    assert result.returncode == 0, result.stderr
+    args = (tmp_path / "docker-args").read_text().splitlines()
+    # Loopback unless an ingress CIDR is set: SSM port forwarding reaches 127.0.0.1 on the host.
+    assert values_of(args, "-p") == [f"{address}:9000:8080"]
+    # No capability at all (the Neuron devices come through --device), and no way to gain one.
+    assert values_of(args, "--cap-drop") == ["ALL"] and values_of(args, "--cap-add") == []
+    assert values_of(args, "--security-opt") == ["no-new-privileges"]
+    assert "--privileged" not in args
+    # Options come before the image: docker run passes whatever follows it to the container.
+    assert args.index("--cap-drop") < args.index(env["IMAGE_URI"])
+
+
+def test_run_container_needs_the_publish_address(tmp_path: Path) -> None:
+    env = container_env(tmp_path)
+    del env["PUBLISH_ADDRESS"]
+    result = run_script("run-container.sh", **env)
+    assert result.returncode != 0 and "PUBLISH_ADDRESS" in result.stderr
+    assert not (tmp_path / "docker-args").exists()
 
 
 def test_run_container_keeps_the_hub_cache_on_the_volume(tmp_path: Path) -> None:

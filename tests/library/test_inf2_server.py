@@ -70,10 +70,19 @@ def test_instance_is_private_encrypted_and_imdsv2_only(tmp_path: Path) -> None:
 
 def test_ingress_only_from_the_given_cidr(tmp_path: Path) -> None:
     stack, _ = server(tmp_path, ingress_cidr="10.20.0.0/16", port=9000)
-    Template.from_stack(stack).has_resource_properties(
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
         "AWS::EC2::SecurityGroup",
         {"SecurityGroupIngress": [Match.object_like({"CidrIp": "10.20.0.0/16", "FromPort": 9000, "ToPort": 9000})]},
     )
+    # With ingress, DJL's port is published on every address of the host (the group filters).
+    assert "PUBLISH_ADDRESS=0.0.0.0" in json.dumps(template.find_resources("AWS::EC2::Instance"))
+
+
+def test_without_ingress_the_port_is_published_on_loopback(tmp_path: Path) -> None:
+    stack, _ = server(tmp_path)
+    user_data = json.dumps(Template.from_stack(stack).find_resources("AWS::EC2::Instance"))
+    assert "PUBLISH_ADDRESS=127.0.0.1" in user_data and "0.0.0.0" not in user_data
 
 
 HTTPS_OUT = Match.object_like({"CidrIp": "0.0.0.0/0", "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443})
