@@ -289,6 +289,18 @@ def test_synthesis_refuses_a_bundle_built_from_other_settings(
         synth_inf2(tiny_artifacts, **{"inf2.n_positions": 256})
 
 
+def test_synthesis_refuses_a_model_id_other_than_the_bundled_model(
+    synth_inf2: Callable[..., dict[str, Any]], tiny_artifacts: Path
+) -> None:
+    # The bundle ships its model: a hub model id would be ignored by the instance, so it is refused.
+    with pytest.raises(ConfigError) as err:
+        synth_inf2(tiny_artifacts, **{"inf2.model_id": "facebook/opt-6.7b"})
+    assert str(err.value) == (
+        "inf2.model_id='facebook/opt-6.7b' is invalid: allowed is unset or 'tiny-random-opt', the model the bundle "
+        "ships (to serve facebook/opt-6.7b from the hub, build the bundle without --tiny or --model-dir)"
+    )
+
+
 def test_synthesis_checks_the_bundled_model_heads(
     synth_inf2: Callable[..., dict[str, Any]], tmp_path: Path, tiny_model_dir: Path
 ) -> None:

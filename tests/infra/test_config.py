@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from stacks.config import PROJECT_ROOT, ConfigError, load_config
+from stacks.config.inf2 import hub_model
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts
 
 
@@ -25,7 +26,9 @@ def test_defaults_are_the_documented_ones() -> None:
     assert cfg.inf2.server.instance_type == "inf2.48xlarge"
     assert cfg.inf2.server.volume_size_gb == 512
     assert cfg.inf2.server.ingress_cidr is None
-    assert cfg.inf2.model_server.model_id == "facebook/opt-13b"
+    # Unset: the bundle's own model, else facebook/opt-13b from the hub at its pinned commit.
+    assert (cfg.inf2.model_server.model_id, cfg.inf2.model_server.model_revision) == (None, None)
+    assert hub_model(cfg.inf2.model_server) == ("facebook/opt-13b", "e515202d1e7750da62d245fbccb2723b9c1790f5")
     assert cfg.inf2.model_server.tensor_parallel_degree == 8
     assert cfg.gpt2.endpoint.alarms.latency_ms == 600  # the seed's bar
     # NVMe instance types reject VolumeSizeInGB: none is set for them.
