@@ -30,6 +30,8 @@ from llm_inference_cdk.nag import acknowledge
 HOST_FILES = Path(__file__).resolve().parent
 #: Where the host publishes DJL's port: loopback alone, or every IPv4 address of the host.
 LOOPBACK, ANY_ADDRESS = "127.0.0.1", "0.0.0.0"  # noqa: S104 (only with an ingress CIDR, which the group enforces)
+#: EC2 refuses user data over 16 KB (the deploy fails; the local AWS does not check).
+USER_DATA_LIMIT = 16_384
 ROOT_DEVICE = "/dev/sda1"  # the root device name of the Ubuntu-based Neuron DLAMIs
 # cloud-init runs user data scripts once per instance by default; the bootstrap runs at
 # every boot instead, so a stop/start after a settings change (CloudFormation updates the
@@ -80,16 +82,25 @@ def allow_host_egress(security_group: ec2.ISecurityGroup) -> None:
     )
 
 
+def installed_text(source: str) -> str:
+    """A host file as the user data carries it: without its comment lines (the first line, a
+    shebang, stays) and blank lines, for which EC2's 16 KB limit has no room; the files here keep
+    them."""
+    first, *rest = (HOST_FILES / source).read_text().splitlines()
+    kept = [line for line in rest if line.strip() and not line.lstrip().startswith("#")]
+    return "\n".join([first, *kept]) + "\n"
+
+
 def render_user_data(settings: Mapping[str, str]) -> str:
     """The instance's shell script: settings, the systemd unit and its scripts, then
     bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
     header = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
     files = "".join(
-        f"cat > {target}.tmp <<'INSTALLED_FILE'\n{(HOST_FILES / source).read_text()}INSTALLED_FILE\n"
+        f"cat > {target}.tmp <<'INSTALLED_FILE'\n{installed_text(source)}INSTALLED_FILE\n"
         f"chmod {mode} {target}.tmp && mv -f {target}.tmp {target}\n"
         for source, target, mode in INSTALLED
     )
-    body = (HOST_FILES / "bootstrap.sh").read_text().split("\n", 1)[1]
+    body = installed_text("bootstrap.sh").split("\n", 1)[1]
     return (
         "#!/bin/bash\nset -euo pipefail\n"
         + header
@@ -100,12 +111,13 @@ def render_user_data(settings: Mapping[str, str]) -> str:
 
 
 def user_data(script: str) -> ec2.UserData:
-    """A MIME multipart user data: the every-boot cloud-config, then the script."""
+    """A MIME multipart user data: the every-boot cloud-config, then the script, as it is (ASCII
+    text: base64, CDK's default for a part, would make it a third longer)."""
     multipart = ec2.MultipartUserData()
     multipart.add_part(
         ec2.MultipartBody.from_raw_body(content_type='text/cloud-config; charset="utf-8"', body=EVERY_BOOT)
     )
-    multipart.add_user_data_part(ec2.UserData.custom(script), ec2.MultipartBody.SHELL_SCRIPT, True)
+    multipart.add_part(ec2.MultipartBody.from_raw_body(content_type=ec2.MultipartBody.SHELL_SCRIPT, body=script))
     return multipart
 
 

@@ -3,7 +3,7 @@
 is swapped in.
 
 What runs is `render_user_data`'s script, as the instance gets it: the settings header,
-the installed unit and scripts, then bootstrap.sh unmodified. The rendering writes the
+the installed unit and scripts, then bootstrap.sh (each without its comment lines). The rendering writes the
 unit and scripts to fixed absolute paths (/usr/local/bin, /etc/systemd/system) that only
 stacks/inf2_ec2.py could make configurable, so the test rewrites those paths, and only
 those, in the commands around the heredocs (the files' contents are kept). bootstrap.sh's
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_inference_cdk.inf2.server import HOST_FILES, INSTALLED, render_user_data
+from llm_inference_cdk.inf2.server import HOST_FILES, INSTALLED, installed_text, render_user_data
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in ("bash", "flock", "sha256sum", "tar")),
@@ -123,8 +123,8 @@ class Instance:
 def redirected(rendered: str, sysroot: Path) -> str:
     """The rendered user data with the absolute paths of its own commands (not of the
     files it installs, nor of bootstrap.sh) moved under `sysroot`."""
-    body = BOOTSTRAP.read_text().split("\n", 1)[1]
-    assert rendered.endswith(body), "render_user_data no longer ends with bootstrap.sh as is"
+    body = installed_text("bootstrap.sh").split("\n", 1)[1]
+    assert rendered.endswith(body), "render_user_data no longer ends with bootstrap.sh (without its comments)"
     prefix, lines, in_heredoc = rendered[: -len(body)], [], False
     for line in prefix.splitlines(keepends=True):
         if in_heredoc:
@@ -226,7 +226,7 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     # The unit and its scripts are installed, with their contents, before the bootstrap.
     for source, target, mode in INSTALLED:
         installed = Path(under(instance.tmp / "sysroot", target))
-        assert installed.read_text() == (HOST_FILES / source).read_text()
+        assert installed.read_text() == installed_text(source)
         assert oct(installed.stat().st_mode & 0o777) == f"0o{mode.lstrip('0')}"
     assert "bootstrap: done" in first.stdout and "2 devices" in first.stdout
     assert "bootstrap: done" in (instance.tmp / "bootstrap.log").read_text()

@@ -105,6 +105,21 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
     assert positions[-5] < positions[-2]
 
 
+def test_user_data_fits_ec2s_limit(user_data_parts: dict[str, str], tiny_template: dict[str, Any]) -> None:
+    """EC2 refuses user data over 16 KB and the deploy fails (the local AWS does not check): the
+    script goes as it is (no base64) and the files it installs without their comments, and what
+    a deploy resolves into the header (the bundle's URL, the image, the log group) has room."""
+    from llm_inference_cdk.inf2.server import INSTALLED, USER_DATA_LIMIT, installed_text
+
+    [instance] = of_type(tiny_template, "AWS::EC2::Instance")
+    size = len(base64.b64decode(resolve(instance["Properties"]["UserData"])))
+    assert size < USER_DATA_LIMIT - 1024, size
+    script = user_data_parts["text/x-shellscript"]
+    for source, _, _ in INSTALLED:
+        text = installed_text(source)
+        assert text in script and not [line for line in text.splitlines()[1:] if line.lstrip().startswith("#")]
+
+
 @pytest.fixture
 def unit_copy(tmp_path: Path) -> Path:
     """The unit with its absolute paths moved into `tmp_path`, where they exist: verify
