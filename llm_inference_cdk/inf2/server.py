@@ -42,7 +42,15 @@ INSTALLED = (
     ("run-container.sh", "/usr/local/bin/djl-serving-run", "0755"),
     ("wait-ping.sh", "/usr/local/bin/djl-serving-wait", "0755"),
     ("djl-serving.service", "/etc/systemd/system/djl-serving.service", "0644"),
+    ("health-check.sh", "/usr/local/bin/djl-serving-health", "0755"),
+    ("djl-serving-health.service", "/etc/systemd/system/djl-serving-health.service", "0644"),
+    ("djl-serving-health.timer", "/etc/systemd/system/djl-serving-health.timer", "0644"),
+    ("neuron_metrics.py", "/usr/local/bin/neuron-metrics", "0755"),
+    ("neuron-metrics.service", "/etc/systemd/system/neuron-metrics.service", "0644"),
 )
+#: The CloudWatch namespace of the host's metrics (health check, Neuron metrics), per instance
+#: (dimension InstanceId); the role may put metrics in it alone.
+METRIC_NAMESPACE = "LLMInference/Inf2"
 #: What SSM Agent needs for Session Manager (shell and port forwarding): AWS's own
 #: Session-Manager-only policy (AWSCloud9SSMInstanceProfile) grants these five. Left out of
 #: AmazonSSMManagedInstanceCore: ssm:GetParameter(s) on every parameter of the account, documents,
@@ -64,6 +72,17 @@ def grant_session_manager(grantee: iam.IGrantable) -> iam.Grant:
     # belongs to one instance, and naming it here would make the role's policy, which the
     # instance waits for, wait for the instance.
     return iam.Grant.add_to_principal(grantee=grantee, actions=list(SESSION_MANAGER_ACTIONS), resource_arns=["*"])
+
+
+def health_alarm_window(load_timeout_s: int) -> tuple[int, int]:
+    """(period, periods) of the health alarm: the fewest 5-minute periods (hour-long ones past a
+    day) that cover the load time with one period to spare, within CloudWatch's limit on an
+    alarm's window (a day of periods under an hour, a week of longer ones)."""
+    for period_s, limit_s in ((300, 86_400), (3600, 604_800)):
+        periods = -(-load_timeout_s // period_s) + 1
+        if period_s * periods <= limit_s:
+            return period_s, periods
+    raise ValueError(f"load_timeout_s={load_timeout_s} is longer than a health alarm can wait")
 
 
 def allow_host_egress(security_group: ec2.ISecurityGroup) -> None:
@@ -92,7 +111,7 @@ def installed_text(source: str) -> str:
 
 
 def render_user_data(settings: Mapping[str, str]) -> str:
-    """The instance's shell script: settings, the systemd unit and its scripts, then
+    """The instance's shell script: settings, the systemd units and their scripts, then
     bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
     header = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
     files = "".join(
@@ -174,6 +193,14 @@ class Inf2Server(Construct):
         grant_session_manager(self.role)
         bundle.grant_read_object(self.role)
         self.log_group.grant_write(self.role)
+        # Not Metric.grant_put_metric_data, which allows every namespace: PutMetricData takes no
+        # resource, so the namespace condition is what scopes it.
+        iam.Grant.add_to_principal(
+            grantee=self.role,
+            actions=["cloudwatch:PutMetricData"],
+            resource_arns=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": METRIC_NAMESPACE}},
+        )
         self.image_uri: str = image.bind(self, self.role)
 
         script = render_user_data(
@@ -188,6 +215,8 @@ class Inf2Server(Construct):
                 # Without ingress only SSM port forwarding, which connects to the host's loopback,
                 # reaches the server; with it, the security group decides who does.
                 "PUBLISH_ADDRESS": LOOPBACK if props.ingress_cidr is None else ANY_ADDRESS,
+                "NAMESPACE": METRIC_NAMESPACE,
+                "PROBE_REQUEST": props.probe_request,
             }
         )
         # "Default": the instance keeps the logical id it had as a resource of the stack itself,
@@ -240,23 +269,75 @@ class Inf2Server(Construct):
             evaluation_periods=2,
         )
         self.recover_alarm.add_alarm_action(cw_actions.Ec2Action(cw_actions.Ec2InstanceAction.RECOVER))
+        #: The alarm on the server's health, once :meth:`add_health_alarm` has added it.
+        self.health_alarm: cloudwatch.Alarm | None = None
         self._acknowledge()
 
     @property
     def instance_id(self) -> str:
         return self.instance.instance_id
 
-    def metric(self, metric_name: str, *, statistic: str = "Average", **options: Any) -> cloudwatch.Metric:
-        """An EC2 metric of the instance, per minute unless `options` say otherwise (detailed
-        monitoring is on)."""
+    def metric(
+        self, metric_name: str, *, statistic: str = "Average", namespace: str = "AWS/EC2", **options: Any
+    ) -> cloudwatch.Metric:
+        """A metric of the instance (dimension InstanceId): EC2's, or with `namespace`
+        METRIC_NAMESPACE one the host publishes; per minute unless `options` say otherwise
+        (detailed monitoring is on, and the host publishes every minute)."""
         options.setdefault("period", Duration.minutes(1))
         return cloudwatch.Metric(
-            namespace="AWS/EC2",
+            namespace=namespace,
             metric_name=metric_name,
             dimensions_map={"InstanceId": self.instance.instance_id},
             statistic=statistic,
             **options,
         )
+
+    def metric_server_healthy(self, **options: Any) -> cloudwatch.Metric:
+        """1 when DJL Serving answered ``/ping`` in a period, else 0 (maximum of the host's check
+        every minute; 0 also while the model loads, and no data while the instance is stopped)."""
+        return self.metric("ServerHealthy", **{"statistic": "Maximum", "namespace": METRIC_NAMESPACE, **options})
+
+    def metric_invocation_latency(self, **options: Any) -> cloudwatch.Metric:
+        """Milliseconds a one-token request (`props.probe_request`) takes, sent by the host every
+        minute while the server is healthy (average)."""
+        return self.metric("InvocationLatency", **{"namespace": METRIC_NAMESPACE, **options})
+
+    def metric_neuroncore_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """NeuronCore utilization, percent, over every NeuronCore of the instance (average; the
+        maximum is the busiest core's), from neuron-monitor."""
+        return self.metric("NeuronCoreUtilization", **{"namespace": METRIC_NAMESPACE, **options})
+
+    def metric_neuron_device_memory_used(self, **options: Any) -> cloudwatch.Metric:
+        """Bytes of Neuron device memory the server holds (maximum), from neuron-monitor."""
+        return self.metric(
+            "NeuronDeviceMemoryUsed", **{"statistic": "Maximum", "namespace": METRIC_NAMESPACE, **options}
+        )
+
+    def add_health_alarm(self) -> cloudwatch.Alarm:
+        """An alarm when the server has not been healthy for longer than its load may take
+        (`props.load_timeout_s`): no healthy check in any period of a window one period longer.
+        The check reports 0 while the model loads, for at most that long (then the host restarts
+        it, and the alarm fires when that one does not load either). Missing data is not
+        breaching: a new instance has none before its first check, and an instance that stops
+        reporting is the system-status alarm's. No actions: add them (``health_alarm``)."""
+        if self.health_alarm is not None:
+            raise ValueError(f"{self.node.path} already has its health alarm")
+        period_s, periods = health_alarm_window(self.props.load_timeout_s)
+        self.health_alarm = cloudwatch.Alarm(
+            self,
+            "HealthAlarm",
+            alarm_description=(
+                f"DJL Serving has not answered /ping for {period_s * periods} s, longer than its load may take "
+                f"({self.props.load_timeout_s} s): the server is down (journalctl -u djl-serving on the instance)"
+            ),
+            metric=self.metric_server_healthy(period=Duration.seconds(period_s)),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        return self.health_alarm
 
     def metric_status_check_failed_system(self, **options: Any) -> cloudwatch.Metric:
         """1 when the instance's hardware or host failed its status check (maximum)."""
@@ -270,8 +351,9 @@ class Inf2Server(Construct):
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "Only actions that define no resource type take '*': ecr:GetAuthorizationToken, and Session "
-            "Manager's ssm:UpdateInstanceInformation and ssmmessages channels",
+            "Only actions that define no resource type take '*': ecr:GetAuthorizationToken, Session "
+            "Manager's ssm:UpdateInstanceInformation and ssmmessages channels, and cloudwatch:PutMetricData "
+            "(conditioned on the host's namespace)",
         )
         acknowledge(
             self.instance,

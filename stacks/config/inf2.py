@@ -91,6 +91,8 @@ class Inf2Settings:
     model_server: ModelServerSettings = field(default_factory=ModelServerSettings)
 
 
+#: A one-token request to DJL's own handlers (djl_python's input format).
+DJL_PROBE_REQUEST = '{"inputs": "Hello", "parameters": {"max_new_tokens": 1}}'
 #: Time for the container, DJL's JVM and the bundle's requirements before the first load begins.
 START_MARGIN_S = 900
 
@@ -134,6 +136,9 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
         Inf2ServerProps,
         only=["instance_type", "ami_ssm_parameter", "volume_size_gb", "port", "ingress_cidr"],
         load_timeout_s=copies * model_server.model_loading_timeout_s + START_MARGIN_S,
+        # The health check's request, in the handler's format: the bundle's model.py's, or that
+        # of DJL's own handlers.
+        probe_request=Inf2ServerProps.probe_request if model_server.entry_point == "model.py" else DJL_PROBE_REQUEST,
     )
     settings = Inf2Settings(
         server=server,

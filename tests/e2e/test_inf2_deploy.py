@@ -77,16 +77,24 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
         for statement in policy_document(iam.get_role_policy(RoleName=role["RoleName"], PolicyName=name))["Statement"]
         for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
     }
-    assert set(SESSION_MANAGER_ACTIONS) <= granted
+    assert set(SESSION_MANAGER_ACTIONS) <= granted and "cloudwatch:PutMetricData" in granted
     assert not [a for a in granted if a.startswith(("ssm:Get", "ec2messages:"))]
 
-    (alarm,) = [
-        a
+    alarms = {
+        a["MetricName"]: a
         for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
         if a["Dimensions"] == [{"Name": "InstanceId", "Value": instance["InstanceId"]}]
-    ]
-    assert alarm["MetricName"] == "StatusCheckFailed_System"
-    assert [a.split(":")[-1] for a in alarm["AlarmActions"]] == ["recover"]
+    }
+    assert set(alarms) == {"StatusCheckFailed_System", "ServerHealthy"}
+    assert [a.split(":")[-1] for a in alarms["StatusCheckFailed_System"]["AlarmActions"]] == ["recover"]
+    # The server's health alarm (its actions are left to whoever adds a topic).
+    health = alarms["ServerHealthy"]
+    assert (health["Namespace"], health["TreatMissingData"], health["AlarmActions"]) == (
+        "LLMInference/Inf2",
+        "notBreaching",
+        [],
+    )
+    assert health["Period"] * health["EvaluationPeriods"] > settings.server.load_timeout_s
 
     # The object the instance will download is, byte for byte, the bundle built here.
     url = assembly.asset_url(STACK, settings.bundle, aws)

@@ -3,7 +3,7 @@
 is swapped in.
 
 What runs is `render_user_data`'s script, as the instance gets it: the settings header,
-the installed unit and scripts, then bootstrap.sh (each without its comment lines). The rendering writes the
+the installed units and scripts, then bootstrap.sh (each without its comment lines). The rendering writes the
 unit and scripts to fixed absolute paths (/usr/local/bin, /etc/systemd/system) that only
 stacks/inf2_ec2.py could make configurable, so the test rewrites those paths, and only
 those, in the commands around the heredocs (the files' contents are kept). bootstrap.sh's
@@ -33,6 +33,7 @@ pytestmark = pytest.mark.skipif(
 
 BOOTSTRAP = HOST_FILES / "bootstrap.sh"
 IMAGE_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.29.0-neuronx-sdk2.19.1"
+PROBE_REQUEST = '{"text": ["Hello, it\'s me"], "max_new_tokens": 1}'
 HEREDOC_END = "INSTALLED_FILE"
 SYSTEM_PATH = re.compile(r"(?<![\w.:/-])/(?:usr|etc|opt|var|run|srv|home|root)/")
 
@@ -58,10 +59,10 @@ case "$1" in
 esac
 """,
     "systemctl": r"""
-case "$1" in
-  is-active) state=$(cat "$STUB_STATE/service" 2>/dev/null || echo inactive); echo "$state"
-             [ "$state" = active ] ;;
-  start|restart) echo active >"$STUB_STATE/service" ;;
+case "$1 ${*: -1}" in
+  "is-active djl-serving.service") state=$(cat "$STUB_STATE/service" 2>/dev/null || echo inactive)
+                                   echo "$state"; [ "$state" = active ] ;;
+  "start djl-serving.service"|"restart djl-serving.service") echo active >"$STUB_STATE/service" ;;
 esac
 """,
     "modprobe": "",
@@ -111,6 +112,8 @@ class Instance:
             "PORT": "8080",
             "LOAD_TIMEOUT_S": "4500",
             "PUBLISH_ADDRESS": "127.0.0.1",
+            "NAMESPACE": "LLMInference/Inf2",
+            "PROBE_REQUEST": PROBE_REQUEST,
         }
         script = self.tmp / "user-data.sh"
         script.write_text(redirected(render_user_data(settings), self.tmp / "sysroot"))
@@ -171,7 +174,13 @@ def instance(tmp_path: Path) -> Instance:
         "BOOTSTRAP_WAIT_SCRIPT": targets["wait-ping.sh"],
         "BOOTSTRAP_NEURON_DEVICES": f"{dev}/neuron*",
         "BOOTSTRAP_RETRY_DELAY_S": "0",
+        "BOOTSTRAP_INSTANCE_ID_FILE": str(tmp_path / "cloud-instance-id"),
+        "BOOTSTRAP_METRICS_ENV_FILE": str(tmp_path / "etc" / "default" / "llm-inference-metrics"),
+        "BOOTSTRAP_METRICS_SCRIPT": targets["neuron_metrics.py"],
+        "BOOTSTRAP_METRICS_UNIT_FILE": targets["neuron-metrics.service"],
     }
+    # cloud-init's record of the instance id, which the metrics are published under.
+    (tmp_path / "cloud-instance-id").write_text("i-0123456789abcdef0\n")
     (tmp_path / "etc" / "default").mkdir(parents=True)
     # Every path bootstrap.sh would default to is moved: none of its writes leaves tmp_path.
     defaults = re.findall(r"\$\{(BOOTSTRAP_\w+):-", BOOTSTRAP.read_text())
@@ -223,6 +232,14 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     assert "systemctl enable --now docker" in calls
     assert "systemctl enable djl-serving.service" in calls
     assert calls.count("systemctl restart --no-block djl-serving.service") == 1
+    # The health check's timer and the Neuron metrics, with their settings.
+    metrics_env = Path(instance.env["BOOTSTRAP_METRICS_ENV_FILE"]).read_text().splitlines()
+    probe = instance.root / "probe-request.json"
+    assert metrics_env == ["REGION=us-east-1", "NAMESPACE=LLMInference/Inf2", "INSTANCE_ID=i-0123456789abcdef0",
+                           "PORT=8080", f"PROBE_FILE={probe}"]  # fmt: skip
+    assert probe.read_text() == PROBE_REQUEST
+    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls
+    assert calls.count("systemctl restart neuron-metrics.service") == 1
     # The unit and its scripts are installed, with their contents, before the bootstrap.
     for source, target, mode in INSTALLED:
         installed = Path(under(instance.tmp / "sysroot", target))
@@ -245,6 +262,7 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     assert count(calls, "systemctl restart") == 0 and count(calls, "systemctl start") == 0, calls
     assert f"docker image inspect {IMAGE_URI}" in calls
     assert instance.model.stat().st_ino == model_inode and contents(instance.model) == V1
+    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls  # started if stopped
     assert Path(instance.env["BOOTSTRAP_ENV_FILE"]).stat().st_mtime_ns == env_mtime
     assert graph.read_bytes() == b"compiled"
 
@@ -345,6 +363,14 @@ def test_no_neuron_device_fails_after_trying_the_driver(instance: Instance) -> N
     result, calls = instance.run("bundle-v1.tar.gz", sha)
     assert result.returncode == 1
     assert "modprobe neuron" in calls and f"no {instance.tmp}/dev/neuron* device" in result.stdout
+    assert count(calls, "aws") == 0 and count(calls, "systemctl") == 0
+
+
+def test_an_instance_id_cloud_init_did_not_record_fails_before_anything(instance: Instance) -> None:
+    Path(instance.env["BOOTSTRAP_INSTANCE_ID_FILE"]).write_text("")
+    sha = instance.publish("bundle-v1.tar.gz", V1)
+    result, calls = instance.run("bundle-v1.tar.gz", sha)
+    assert result.returncode == 1 and "no instance id in" in result.stdout
     assert count(calls, "aws") == 0 and count(calls, "systemctl") == 0
 
 

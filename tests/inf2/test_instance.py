@@ -69,7 +69,7 @@ def test_rendered_user_data_passes_shellcheck(user_data_parts: dict[str, str]) -
 
 
 @needs_shellcheck
-@pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh"])
+@pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh", "health-check.sh"])
 def test_each_installed_script_passes_shellcheck(name: str) -> None:
     # The user data carries these inside heredocs, where shellcheck does not look.
     result = subprocess.run(["shellcheck", str(HOST_FILES / name)], capture_output=True, text=True, check=False)
@@ -96,13 +96,31 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
         "cat > /usr/local/bin/djl-serving-run.tmp",
         "cat > /usr/local/bin/djl-serving-wait.tmp",
         "cat > /etc/systemd/system/djl-serving.service.tmp",
+        "cat > /usr/local/bin/djl-serving-health.tmp",
+        "cat > /usr/local/bin/neuron-metrics.tmp",
+        "cat > /etc/systemd/system/djl-serving-health.timer.tmp",
         "systemctl enable djl-serving.service",
         "systemctl restart --no-block djl-serving.service",
+        "systemctl enable --now djl-serving-health.timer neuron-metrics.service",
     ]
     positions = [script.find(step) for step in steps]
     assert all(p >= 0 for p in positions), [s for s, p in zip(steps, positions, strict=True) if p < 0]
-    # The unit and scripts are in place before the bootstrap enables them.
-    assert positions[-5] < positions[-2]
+    # The units and scripts are in place before the bootstrap enables them.
+    assert max(positions[-9:-3]) < positions[-3]
+
+
+def test_user_data_fits_ec2s_limit(user_data_parts: dict[str, str], tiny_template: dict[str, Any]) -> None:
+    """EC2 refuses user data over 16 KB (the deploy fails): what is installed goes without its
+    comments, and what a deploy resolves into the header (S3 URL, image, log group) has room."""
+    from llm_inference_cdk.inf2.server import INSTALLED, installed_text
+
+    [instance] = of_type(tiny_template, "AWS::EC2::Instance")
+    size = len(base64.b64decode(resolve(instance["Properties"]["UserData"])))
+    assert size < 16_384 - 1024, size
+    script = user_data_parts["text/x-shellscript"]
+    for source, _, _ in INSTALLED:
+        text = installed_text(source)
+        assert text in script and not [line for line in text.splitlines()[1:] if line.lstrip().startswith("#")]
 
 
 def test_user_data_fits_ec2s_limit(user_data_parts: dict[str, str], tiny_template: dict[str, Any]) -> None:
@@ -287,8 +305,9 @@ def test_instance_is_closed_and_hardened_by_default(tiny_template: dict[str, Any
     assert template["Properties"]["LaunchTemplateData"]["MetadataOptions"]["HttpTokens"] == "required"
     [volume] = instance["Properties"]["BlockDeviceMappings"]
     assert volume["Ebs"]["Encrypted"] is True and volume["Ebs"]["VolumeSize"] == 512
-    [alarm] = of_type(tiny_template, "AWS::CloudWatch::Alarm")
-    assert alarm["Properties"]["MetricName"] == "StatusCheckFailed_System"
+    alarms = {a["Properties"]["MetricName"]: a for a in of_type(tiny_template, "AWS::CloudWatch::Alarm")}
+    assert set(alarms) == {"StatusCheckFailed_System", "ServerHealthy"}
+    alarm = alarms["StatusCheckFailed_System"]
     assert ":automate:" in json.dumps(alarm["Properties"]["AlarmActions"]) and "ec2:recover" in json.dumps(
         alarm["Properties"]["AlarmActions"]
     )

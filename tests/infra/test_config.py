@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -222,3 +223,10 @@ def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path) -> No
 )
 def test_private_ranges_and_narrow_public_ones_may_reach_the_model_server(cidr: str) -> None:
     assert config(**{"inf2.ingress_cidr": cidr}).inf2.server.ingress_cidr == cidr
+
+
+def test_the_probe_request_follows_the_handler() -> None:
+    # The bundle's model.py takes {"text": ...}; DJL's own handlers take {"inputs": ..., "parameters": ...}.
+    assert json.loads(config().inf2.server.probe_request) == {"text": ["Hello"], "max_new_tokens": 1}
+    djl = config(**{"inf2.entry_point": "djl_python.transformers_neuronx"}).inf2.server.probe_request
+    assert json.loads(djl) == {"inputs": "Hello", "parameters": {"max_new_tokens": 1}}

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
 from llm_inference_cdk import ContainerImage, ModelAsset, PropError
 from llm_inference_cdk.inf2.props import Inf2ServerProps
-from llm_inference_cdk.inf2.server import Inf2Server
+from llm_inference_cdk.inf2.server import Inf2Server, health_alarm_window
 
 IMAGE_URI = "111122223333.dkr.ecr.us-east-1.amazonaws.com/djl:0.29.0-neuronx"
 
@@ -162,6 +162,65 @@ def test_a_given_role_gets_session_manager_too(tmp_path: Path) -> None:
     )
     assert made.role.node.id == "Mine"
     assert role_actions(stack) >= SESSION_MANAGER
+
+
+def test_the_host_metrics(tmp_path: Path) -> None:
+    stack, made = server(tmp_path)
+    instance = stack.resolve(made.instance_id)
+    expected = {
+        made.metric_server_healthy(): ("ServerHealthy", "Maximum"),
+        made.metric_invocation_latency(): ("InvocationLatency", "Average"),
+        made.metric_neuroncore_utilization(): ("NeuronCoreUtilization", "Average"),
+        made.metric_neuron_device_memory_used(): ("NeuronDeviceMemoryUsed", "Maximum"),
+    }
+    for metric, (name, statistic) in expected.items():
+        assert (metric.namespace, metric.metric_name, metric.statistic) == ("LLMInference/Inf2", name, statistic)
+        assert stack.resolve(metric.dimensions) == {"InstanceId": instance}
+        assert metric.period.to_seconds() == 60
+    assert made.metric_invocation_latency(statistic="p90", period=Duration.minutes(5)).statistic == "p90"
+
+
+def test_the_host_may_put_metrics_in_its_namespace_alone(tmp_path: Path) -> None:
+    stack, _ = server(tmp_path)
+    [put] = [s for s in role_statements(stack) if s["Action"] == "cloudwatch:PutMetricData"]
+    assert put["Resource"] == "*"  # PutMetricData takes no resource: the namespace condition scopes it
+    assert put["Condition"] == {"StringEquals": {"cloudwatch:namespace": "LLMInference/Inf2"}}
+    assert {a for a in role_actions(stack) if a.startswith("cloudwatch:")} == {"cloudwatch:PutMetricData"}
+    user_data = json.dumps(Template.from_stack(stack).find_resources("AWS::EC2::Instance"))
+    assert "NAMESPACE=LLMInference/Inf2" in user_data and "max_new_tokens" in user_data  # the probe's body
+
+
+def test_the_health_alarm_waits_past_the_load_time(tmp_path: Path) -> None:
+    stack, made = server(tmp_path, load_timeout_s=11_700)
+    assert made.health_alarm is None  # the stack (or you) adds it
+    alarm = made.add_health_alarm()
+    assert made.health_alarm is alarm
+    (props,) = [r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm").values()
+                if r["Properties"]["MetricName"] == "ServerHealthy"]  # fmt: skip
+    # Every 5-minute period of 12000 s (the load time and one period more) without a healthy report:
+    # a server that is only loading, which reports 0 for at most the load time, never fires it.
+    assert (props["Period"], props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (300, 40, 40)
+    assert (props["Statistic"], props["ComparisonOperator"], props["Threshold"]) == ("Maximum", "LessThanThreshold", 1)
+    # Missing data is not breaching: no report yet (a new instance) must not fire it.
+    assert props["TreatMissingData"] == "notBreaching"
+    assert props["Namespace"] == "LLMInference/Inf2" and "AlarmActions" not in props  # actions: the stack's choice
+    with pytest.raises(ValueError, match="already has its health alarm"):
+        made.add_health_alarm()
+
+
+@pytest.mark.parametrize(("load_timeout_s", "period", "periods"), [(60, 300, 2), (4500, 300, 16), (86_400, 3600, 25)])
+def test_the_health_alarm_window_fits_cloudwatch(load_timeout_s: int, period: int, periods: int) -> None:
+    # CloudWatch evaluates at most a day of periods shorter than an hour, a week of longer ones.
+    assert health_alarm_window(load_timeout_s) == (period, periods)
+    assert period * periods > load_timeout_s and period * periods <= (86_400 if period < 3600 else 604_800)
+
+
+def test_the_probe_request_is_a_json_object() -> None:
+    assert json.loads(Inf2ServerProps().probe_request) == {"text": ["Hello"], "max_new_tokens": 1}
+    with pytest.raises(
+        PropError, match=r"^Inf2ServerProps: probe_request='\[1\]' is invalid: allowed is a JSON object"
+    ):
+        Inf2ServerProps(probe_request="[1]")
 
 
 @pytest.mark.parametrize(

@@ -225,6 +225,11 @@ SCALABLE = {
     "ResourceId": "endpoint/e/variant/v",
     "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
 }
+UP_METRIC = {
+    "Metric": {"Namespace": "N", "MetricName": "Up", "Dimensions": [{"Name": "InstanceId", "Value": "i-1"}]},
+    "Period": 300,
+    "Stat": "Maximum",
+}
 AUTOSCALING_AND_ALARM = resources(
     Target=resource("AWS::ApplicationAutoScaling::ScalableTarget", MinCapacity=1, MaxCapacity=2, **SCALABLE),
     Policy=resource(
@@ -248,12 +253,25 @@ AUTOSCALING_AND_ALARM = resources(
         Threshold=1,
         ComparisonOperator="GreaterThanOrEqualToThreshold",
     ),
+    MathAlarm=resource(
+        "AWS::CloudWatch::Alarm",
+        AlarmName="down",
+        Metrics=[
+            {"Id": "e", "Expression": "FILL(m, 0)", "ReturnData": True},
+            {"Id": "m", "ReturnData": False, "MetricStat": UP_METRIC},
+        ],
+        EvaluationPeriods=3,
+        DatapointsToAlarm=2,
+        Threshold=1,
+        ComparisonOperator="LessThanThreshold",
+    ),
 )
 
 
 def autoscaling_and_alarm(aws: LocalAws) -> object:
-    """An endpoint variant's scalable target, its scaling policy and an alarm: how many of each
-    the account has once the stack is created, then once it is deleted."""
+    """An endpoint variant's scalable target, its scaling policy and two alarms (one on metric
+    math): how many of each the account has once the stack is created, then once it is deleted,
+    and the math alarm's queries as DescribeAlarms returns them."""
     scaling = client(aws, "application-autoscaling")
     cloudwatch = client(aws, "cloudwatch")
 
@@ -264,10 +282,15 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
             len(cloudwatch.describe_alarms()["MetricAlarms"]),
         )
 
+    def queries() -> list[tuple[str, object]]:
+        alarms = cloudwatch.describe_alarms(AlarmNames=["down"])["MetricAlarms"]
+        return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"])
+                for alarm in alarms for q in alarm["Metrics"]]  # fmt: skip
+
     create_stack(aws, "stack", AUTOSCALING_AND_ALARM)
-    created = counts()
+    created, math = counts(), queries()
     delete_stack(aws, "stack")
-    return created, counts()
+    return created, math, counts()
 
 
 # --- EC2 ---------------------------------------------------------------------------------------------
@@ -544,7 +567,9 @@ SCENARIOS: dict[str, Scenario] = {
     "unmodifiable_resources_are_replaced": Scenario(log_group_replaced, aws=([3], 3, 3), stock=([1], None, None)),
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
     "missing_resource_types_exist": Scenario(
-        autoscaling_and_alarm, aws=((1, 1, 1), (0, 0, 0)), stock=((0, 0, 0), (0, 0, 0))
+        autoscaling_and_alarm,
+        aws=((1, 1, 2), [("e", "FILL(m, 0)"), ("m", "Up")], (0, 0, 0)),
+        stock=((0, 0, 0), [], (0, 0, 0)),
     ),
     "aws_custom_resources_make_their_calls": Scenario(
         custom_resource_call, aws=(None, ["k"], []), stock=("ResourceNotFoundException", [], [])
