@@ -101,9 +101,6 @@ class Inf2Stack(Stack):
             security_group=security_group,
         )
         self._keep_deployed_ids()
-        # Its actions (a topic) are for whoever adds the stack's notifications: reachable as
-        # self.server.health_alarm.
-        self.server.add_health_alarm()
         port, instance_id = settings.server.port, self.server.instance_id
         CfnOutput(self, "InstanceId", value=instance_id)
         CfnOutput(self, "LogGroupName", value=self.server.log_group.log_group_name)

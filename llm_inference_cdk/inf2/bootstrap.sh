@@ -45,6 +45,31 @@ if [[ ! "$INSTANCE_ID" =~ ^i-[0-9a-f]+$ ]]; then
   exit 1
 fi
 
+# 0. The health check (a timer, every minute) and the Neuron metrics, with their own settings,
+#    before anything that may fail or take long: the host reports ServerHealthy 0 from its first
+#    minute, through the download, the pull and the load, and when a later step fails, so that
+#    the health alarm fires rather than waits for a first report (Inf2Server.health_alarm).
+#    A change there restarts the metrics, never the server.
+install -d -m 0755 "$ROOT"
+printf '%s' "$PROBE_REQUEST" >"$ROOT/probe-request.json.tmp"
+mv -f "$ROOT/probe-request.json.tmp" "$ROOT/probe-request.json"
+metrics="REGION=$REGION
+NAMESPACE=$NAMESPACE
+INSTANCE_ID=$INSTANCE_ID
+PORT=$PORT
+PROBE_FILE=$ROOT/probe-request.json"
+if [ "$(cat "$METRICS_ENV_FILE" 2>/dev/null || true)" != "$metrics" ]; then
+  printf '%s\n' "$metrics" >"$METRICS_ENV_FILE.tmp"
+  mv -f "$METRICS_ENV_FILE.tmp" "$METRICS_ENV_FILE"
+fi
+monitoring=$(cat "$METRICS_ENV_FILE" "$METRICS_SCRIPT" "$METRICS_UNIT_FILE" | sha256sum)
+systemctl daemon-reload
+systemctl enable --now djl-serving-health.timer neuron-metrics.service
+if [ "$(cat "$ROOT/monitoring.fingerprint" 2>/dev/null || true)" != "$monitoring" ]; then
+  systemctl restart neuron-metrics.service
+fi
+echo "$monitoring" >"$ROOT/monitoring.fingerprint"
+
 # retry ATTEMPTS COMMAND...: S3, ECR and the network are often not ready at first boot.
 retry() {
   local attempts=$1 n=1
@@ -156,23 +181,4 @@ echo "$fingerprint" >"$ROOT/service.fingerprint"
 # The old server is stopping now (or has stopped); it read its model at load.
 rm -rf "$MODEL_DIR.old"
 
-# 7. The health check (a timer, every minute) and the Neuron metrics, with their own settings:
-#    a change there restarts the metrics, never the server.
-printf '%s' "$PROBE_REQUEST" >"$ROOT/probe-request.json.tmp"
-mv -f "$ROOT/probe-request.json.tmp" "$ROOT/probe-request.json"
-metrics="REGION=$REGION
-NAMESPACE=$NAMESPACE
-INSTANCE_ID=$INSTANCE_ID
-PORT=$PORT
-PROBE_FILE=$ROOT/probe-request.json"
-if [ "$(cat "$METRICS_ENV_FILE" 2>/dev/null || true)" != "$metrics" ]; then
-  printf '%s\n' "$metrics" >"$METRICS_ENV_FILE.tmp"
-  mv -f "$METRICS_ENV_FILE.tmp" "$METRICS_ENV_FILE"
-fi
-monitoring=$(cat "$METRICS_ENV_FILE" "$METRICS_SCRIPT" "$METRICS_UNIT_FILE" | sha256sum)
-systemctl enable --now djl-serving-health.timer neuron-metrics.service
-if [ "$(cat "$ROOT/monitoring.fingerprint" 2>/dev/null || true)" != "$monitoring" ]; then
-  systemctl restart neuron-metrics.service
-fi
-echo "$monitoring" >"$ROOT/monitoring.fingerprint"
 echo "bootstrap: done $(date -u +%FT%TZ); follow the load with: journalctl -fu djl-serving"

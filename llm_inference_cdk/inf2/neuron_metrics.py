@@ -1,20 +1,19 @@
 #!/usr/bin/env python3
-"""neuron-metrics.service: NeuronCore utilization and Neuron device memory, read from the
-DLAMI's neuron-monitor and published to CloudWatch with the AWS CLI, once a minute.
-
-neuron-monitor writes one JSON report a line (format: the Neuron Monitor User Guide); each
-report becomes one `aws cloudwatch put-metric-data` call in NAMESPACE, dimension InstanceId:
-NeuronCoreUtilization (Percent), one datum holding every NeuronCore of the instance (an idle
-one at 0), so that its Average is the instance's utilization and its Maximum the busiest core's;
-NeuronDeviceMemoryUsed (Bytes), the device memory the Neuron applications hold.
-
-Not neuron-monitor-cloudwatch.py, the sample beside neuron-monitor: it needs boto3 in the
-host's Python, and its metric names are not documented, where Inf2Server's metric methods
-name these. Standard library only, for the DLAMI's /usr/bin/python3 (3.10).
-Settings: REGION, NAMESPACE, INSTANCE_ID (/etc/default/llm-inference-metrics); NEURON_MONITOR
-moves the monitor (tests run a stand-in that way).
-"""
-
+# neuron-metrics.service: NeuronCore utilization and Neuron device memory, read from the DLAMI's
+# neuron-monitor and published to CloudWatch with the AWS CLI, once a minute.
+#
+# neuron-monitor writes one JSON report a line (format: the Neuron Monitor User Guide); each
+# report becomes one `aws cloudwatch put-metric-data` call in NAMESPACE, dimension InstanceId:
+# - NeuronCoreUtilization (Percent): one datum holding every NeuronCore of the instance (an idle
+#   one at 0), so that its Average is the instance's utilization and its Maximum the busiest core's;
+# - NeuronDeviceMemoryUsed (Bytes): the device memory the Neuron applications hold.
+# A metric that some application's report lacks is left out rather than published too low.
+#
+# Not neuron-monitor-cloudwatch.py, the sample beside neuron-monitor: it needs boto3 in the host's
+# Python, and its metric names are not documented, where Inf2Server's metric methods name these.
+# Standard library only, for the DLAMI's /usr/bin/python3 (3.10). Settings: REGION, NAMESPACE,
+# INSTANCE_ID (/etc/default/llm-inference-metrics); NEURON_MONITOR moves the monitor (the tests
+# run a stand-in that way). The comments here stay out of the user data (server.installed_text).
 from __future__ import annotations
 
 import json
@@ -29,23 +28,21 @@ PERIOD_S = 60
 
 
 def monitor_config(period_s: int) -> dict[str, Any]:
-    """Only the two metric groups published, for every Neuron application on the host."""
+    # Only the two metric groups published, for every Neuron application on the host.
     metrics = [{"type": "neuroncore_counters"}, {"type": "memory_used"}]
     return {"period": f"{period_s}s", "neuron_runtimes": [{"tag_filter": ".*", "metrics": metrics}]}
 
 
-def _group(runtime: Any, name: str) -> dict[str, Any] | None:
-    """A runtime's metric group; None when neuron-monitor could not collect it."""
-    group = ((runtime or {}).get("report") or {}).get(name)
-    return dict(group) if isinstance(group, dict) and not group.get("error") else None
+def group(runtime: Any, name: str) -> dict[str, Any] | None:
+    # A runtime's metric group; None when neuron-monitor could not collect it.
+    found = ((runtime or {}).get("report") or {}).get(name)
+    return dict(found) if isinstance(found, dict) and not found.get("error") else None
 
 
 def utilization(runtimes: list[Any], cores: int) -> list[float] | None:
-    """Every NeuronCore's utilization, percent (the cores no application uses at 0); None when an
-    application's counters could not be read (published too low otherwise)."""
     busy: dict[int, float] = {}
     for runtime in runtimes:
-        counters = _group(runtime, "neuroncore_counters")
+        counters = group(runtime, "neuroncore_counters")
         if counters is None:
             return None
         for index, core in (counters.get("neuroncores_in_use") or {}).items():
@@ -54,10 +51,9 @@ def utilization(runtimes: list[Any], cores: int) -> list[float] | None:
 
 
 def device_memory(runtimes: list[Any]) -> int | None:
-    """The Neuron device memory the applications hold, bytes; None when one's could not be read."""
     total = 0
     for runtime in runtimes:
-        used = _group(runtime, "memory_used")
+        used = group(runtime, "memory_used")
         if used is None:
             return None
         total += int((used.get("neuron_runtime_used_bytes") or {}).get("neuron_device") or 0)
@@ -65,7 +61,6 @@ def device_memory(runtimes: list[Any]) -> int | None:
 
 
 def metric_data(report: dict[str, Any], instance_id: str) -> list[dict[str, Any]]:
-    """The put-metric-data data of one report."""
     hardware = report.get("neuron_hardware_info") or {}
     cores = int(hardware.get("neuron_device_count") or 0) * int(hardware.get("neuroncore_per_device_count") or 0)
     runtimes = list(report.get("neuron_runtime_data") or [])
@@ -105,6 +100,7 @@ def main() -> int:
                 data = metric_data(report, instance_id)
                 if data and not publish(data, region=region, namespace=namespace):
                     print("neuron-metrics: put-metric-data failed; the next report is sent", file=sys.stderr)
+    # neuron-monitor ended: exit with an error, and systemd starts the service again.
     print(f"neuron-metrics: neuron-monitor exited ({process.returncode}); systemd starts it again", file=sys.stderr)
     return 1
 

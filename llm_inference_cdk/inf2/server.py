@@ -76,11 +76,12 @@ def grant_session_manager(grantee: iam.IGrantable) -> iam.Grant:
 
 def health_alarm_window(load_timeout_s: int) -> tuple[int, int]:
     """(period, periods) of the health alarm: the fewest 5-minute periods (hour-long ones past a
-    day) that cover the load time with one period to spare, within CloudWatch's limit on an
-    alarm's window (a day of periods under an hour, a week of longer ones)."""
+    day) that cover the load time with one period to spare; the alarm evaluates one period more
+    (Inf2Server.health_alarm), within CloudWatch's limit on what an alarm evaluates (a day of
+    periods under an hour, a week of longer ones)."""
     for period_s, limit_s in ((300, 86_400), (3600, 604_800)):
         periods = -(-load_timeout_s // period_s) + 1
-        if period_s * periods <= limit_s:
+        if period_s * (periods + 1) <= limit_s:
             return period_s, periods
     raise ValueError(f"load_timeout_s={load_timeout_s} is longer than a health alarm can wait")
 
@@ -114,9 +115,10 @@ def render_user_data(settings: Mapping[str, str]) -> str:
     """The instance's shell script: settings, the systemd units and their scripts, then
     bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
     header = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
+    # put TARGET MODE: stdin to TARGET, replaced in one rename (a script may be running).
+    put = 'put() { cat >"$1.tmp" && chmod "$2" "$1.tmp" && mv -f "$1.tmp" "$1"; }\n'
     files = "".join(
-        f"cat > {target}.tmp <<'INSTALLED_FILE'\n{installed_text(source)}INSTALLED_FILE\n"
-        f"chmod {mode} {target}.tmp && mv -f {target}.tmp {target}\n"
+        f"put {target} {mode} <<'INSTALLED_FILE'\n{installed_text(source)}INSTALLED_FILE\n"
         for source, target, mode in INSTALLED
     )
     body = installed_text("bootstrap.sh").split("\n", 1)[1]
@@ -124,6 +126,7 @@ def render_user_data(settings: Mapping[str, str]) -> str:
         "#!/bin/bash\nset -euo pipefail\n"
         + header
         + "install -d -m 0755 /usr/local/bin /etc/systemd/system\n"
+        + put
         + files
         + body
     )
@@ -269,8 +272,9 @@ class Inf2Server(Construct):
             evaluation_periods=2,
         )
         self.recover_alarm.add_alarm_action(cw_actions.Ec2Action(cw_actions.Ec2InstanceAction.RECOVER))
-        #: The alarm on the server's health, once :meth:`add_health_alarm` has added it.
-        self.health_alarm: cloudwatch.Alarm | None = None
+        #: The server is down past its load time (see :meth:`_health_alarm`); no actions: the
+        #: stack, or you, add them (``health_alarm.add_alarm_action``).
+        self.health_alarm: cloudwatch.Alarm = self._health_alarm()
         self._acknowledge()
 
     @property
@@ -313,31 +317,44 @@ class Inf2Server(Construct):
             "NeuronDeviceMemoryUsed", **{"statistic": "Maximum", "namespace": METRIC_NAMESPACE, **options}
         )
 
-    def add_health_alarm(self) -> cloudwatch.Alarm:
-        """An alarm when the server has not been healthy for longer than its load may take
-        (`props.load_timeout_s`): no healthy check in any period of a window one period longer.
-        The check reports 0 while the model loads, for at most that long (then the host restarts
-        it, and the alarm fires when that one does not load either). Missing data is not
-        breaching: a new instance has none before its first check, and an instance that stops
-        reporting is the system-status alarm's. No actions: add them (``health_alarm``)."""
-        if self.health_alarm is not None:
-            raise ValueError(f"{self.node.path} already has its health alarm")
+    def _health_alarm(self) -> cloudwatch.Alarm:
+        """ALARM when DJL Serving has not been healthy in any period of a window longer than its
+        load may take (`props.load_timeout_s`, at least one period more).
+
+        The host reports ServerHealthy every minute from the start of its bootstrap: 0 while it
+        downloads, pulls and loads (at most the load time: then systemd restarts the server) and
+        when a step fails, 1 once /ping answers. Missing data counts as breaching, but only once
+        the host has reported: FILL(healthy, 0) fills the periods without a report with 0 when
+        the alarm's query holds at least one report, and yields nothing when it holds none. So a
+        new instance, before its first report, is not evaluated (missing: the state is kept,
+        INSUFFICIENT_DATA at first), while a host that stops reporting (hung, stopped, lost its
+        network or credentials) is down like one that reports 0. The alarm evaluates one period
+        more than it needs breaching (M of M+1) so that its query still reaches the last report
+        when the last M periods have none; past that the state is kept (IGNORE), not set back to
+        OK by the absence of data. Plain BREACHING would be ALARM at creation: the periods before
+        the instance existed are missing too."""
         period_s, periods = health_alarm_window(self.props.load_timeout_s)
-        self.health_alarm = cloudwatch.Alarm(
+        period = Duration.seconds(period_s)
+        return cloudwatch.Alarm(
             self,
             "HealthAlarm",
             alarm_description=(
                 f"DJL Serving has not answered /ping for {period_s * periods} s, longer than its load may take "
-                f"({self.props.load_timeout_s} s): the server is down (journalctl -u djl-serving on the instance)"
+                f"({self.props.load_timeout_s} s), or the host stopped reporting: the server is down "
+                "(journalctl -u djl-serving and -u djl-serving-health on the instance)"
             ),
-            metric=self.metric_server_healthy(period=Duration.seconds(period_s)),
+            metric=cloudwatch.MathExpression(
+                expression="FILL(healthy, 0)",
+                using_metrics={"healthy": self.metric_server_healthy(period=period)},
+                period=period,
+                label="ServerHealthy, missing periods as 0",
+            ),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluation_periods=periods,
+            evaluation_periods=periods + 1,
             datapoints_to_alarm=periods,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=cloudwatch.TreatMissingData.IGNORE,
         )
-        return self.health_alarm
 
     def metric_status_check_failed_system(self, **options: Any) -> cloudwatch.Metric:
         """1 when the instance's hardware or host failed its status check (maximum)."""

@@ -80,21 +80,25 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     assert set(SESSION_MANAGER_ACTIONS) <= granted and "cloudwatch:PutMetricData" in granted
     assert not [a for a in granted if a.startswith(("ssm:Get", "ec2messages:"))]
 
-    alarms = {
-        a["MetricName"]: a
-        for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
-        if a["Dimensions"] == [{"Name": "InstanceId", "Value": instance["InstanceId"]}]
-    }
+    def instance_metric(alarm: dict[str, Any]) -> str | None:
+        """The alarm's metric of this instance: its own, or the one its metric math reads."""
+        metrics = [alarm] + [q["MetricStat"]["Metric"] for q in alarm.get("Metrics", []) if "MetricStat" in q]
+        own = [{"Name": "InstanceId", "Value": instance["InstanceId"]}]
+        names = [m["MetricName"] for m in metrics if m.get("Dimensions") == own]
+        return names[0] if names else None
+
+    alarms = {instance_metric(a): a for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]}
+    alarms.pop(None, None)
     assert set(alarms) == {"StatusCheckFailed_System", "ServerHealthy"}
     assert [a.split(":")[-1] for a in alarms["StatusCheckFailed_System"]["AlarmActions"]] == ["recover"]
-    # The server's health alarm (its actions are left to whoever adds a topic).
+    # The server's health alarm (its actions are left to whoever adds a topic): missing periods are
+    # 0 once the host has reported, over more than the load time.
     health = alarms["ServerHealthy"]
-    assert (health["Namespace"], health["TreatMissingData"], health["AlarmActions"]) == (
-        "LLMInference/Inf2",
-        "notBreaching",
-        [],
-    )
-    assert health["Period"] * health["EvaluationPeriods"] > settings.server.load_timeout_s
+    assert (health["TreatMissingData"], health["AlarmActions"]) == ("ignore", [])
+    [expression] = [q["Expression"] for q in health["Metrics"] if "Expression" in q]
+    [stat] = [q["MetricStat"] for q in health["Metrics"] if "MetricStat" in q]
+    assert expression == "FILL(healthy, 0)" and stat["Metric"]["Namespace"] == "LLMInference/Inf2"
+    assert int(stat["Period"]) * health["DatapointsToAlarm"] > settings.server.load_timeout_s
 
     # The object the instance will download is, byte for byte, the bundle built here.
     url = assembly.asset_url(STACK, settings.bundle, aws)

@@ -3,8 +3,8 @@
 is swapped in.
 
 What runs is `render_user_data`'s script, as the instance gets it: the settings header,
-the installed units and scripts, then bootstrap.sh (each without its comment lines). The rendering writes the
-unit and scripts to fixed absolute paths (/usr/local/bin, /etc/systemd/system) that only
+the installed units and scripts, then bootstrap.sh (each without its comment lines). The
+rendering writes the units and scripts to fixed absolute paths (/usr/local/bin, /etc/systemd/system) that only
 stacks/inf2_ec2.py could make configurable, so the test rewrites those paths, and only
 those, in the commands around the heredocs (the files' contents are kept). bootstrap.sh's
 own paths move through its BOOTSTRAP_* variables. Every path either could write outside
@@ -195,8 +195,9 @@ def count(calls: list[str], prefix: str) -> int:
 
 
 def untouched_service(calls: list[str]) -> bool:
-    """No systemctl call but docker's own `enable --now`: the server is left as it is."""
-    return [c for c in calls if c.startswith("systemctl")] in ([], ["systemctl enable --now docker"])
+    """No systemctl call on DJL Serving's unit: the server is left as it is (the monitoring,
+    enabled first, and docker may be)."""
+    return not [c for c in calls if c.startswith("systemctl") and "djl-serving.service" in c]
 
 
 V1 = {
@@ -290,7 +291,8 @@ def test_a_bundle_with_another_sha256_is_refused_and_the_previous_model_stays(in
     assert contents(instance.model) == V1
     assert (instance.root / "bundle.sha256").read_text() == f"{sha}\n"
     leftovers = {p.name for p in instance.root.iterdir()} - {"model", "neuron-cache", "logs"}
-    assert leftovers == {"bundle.tar.gz", "bundle.sha256", "service.fingerprint"}
+    assert leftovers == {"bundle.tar.gz", "bundle.sha256", "service.fingerprint",
+                         "probe-request.json", "monitoring.fingerprint"}  # fmt: skip
 
 
 def test_a_bundle_that_does_not_extract_leaves_the_previous_model(instance: Instance) -> None:
@@ -363,7 +365,9 @@ def test_no_neuron_device_fails_after_trying_the_driver(instance: Instance) -> N
     result, calls = instance.run("bundle-v1.tar.gz", sha)
     assert result.returncode == 1
     assert "modprobe neuron" in calls and f"no {instance.tmp}/dev/neuron* device" in result.stdout
-    assert count(calls, "aws") == 0 and count(calls, "systemctl") == 0
+    assert count(calls, "aws") == 0 and untouched_service(calls), calls
+    # The health check is on already: the host reports the server down, and the alarm fires.
+    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls
 
 
 def test_an_instance_id_cloud_init_did_not_record_fails_before_anything(instance: Instance) -> None:

@@ -210,12 +210,15 @@ def report(*runtimes: tuple[dict[str, float], int], devices: int = 2, error: str
     }
 
 
-def run_neuron_metrics(tmp_path: Path, aws: Path, reports: list[dict[str, Any]], **env: str) -> Any:
+def run_neuron_metrics(tmp_path: Path, aws: Path, reports: list[dict[str, Any]] | str, **env: str) -> Any:
     """neuron-metrics with a stand-in neuron-monitor that records its configuration and prints
-    `reports`, one JSON a line (and a line that is not JSON), then exits."""
+    `reports`, one JSON a line (and a line that is not JSON), or `reports` as given, then exits."""
     lines = tmp_path / "reports.jsonl"
-    lines.write_text("".join(json.dumps(r) + "\n" for r in reports[:1]) + "not json\n"
-                     + "".join(json.dumps(r) + "\n" for r in reports[1:]))  # fmt: skip
+    if isinstance(reports, str):
+        lines.write_text(reports)
+    else:
+        lines.write_text("".join(json.dumps(r) + "\n" for r in reports[:1]) + "not json\n"
+                         + "".join(json.dumps(r) + "\n" for r in reports[1:]))  # fmt: skip
     monitor = tmp_path / "neuron-monitor"
     monitor.write_text(f'#!/bin/bash\n[ "$1" = -c ] && cp "$2" {tmp_path}/monitor-config.json\ncat {lines}\n')
     monitor.chmod(0o755)
@@ -246,6 +249,26 @@ def test_neuron_metrics_publish_every_core_and_the_device_memory(tmp_path: Path,
     assert utilization["Counts"] == [1, 1, 1, 1]
     assert first["NeuronDeviceMemoryUsed"]["Value"] == 1500 and first["NeuronDeviceMemoryUsed"]["Unit"] == "Bytes"
     assert second["NeuronCoreUtilization"]["Values"] == [0.0] * 4 and second["NeuronDeviceMemoryUsed"]["Value"] == 0
+
+
+#: Two reports as neuron-monitor prints them on an inf2.xlarge (one Inferentia2 device, two
+#: NeuronCores-v2), one JSON object a line: the server loaded on both cores, then no Neuron
+#: application (the server restarting). Every field of the Neuron Monitor User Guide's format
+#: (aws-neuron-sdk, tools/neuron-sys-tools/neuron-monitor-user-guide.rst) for the groups asked
+#: for, with the keys a published inf2.xlarge capture shows beside them (effective_flops); the
+#: values are that capture's, the identifiers made up. Not recorded on this project's instance.
+SAMPLE = Path(__file__).parent / "data" / "neuron-monitor-inf2.xlarge.jsonl"
+
+
+def test_neuron_metrics_read_neuron_monitors_own_output(tmp_path: Path, aws: Path) -> None:
+    result = run_neuron_metrics(tmp_path, aws, SAMPLE.read_text())
+    assert "not JSON" not in result.stderr, result.stderr
+    loaded, idle = (published(call) for call in calls(tmp_path))
+    # Core 0 busy, core 1 in use but idle: the instance's two cores, its average 44.7 %.
+    assert loaded["NeuronCoreUtilization"]["Values"] == [89.40087251059674, 0.0]
+    assert loaded["NeuronDeviceMemoryUsed"]["Value"] == 141_649_980  # neuron_runtime_used_bytes.neuron_device
+    # Without a Neuron application every core is idle and no device memory is held.
+    assert idle["NeuronCoreUtilization"]["Values"] == [0.0, 0.0] and idle["NeuronDeviceMemoryUsed"]["Value"] == 0
 
 
 def test_a_report_that_failed_publishes_nothing_it_does_not_have(tmp_path: Path, aws: Path) -> None:

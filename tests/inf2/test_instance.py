@@ -93,12 +93,12 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
         "aws ecr get-login-password",  # ECR login
         'retry 5 docker pull "$IMAGE_URI"',  # the pinned image
         'CACHE_DIR="$ROOT/neuron-cache"',  # compiled graphs on the volume
-        "cat > /usr/local/bin/djl-serving-run.tmp",
-        "cat > /usr/local/bin/djl-serving-wait.tmp",
-        "cat > /etc/systemd/system/djl-serving.service.tmp",
-        "cat > /usr/local/bin/djl-serving-health.tmp",
-        "cat > /usr/local/bin/neuron-metrics.tmp",
-        "cat > /etc/systemd/system/djl-serving-health.timer.tmp",
+        "put /usr/local/bin/djl-serving-run 0755",
+        "put /usr/local/bin/djl-serving-wait 0755",
+        "put /etc/systemd/system/djl-serving.service 0644",
+        "put /usr/local/bin/djl-serving-health 0755",
+        "put /usr/local/bin/neuron-metrics 0755",
+        "put /etc/systemd/system/djl-serving-health.timer 0644",
         "systemctl enable djl-serving.service",
         "systemctl restart --no-block djl-serving.service",
         "systemctl enable --now djl-serving-health.timer neuron-metrics.service",
@@ -107,20 +107,6 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
     assert all(p >= 0 for p in positions), [s for s, p in zip(steps, positions, strict=True) if p < 0]
     # The units and scripts are in place before the bootstrap enables them.
     assert max(positions[-9:-3]) < positions[-3]
-
-
-def test_user_data_fits_ec2s_limit(user_data_parts: dict[str, str], tiny_template: dict[str, Any]) -> None:
-    """EC2 refuses user data over 16 KB (the deploy fails): what is installed goes without its
-    comments, and what a deploy resolves into the header (S3 URL, image, log group) has room."""
-    from llm_inference_cdk.inf2.server import INSTALLED, installed_text
-
-    [instance] = of_type(tiny_template, "AWS::EC2::Instance")
-    size = len(base64.b64decode(resolve(instance["Properties"]["UserData"])))
-    assert size < 16_384 - 1024, size
-    script = user_data_parts["text/x-shellscript"]
-    for source, _, _ in INSTALLED:
-        text = installed_text(source)
-        assert text in script and not [line for line in text.splitlines()[1:] if line.lstrip().startswith("#")]
 
 
 def test_user_data_fits_ec2s_limit(user_data_parts: dict[str, str], tiny_template: dict[str, Any]) -> None:
@@ -305,7 +291,11 @@ def test_instance_is_closed_and_hardened_by_default(tiny_template: dict[str, Any
     assert template["Properties"]["LaunchTemplateData"]["MetadataOptions"]["HttpTokens"] == "required"
     [volume] = instance["Properties"]["BlockDeviceMappings"]
     assert volume["Ebs"]["Encrypted"] is True and volume["Ebs"]["VolumeSize"] == 512
-    alarms = {a["Properties"]["MetricName"]: a for a in of_type(tiny_template, "AWS::CloudWatch::Alarm")}
+    # The system-status alarm on its metric, the server's health alarm on metric math over its own.
+    alarms = {
+        a["Properties"].get("MetricName") or a["Properties"]["Metrics"][1]["MetricStat"]["Metric"]["MetricName"]: a
+        for a in of_type(tiny_template, "AWS::CloudWatch::Alarm")
+    }
     assert set(alarms) == {"StatusCheckFailed_System", "ServerHealthy"}
     alarm = alarms["StatusCheckFailed_System"]
     assert ":automate:" in json.dumps(alarm["Properties"]["AlarmActions"]) and "ec2:recover" in json.dumps(

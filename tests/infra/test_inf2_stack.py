@@ -211,14 +211,13 @@ def test_system_status_alarm_recovers_the_instance(default: Synthesized) -> None
 
 def test_the_server_health_alarm_covers_the_load_time(default: Synthesized) -> None:
     server = default.stacks["Inf2Stack"].server
-    assert server.health_alarm is not None
     template = default.template_json("Inf2Stack")
-    [alarm] = [a for a in resources_of(template, "AWS::CloudWatch::Alarm").values()
-               if a["Properties"]["MetricName"] == "ServerHealthy"]  # fmt: skip
-    props = alarm["Properties"]
-    # LOAD_TIMEOUT_S is 11700 s (3 copies x 3600 s + 900 s): 40 periods of 5 minutes.
-    assert props["Period"] * props["EvaluationPeriods"] == 12_000 and props["DatapointsToAlarm"] == 40
-    assert props["Dimensions"] == [{"Name": "InstanceId", "Value": {"Ref": "Server7E7D21FA"}}]
+    alarms = resources_of(template, "AWS::CloudWatch::Alarm")
+    props = alarms[default.stacks["Inf2Stack"].resolve(server.health_alarm.node.default_child.logical_id)]["Properties"]
+    # LOAD_TIMEOUT_S is 11700 s (3 copies x 3600 s + 900 s): 40 periods of 5 minutes, of 41.
+    [healthy] = [m for m in props["Metrics"] if "MetricStat" in m]
+    assert healthy["MetricStat"]["Period"] * props["DatapointsToAlarm"] == 12_000 and props["EvaluationPeriods"] == 41
+    assert healthy["MetricStat"]["Metric"]["Dimensions"] == [{"Name": "InstanceId", "Value": {"Ref": "Server7E7D21FA"}}]
     assert "AlarmActions" not in props and "OKActions" not in props  # the stack-wide topic is added elsewhere
 
 

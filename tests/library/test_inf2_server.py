@@ -190,29 +190,43 @@ def test_the_host_may_put_metrics_in_its_namespace_alone(tmp_path: Path) -> None
     assert "NAMESPACE=LLMInference/Inf2" in user_data and "max_new_tokens" in user_data  # the probe's body
 
 
+def health_alarm(stack: Stack) -> dict[str, Any]:
+    (props,) = [r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm").values()
+                if "Metrics" in r["Properties"]]  # fmt: skip
+    return dict(props)
+
+
 def test_the_health_alarm_waits_past_the_load_time(tmp_path: Path) -> None:
     stack, made = server(tmp_path, load_timeout_s=11_700)
-    assert made.health_alarm is None  # the stack (or you) adds it
-    alarm = made.add_health_alarm()
-    assert made.health_alarm is alarm
-    (props,) = [r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm").values()
-                if r["Properties"]["MetricName"] == "ServerHealthy"]  # fmt: skip
-    # Every 5-minute period of 12000 s (the load time and one period more) without a healthy report:
-    # a server that is only loading, which reports 0 for at most the load time, never fires it.
-    assert (props["Period"], props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (300, 40, 40)
-    assert (props["Statistic"], props["ComparisonOperator"], props["Threshold"]) == ("Maximum", "LessThanThreshold", 1)
-    # Missing data is not breaching: no report yet (a new instance) must not fire it.
-    assert props["TreatMissingData"] == "notBreaching"
-    assert props["Namespace"] == "LLMInference/Inf2" and "AlarmActions" not in props  # actions: the stack's choice
-    with pytest.raises(ValueError, match="already has its health alarm"):
-        made.add_health_alarm()
+    props = health_alarm(stack)
+    # The construct's health_alarm is that alarm, for the stack (or you) to add actions to.
+    alarms = Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm")
+    assert alarms[stack.resolve(made.health_alarm.alarm_arn)["Fn::GetAtt"][0]]["Properties"] == props
+    # 40 5-minute periods without a healthy report (12000 s: the load time and one period more) in
+    # 41: a server that is only loading, which reports 0 for at most the load time, never fires it.
+    assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (41, 40)
+    assert (props["ComparisonOperator"], props["Threshold"]) == ("LessThanThreshold", 1)
+    expression, healthy = props["Metrics"]
+    # Missing periods are 0 (breaching) once the host has reported; before its first report there
+    # is nothing to fill and the state is kept: a new instance does not fire it.
+    assert expression["Expression"] == "FILL(healthy, 0)" and expression["ReturnData"] is True
+    assert props["TreatMissingData"] == "ignore"
+    stat = healthy["MetricStat"]
+    assert (healthy["Id"], healthy["ReturnData"], stat["Period"], stat["Stat"]) == ("healthy", False, 300, "Maximum")
+    assert stat["Metric"]["Namespace"] == "LLMInference/Inf2" and stat["Metric"]["MetricName"] == "ServerHealthy"
+    assert stat["Metric"]["Dimensions"] == [{"Name": "InstanceId", "Value": stack.resolve(made.instance_id)}]
+    assert "AlarmActions" not in props  # actions: the stack's choice
 
 
-@pytest.mark.parametrize(("load_timeout_s", "period", "periods"), [(60, 300, 2), (4500, 300, 16), (86_400, 3600, 25)])
+@pytest.mark.parametrize(
+    ("load_timeout_s", "period", "periods"),
+    [(60, 300, 2), (4500, 300, 16), (85_800, 300, 287), (85_801, 3600, 25), (86_400, 3600, 25)],
+)
 def test_the_health_alarm_window_fits_cloudwatch(load_timeout_s: int, period: int, periods: int) -> None:
-    # CloudWatch evaluates at most a day of periods shorter than an hour, a week of longer ones.
+    # CloudWatch evaluates at most a day of periods shorter than an hour, a week of longer ones;
+    # the alarm evaluates one period more than it needs breaching.
     assert health_alarm_window(load_timeout_s) == (period, periods)
-    assert period * periods > load_timeout_s and period * periods <= (86_400 if period < 3600 else 604_800)
+    assert period * periods > load_timeout_s and period * (periods + 1) <= (86_400 if period < 3600 else 604_800)
 
 
 def test_the_probe_request_is_a_json_object() -> None:
