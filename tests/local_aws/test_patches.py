@@ -32,6 +32,7 @@ from tests.local_aws.helpers import (
     error_of,
     outputs,
     physical_ids,
+    stack_status,
     update_stack,
 )
 
@@ -479,6 +480,90 @@ def non_empty_bucket(aws: LocalAws) -> object:
     return failed, [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
+# --- Failed updates, KMS, SSM, CloudTrail ------------------------------------------------------
+
+
+def parameter(value: str, **more: object) -> dict[str, object]:
+    return resource("AWS::SSM::Parameter", Type="String", Value=value, AllowedPattern="^[a-z]+$", **more)
+
+
+def failed_update(aws: LocalAws) -> object:
+    """An update that adds a parameter, replaces a log group and then sets a parameter to a
+    value its pattern refuses: what ExecuteChangeSet answers, the stack's status, and what is
+    left (the added parameter, the log groups, the refused parameter's value)."""
+    create_stack(aws, "stack", {"Resources": {**log_group(1)["Resources"], "Check": parameter("ok", Name="/check")}})
+    failed = update_stack(
+        aws,
+        "stack",
+        {
+            "Resources": {
+                **log_group(3)["Resources"],
+                "Extra": parameter("new", Name="/extra"),
+                "Check": {**parameter("BAD", Name="/check"), "DependsOn": ["Extra", "Group"]},
+            }
+        },
+    )
+    ssm = client(aws, "ssm")
+    names = [p["Name"] for p in ssm.describe_parameters()["Parameters"]]
+    groups = sorted(g.get("retentionInDays") for g in client(aws, "logs").describe_log_groups()["logGroups"])
+    return (
+        failed,
+        stack_status(aws, "stack"),
+        "/extra" in names,
+        groups,
+        ssm.get_parameter(Name="/check")["Parameter"]["Value"],
+    )
+
+
+def key_with_tags(aws: LocalAws) -> object:
+    """A key with tags and a key policy: whether the stack creates it, its tags, and its state
+    after the stack is deleted."""
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "kms:*", "Resource": "*"}],
+    }
+    failed = create_stack(
+        aws,
+        "stack",
+        resources(
+            Key=resource(
+                "AWS::KMS::Key", KeyPolicy=policy, Tags=[{"Key": "team", "Value": "ml"}], PendingWindowInDays=7
+            )
+        ),
+    )
+    if failed:
+        return failed, None, None
+    kms = client(aws, "kms")
+    key_id = physical_ids(aws, "stack")["Key"]
+    tags = {t["TagKey"]: t["TagValue"] for t in kms.list_resource_tags(KeyId=key_id)["Tags"]}
+    delete_stack(aws, "stack")
+    return None, tags, kms.describe_key(KeyId=key_id)["KeyMetadata"]["KeyState"]
+
+
+def pattern_mismatch(aws: LocalAws) -> object:
+    """PutParameter with a value its AllowedPattern refuses."""
+    ssm = client(aws, "ssm")
+    return error_of(lambda: ssm.put_parameter(Name="/p", Value="B", Type="String", AllowedPattern="^[a-z]+$"))
+
+
+def unnamed_parameter(aws: LocalAws) -> object:
+    """A parameter the template does not name, then updated: whether it is created, and after
+    the update whether it kept its name and holds the new value."""
+    failed = create_stack(aws, "stack", resources(P=parameter("one")))
+    if failed:
+        return failed, None, None
+    name = physical_ids(aws, "stack")["P"]
+    update_stack(aws, "stack", resources(P=parameter("two")))
+    after = physical_ids(aws, "stack")["P"]
+    return None, after == name, client(aws, "ssm").get_parameter(Name=after)["Parameter"]["Value"]
+
+
+def lookup_events(aws: LocalAws) -> object:
+    """CloudTrail's LookupEvents, which the CDK CLI calls after a failed deployment."""
+    trail = client(aws, "cloudtrail")
+    return error_of(lambda: trail.lookup_events()) or trail.lookup_events()["Events"]
+
+
 # --- SageMaker hosting: endpoints that run their container -------------------------------------
 
 
@@ -609,6 +694,21 @@ SCENARIOS: dict[str, Scenario] = {
         aws=(['{"q": 1}', "application/x-q", "text/x-a", "t=1"], "echoed=t=1", "ModelError", "ValidationError"),
         stock=(["body", None, None, None], "custom_attributes", None, None),
     ),
+    "failed_updates_roll_back": Scenario(
+        failed_update,
+        aws=(None, "UPDATE_ROLLBACK_COMPLETE", False, [1], "ok"),
+        stock=("ParameterPatternMismatchException", "CREATE_COMPLETE", True, [3], "ok"),
+    ),
+    "keys_follow_their_template": Scenario(
+        key_with_tags, aws=(None, {"team": "ml"}, "PendingDeletion"), stock=("500 Internal Server Error", None, None)
+    ),
+    "parameter_values_match_their_pattern": Scenario(
+        pattern_mismatch, aws="ParameterPatternMismatchException", stock=None
+    ),
+    "parameters_are_named_and_updated_in_place": Scenario(
+        unnamed_parameter, aws=(None, True, "two"), stock=("500 Internal Server Error", None, None)
+    ),
+    "lookup_events_answers": Scenario(lookup_events, aws=[], stock="500"),
     "non_empty_buckets_are_not_deleted": Scenario(
         non_empty_bucket, aws=("BucketNotEmpty", ["bucket"]), stock=(None, ["bucket"])
     ),
