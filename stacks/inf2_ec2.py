@@ -9,18 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput, CfnResource, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from llm_contracts.inf2 import ModelFacts, known_model, serving_properties, stale_properties, unknown_model_message
 from llm_contracts.manifest import read_manifest
+from llm_inference_cdk.dashboard import ServiceDashboard
 from llm_inference_cdk.dlc import djl_neuronx
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.inf2.server import Inf2Server
 from llm_inference_cdk.model_data import ModelAsset
 from stacks.config import ConfigError, Inf2Settings
 from stacks.config.inf2 import hub_model, model_source_problems, settings_problems
+from stacks.endpoint import alarm_topic
 
 
 def check_bundle(settings: Inf2Settings) -> None:
@@ -101,6 +104,14 @@ class Inf2Stack(Stack):
             security_group=security_group,
         )
         self._keep_deployed_ids()
+        # The recovery and health alarms notify the stack's topic (alarm and OK), and the
+        # dashboard shows the server's health, NeuronCores and recent errors.
+        topic = alarm_topic(self, settings)
+        for alarm in (self.server.health_alarm, self.server.recover_alarm):
+            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            alarm.add_ok_action(cw_actions.SnsAction(topic))
+        dashboard = ServiceDashboard(self, "Dashboard", rows=self.server.dashboard_widgets())
+        CfnOutput(self, "DashboardUrl", value=dashboard.url)
         port, instance_id = settings.server.port, self.server.instance_id
         CfnOutput(self, "InstanceId", value=instance_id)
         CfnOutput(self, "LogGroupName", value=self.server.log_group.log_group_name)

@@ -317,6 +317,57 @@ class Inf2Server(Construct):
             "NeuronDeviceMemoryUsed", **{"statistic": "Maximum", "namespace": METRIC_NAMESPACE, **options}
         )
 
+    def dashboard_widgets(self) -> list[list[cloudwatch.IWidget]]:
+        """Rows of dashboard widgets for this server: its health and a request's latency, the
+        NeuronCores' use and device memory, the instance's CPU and status checks, the alarms'
+        states, and a Logs Insights view of the server's recent errors."""
+        name = self.node.id
+        return [
+            [
+                cloudwatch.GraphWidget(
+                    title=f"{name}: DJL Serving healthy (1) and a one-token request, ms",
+                    left=[self.metric_server_healthy(label="healthy")],
+                    left_y_axis=cloudwatch.YAxisProps(min=0, max=1),
+                    right=[self.metric_invocation_latency(label="latency ms")],
+                    width=12,
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"{name}: NeuronCore utilization, % (average and busiest), and device memory",
+                    left=[
+                        self.metric_neuroncore_utilization(label="average"),
+                        self.metric_neuroncore_utilization(statistic="Maximum", label="busiest"),
+                    ],
+                    right=[self.metric_neuron_device_memory_used(label="device memory bytes")],
+                    width=12,
+                ),
+            ],
+            [
+                cloudwatch.GraphWidget(
+                    title=f"{name}: CPU, % and failed system status checks",
+                    left=[self.metric_cpu_utilization(label="CPU")],
+                    right=[self.metric_status_check_failed_system(label="status check failed")],
+                    width=12,
+                ),
+                cloudwatch.AlarmStatusWidget(
+                    title=f"{name}: alarms", alarms=[self.health_alarm, self.recover_alarm], width=12
+                ),
+            ],
+            [
+                cloudwatch.LogQueryWidget(
+                    title=f"{name}: recent errors of the server and its bootstrap",
+                    log_group_names=[self.log_group.log_group_name],
+                    query_lines=[
+                        "fields @timestamp, @logStream, @message",
+                        "filter @message like /(?i)(error|exception|traceback|fatal|killed)/",
+                        "sort @timestamp desc",
+                        "limit 50",
+                    ],
+                    width=24,
+                    height=8,
+                )
+            ],
+        ]
+
     def _health_alarm(self) -> cloudwatch.Alarm:
         """ALARM when DJL Serving has not been healthy in any period of a window longer than its
         load may take (`props.load_timeout_s`, at least one period more).

@@ -22,6 +22,7 @@ from llm_contracts.inf2 import (
 )
 from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx
 from llm_inference_cdk.inf2.props import Inf2ServerProps
+from stacks.config.endpoint import ALARM_EMAIL, TOPIC_ARN, check_notifications
 from stacks.config.reader import PROJECT_ROOT, ConfigError, Section, read_props
 
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
@@ -89,6 +90,10 @@ class Inf2Settings:
     vpc_cidr: str = "10.42.0.0/16"
     bundle: Path = PROJECT_ROOT / "artifacts" / "inf2" / "bundle.tar.gz"
     model_server: ModelServerSettings = field(default_factory=ModelServerSettings)
+    #: An SNS topic the alarms notify, on ALARM and OK (None: the stack's own encrypted topic).
+    alarm_topic_arn: str | None = None
+    #: An e-mail address subscribed to the stack's own alarm topic (None: no subscription).
+    alarm_email: str | None = None
 
 
 #: A one-token request to DJL's own handlers (djl_python's input format).
@@ -151,6 +156,7 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
             "bundle", str(artifacts / "inf2" / "bundle.tar.gz"), what="a path, absolute or relative to the project root"
         ),
         model_server=model_server,
+        **_notifications(s),
     )
     if settings.model_server.image_uri is None:
         try:
@@ -164,6 +170,17 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
     if problems:
         raise ConfigError("; ".join(problems))
     return settings
+
+
+def _notifications(s: Section) -> dict[str, str | None]:
+    """Where the alarms go, read and checked as the SageMaker stacks read them."""
+    found: dict[str, str | None] = {}
+    for key, check in (("alarm_topic_arn", TOPIC_ARN), ("alarm_email", ALARM_EMAIL)):
+        value = s.get(key, as_text=True)
+        s.check(key, value, check(value), check.allowed)
+        found[key] = value
+    check_notifications(s, found["alarm_topic_arn"], found["alarm_email"])
+    return found
 
 
 def _model_server(s: Section) -> ModelServerSettings:

@@ -90,11 +90,14 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     alarms = {instance_metric(a): a for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]}
     alarms.pop(None, None)
     assert set(alarms) == {"StatusCheckFailed_System", "ServerHealthy"}
-    assert [a.split(":")[-1] for a in alarms["StatusCheckFailed_System"]["AlarmActions"]] == ["recover"]
-    # The server's health alarm (its actions are left to whoever adds a topic): missing periods are
-    # 0 once the host has reported, over more than the load time.
+    topic = aws.stack_outputs("Inf2Stack")["AlarmTopicArn"]
+    # Recovery, and both alarms heard on the stack's topic, going into ALARM and back to OK.
+    recovery = alarms["StatusCheckFailed_System"]["AlarmActions"]
+    assert topic in recovery and [a.split(":")[-1] for a in recovery if a != topic] == ["recover"]
+    # The server's health alarm: missing periods are 0 once the host has reported, over more
+    # than the load time.
     health = alarms["ServerHealthy"]
-    assert (health["TreatMissingData"], health["AlarmActions"]) == ("ignore", [])
+    assert (health["TreatMissingData"], health["AlarmActions"], health["OKActions"]) == ("ignore", [topic], [topic])
     [expression] = [q["Expression"] for q in health["Metrics"] if "Expression" in q]
     [stat] = [q["MetricStat"] for q in health["Metrics"] if "MetricStat" in q]
     assert expression == "FILL(healthy, 0)" and stat["Metric"]["Namespace"] == "LLMInference/Inf2"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -204,7 +205,10 @@ def test_system_status_alarm_recovers_the_instance(default: Synthesized) -> None
         {
             "Namespace": "AWS/EC2",
             "MetricName": "StatusCheckFailed_System",
-            "AlarmActions": [{"Fn::Join": ["", Match.array_with([":automate:", ":ec2:recover"])]}],
+            # Recovery, and a notification on the stack's topic.
+            "AlarmActions": Match.array_with(
+                [{"Fn::Join": ["", Match.array_with([":automate:", ":ec2:recover"])]}, {"Ref": Match.any_value()}]
+            ),
         },
     )
 
@@ -218,7 +222,9 @@ def test_the_server_health_alarm_covers_the_load_time(default: Synthesized) -> N
     [healthy] = [m for m in props["Metrics"] if "MetricStat" in m]
     assert healthy["MetricStat"]["Period"] * props["DatapointsToAlarm"] == 12_000 and props["EvaluationPeriods"] == 41
     assert healthy["MetricStat"]["Metric"]["Dimensions"] == [{"Name": "InstanceId", "Value": {"Ref": "Server7E7D21FA"}}]
-    assert "AlarmActions" not in props and "OKActions" not in props  # the stack-wide topic is added elsewhere
+    # The stack's topic hears it go into ALARM and back to OK.
+    [topic] = resources_of(template, "AWS::SNS::Topic")
+    assert props["AlarmActions"] == [{"Ref": topic}] and props["OKActions"] == [{"Ref": topic}]
 
 
 def test_outputs(default: Synthesized) -> None:
@@ -239,3 +245,23 @@ def test_a_new_vpc_can_be_placed_in_one_zone(synth: Callable[..., Synthesized]) 
     assert zones == {"us-east-2b"}
     instance = next(iter(resources_of(template, "AWS::EC2::Instance").values()))
     assert instance["Properties"]["AvailabilityZone"] == "us-east-2b"
+
+
+def test_the_alarms_reach_the_stacks_topic_and_the_dashboard_is_an_output(default: Synthesized) -> None:
+    template = default.template_json("Inf2Stack")
+    [topic] = resources_of(template, "AWS::SNS::Topic")
+    alarms = resources_of(template, "AWS::CloudWatch::Alarm").values()
+    # The recovery alarm keeps its EC2 action and notifies too; the health alarm notifies.
+    for alarm in alarms:
+        assert {"Ref": topic} in alarm["Properties"]["AlarmActions"]
+        assert alarm["Properties"]["OKActions"] == [{"Ref": topic}]
+    assert len(alarms) == 2
+    assert {"DashboardUrl", "AlarmTopicArn"} <= set(template["Outputs"])
+    [dashboard] = resources_of(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert "ServerHealthy" in body and "NeuronCoreUtilization" in body and "SOURCE" in body
+
+
+def test_an_email_subscribes_to_the_stacks_topic(synth: Callable[..., Synthesized]) -> None:
+    template = synth(**{"inf2.alarm_email": "oncall@example.com"}).template("Inf2Stack")
+    template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"})

@@ -258,3 +258,20 @@ def test_the_probe_request_is_a_json_object() -> None:
 def test_each_refused_prop_names_itself(given: dict[str, Any], message: str) -> None:
     with pytest.raises(PropError, match=rf"^Inf2ServerProps: {message}"):
         Inf2ServerProps(**given)
+
+
+def test_the_dashboard_shows_health_neuroncores_alarms_and_recent_errors(tmp_path: Path) -> None:
+    stack, made = server(tmp_path)
+    rows = made.dashboard_widgets()
+    # Rendered as CloudWatch reads it: each widget's JSON.
+    widgets = [json.loads(json.dumps(stack.resolve(w.to_json()))) for row in rows for w in row]
+    flat = [w for group in widgets for w in group]
+    metrics = json.dumps([w["properties"].get("metrics") for w in flat if w["type"] == "metric"])
+    for name in ("ServerHealthy", "InvocationLatency", "NeuronCoreUtilization", "NeuronDeviceMemoryUsed"):
+        assert name in metrics
+    alarms = [w for w in flat if w["type"] == "alarm"]
+    assert len(alarms) == 1 and len(alarms[0]["properties"]["alarms"]) == 2
+    (logs,) = [w for w in flat if w["type"] == "log"]
+    query = json.dumps(logs["properties"]["query"])
+    assert "SOURCE" in query and "filter @message like" in query
+    assert json.dumps(stack.resolve(made.log_group.log_group_name)) in query.replace("\\", "")
