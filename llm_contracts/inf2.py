@@ -220,6 +220,34 @@ def host_memory_problems(facts: ModelFacts, *, model_id: str, instance_type: str
     ]
 
 
+#: What the root volume holds besides the model: the Neuron DLAMI (about 100 GB) and the DJL
+#: LMI neuronx image, pulled onto it (about 20 GB).
+VOLUME_BASE_GB = 120
+#: The compiled Neuron graphs, as a share of the weights (a margin: their size varies with the
+#: degree, batch size and positions).
+COMPILED_SHARE = 0.1
+
+
+def volume_problems(
+    facts: ModelFacts, *, model_id: str, dtype: str, volume_size_gb: int, bundle_bytes: int
+) -> list[str]:
+    """The root volume must hold the DLAMI and the image, the bundle as downloaded, the model's
+    checkpoint (extracted from the bundle, or downloaded from the hub) and its split copy in
+    `dtype`, and the compiled graphs."""
+    weights = facts.num_parameters * DTYPE_BYTES[dtype]
+    parts = {
+        "the DLAMI and the DJL image": VOLUME_BASE_GB * 10**9,
+        "the bundle as downloaded": bundle_bytes,
+        f"the {dtype} checkpoint and its split copy": 2 * weights,
+        "the compiled graphs": COMPILED_SHARE * weights,
+    }
+    needed = -(-int(sum(parts.values())) // 10**9)
+    if volume_size_gb >= needed:
+        return []
+    spelled = ", ".join(f"{what} ({size / 10**9:.0f} GB)" for what, size in parts.items())
+    return [f"inf2.volume_size_gb={volume_size_gb} is invalid: allowed is at least {needed} for {model_id}: {spelled}"]
+
+
 #: The model served when inf2.model_id is unset and the bundle ships none.
 DEFAULT_MODEL = "facebook/opt-13b"
 #: Hub commits pinned by default: a commit's files never change, where a branch ("main") moves.

@@ -14,7 +14,14 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from llm_contracts.inf2 import ModelFacts, known_model, serving_properties, stale_properties, unknown_model_message
+from llm_contracts.inf2 import (
+    ModelFacts,
+    known_model,
+    serving_properties,
+    stale_properties,
+    unknown_model_message,
+    volume_problems,
+)
 from llm_contracts.manifest import read_manifest
 from llm_inference_cdk.dashboard import ServiceDashboard
 from llm_inference_cdk.dlc import djl_neuronx
@@ -48,7 +55,13 @@ def check_bundle(settings: Inf2Settings) -> None:
         if known is None:
             raise ConfigError(unknown_model_message(hub_id))
         facts, name = known, hub_id
-    problems = settings_problems(settings, facts, model_id=name)
+    problems = settings_problems(settings, facts, model_id=name) + volume_problems(
+        facts,
+        model_id=name,
+        dtype=ms.dtype,
+        volume_size_gb=settings.server.volume_size_gb,
+        bundle_bytes=settings.bundle.stat().st_size,
+    )
     built = manifest.get("serving_properties")
     if isinstance(built, dict):
         wanted = (

@@ -206,3 +206,19 @@ def test_the_host_waits_for_every_copy_djl_loads() -> None:
     # DJL opens its port only after the last copy: the host's /ping deadline covers all of them.
     assert settings(model_loading_timeout_s=1200).server.load_timeout_s == 3 * 1200 + 900
     assert settings(tensor_parallel_degree=24, model_id="facebook/opt-125m").server.load_timeout_s == 3600 + 900
+
+
+def test_synthesis_refuses_a_volume_the_model_does_not_fit_on(tmp_path: Path) -> None:
+    # OPT-13B in fp16: 120 GB of DLAMI and image, 2 x 25.7 GB of checkpoint and split copy, and
+    # 2.6 GB of compiled graphs fit on the smallest volume allowed (200 GB).
+    bundle = bundle_manifest(tmp_path)
+    check_bundle(settings(bundle=str(bundle), volume_size_gb=200))
+    # In fp32 they take twice that: 120 + 2 x 51.4 + 5.1 = 228 GB.
+    with pytest.raises(ConfigError) as err:
+        check_bundle(settings(bundle=str(bundle), volume_size_gb=200, dtype="fp32"))
+    assert str(err.value) == (
+        "inf2.volume_size_gb=200 is invalid: allowed is at least 228 for facebook/opt-13b: the DLAMI and the DJL "
+        "image (120 GB), the bundle as downloaded (0 GB), the fp32 checkpoint and its split copy (103 GB), the "
+        "compiled graphs (5 GB)"
+    )
+    check_bundle(settings(bundle=str(bundle), volume_size_gb=228, dtype="fp32"))
