@@ -72,6 +72,18 @@ def invoke(aws: LocalAws, stack: str, request: Any, **kwargs: Any) -> Any:
     return json.loads(answer["Body"].read())
 
 
+def loadtest(aws: LocalAws, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m loadtest ARGS` as a user runs it, pointed at the local AWS by its exports."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadtest", *args],
+        cwd=ROOT,
+        env=aws.environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def retrain_gptj(artifacts: Path) -> None:
     """Stand in for a retrained GPT-J: the built payload in `artifacts` gets other weights (the
     same shapes, each tensor shifted) and manifests that match, as a rebuild would leave them."""
