@@ -228,7 +228,11 @@ def main(argv: Sequence[str] | None = None, stream: TextIO | None = None) -> int
     except (RequestFileError, TargetError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    runs = run_levels(args, session, target, request, stream)
+    try:
+        runs = run_levels(args, session, target, request, stream)
+    except KeyboardInterrupt:  # during the warm-up: no level to report
+        print(f"{PROG}: interrupted before the first level", file=sys.stderr)
+        return 130
     report = report_of(args, argv, session, target, request, runs)
     for level, figures in zip(
         report["levels"], endpoint_figures(args, session, target, variants, runs, stream), strict=True

@@ -170,7 +170,8 @@ def collect(
 ) -> list[dict[str, Any]]:
     """Each level's figures. When some are not all in yet, CloudWatch is asked again every
     15 s for up to `wait_s`, but only if the endpoint publishes at all (`published`, or a
-    level has figures): a target that never publishes (a local AWS) is not waited for."""
+    level has figures): a target that never publishes (a local AWS) is not waited for. Ctrl-C
+    ends the wait with the figures so far."""
     results = [fetch_level(i) for i in range(len(successes))]
     pending = [i for i, n in enumerate(successes) if not covered(results[i], n)]
     if not pending or wait_s <= 0:
@@ -179,9 +180,12 @@ def collect(
         return results
     on_wait(wait_s)
     deadline = time.monotonic() + wait_s
-    while pending and time.monotonic() < deadline:
-        sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-        for i in pending:
-            results[i] = fetch_level(i)
-        pending = [i for i in pending if not covered(results[i], successes[i])]
+    try:
+        while pending and time.monotonic() < deadline:
+            sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+            for i in pending:
+                results[i] = fetch_level(i)
+            pending = [i for i in pending if not covered(results[i], successes[i])]
+    except KeyboardInterrupt:
+        pass  # the report is worth more than the last minutes' figures
     return results

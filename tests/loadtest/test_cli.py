@@ -4,12 +4,15 @@ sends anything (the stand-in runtime it is pointed at must receive nothing)."""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from loadtest.cli import parser
 from tests.loadtest.helpers import CannedRuntime, environment, ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,3 +69,28 @@ def test_a_request_file_that_is_not_json_names_the_file(tmp_path: Path) -> None:
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert f"request file {request} is not JSON" in line
+
+
+def test_readme_documents_every_option() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Load-test an endpoint") :]
+    section = section[: section.index("\n## ")]
+    documented = set(re.findall(r"--[a-z][a-z-]+", section))
+    options = {o for action in parser()._actions for o in action.option_strings if o.startswith("--")}
+    assert documented == options - {"--help"}
+
+
+def test_make_loadtest_passes_its_variables_on() -> None:
+    """`make -n` prints the commands without running them: the last is the load tester's."""
+    result = subprocess.run(
+        ["make", "-n", "loadtest", "ENDPOINT=my-endpoint", "REQUEST=r.json", "CONCURRENCY=2 8", "SECONDS=5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    command = shlex.split(result.stdout.strip().splitlines()[-1])
+    assert command[1:3] == ["-m", "loadtest"]
+    args = parser().parse_args(command[3:])
+    assert (args.endpoint, str(args.request), args.concurrency, args.seconds) == ("my-endpoint", "r.json", [2, 8], 5.0)

@@ -251,3 +251,11 @@ def test_an_inference_component_is_checked_too(answer: dict[str, Any], expected:
         else:
             with pytest.raises(TargetError, match=expected):
                 check_target(sagemaker, Target("e", "ic"))
+
+
+def test_ctrl_c_while_waiting_keeps_the_figures_so_far() -> None:
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    results = metrics.collect(lambda i: figures(1), [5], wait_s=60, published=lambda: True, sleep=interrupted)
+    assert results[0]["scopes"]["A"]["ModelLatency"]["samples"] == 1
