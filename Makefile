@@ -139,6 +139,7 @@ bench: setup
 	$(BIN)/python -m bench.gpt2_serving
 	$(BIN)/python -m bench.gpt2_bounds
 	$(BIN)/python -m bench.gptj_load
+	$(BIN)/python -m bench.gpt2_endpoint
 
 # Any endpoint boto3 reaches: AWS through the standard credential chain, or the local AWS with the
 # exports `python -m local_aws` prints. Report in build/loadtest/<endpoint>-<time>/.
