@@ -138,6 +138,7 @@ serve-gpt2: setup
 bench: setup
 	$(BIN)/python -m bench.gpt2_serving
 	$(BIN)/python -m bench.gpt2_bounds
+	$(BIN)/python -m bench.gpt2_stall
 	$(BIN)/python -m bench.gptj_load
 	$(BIN)/python -m bench.gpt2_endpoint
 

@@ -33,23 +33,40 @@ class GpuFamily:
     gpu_memory_gib: int
     #: Sizes of the family and how many GPUs each has.
     gpus_per_size: dict[str, int]
+    #: Sizes and (vCPUs, memory GiB) of each.
+    host_per_size: dict[str, tuple[int, int]]
 
+
+_G4DN_HOST = {"xlarge": (4, 16), "2xlarge": (8, 32), "4xlarge": (16, 64), "8xlarge": (32, 128),
+              "12xlarge": (48, 192), "16xlarge": (64, 256)}  # fmt: skip
+_G5_HOST = {**_G4DN_HOST, "24xlarge": (96, 384), "48xlarge": (192, 768)}
+_G6E_HOST = {size: (cpus, memory * 2) for size, (cpus, memory) in _G5_HOST.items()}
 
 #: Families with NVIDIA GPUs.
 GPU_FAMILIES: dict[str, GpuFamily] = {
-    "g4dn": GpuFamily("T4", 16, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 4, "16xlarge": 1}),
+    "g4dn": GpuFamily("T4", 16, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 4, "16xlarge": 1},
+                      _G4DN_HOST),
     **{
         family: GpuFamily(gpu, memory, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
-                                        "12xlarge": 4, "24xlarge": 4, "48xlarge": 8})
-        for family, gpu, memory in (("g5", "A10G", 24), ("g6", "L4", 24), ("g6e", "L40S", 48))
+                                        "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}, host)
+        for family, gpu, memory, host in (("g5", "A10G", 24, _G5_HOST), ("g6", "L4", 24, _G5_HOST),
+                                          ("g6e", "L40S", 48, _G6E_HOST))
     },
-    "p3": GpuFamily("V100", 16, {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8}),
-    "p3dn": GpuFamily("V100", 32, {"24xlarge": 8}),
-    "p4d": GpuFamily("A100", 40, {"24xlarge": 8}),
-    "p4de": GpuFamily("A100", 80, {"24xlarge": 8}),
-    "p5": GpuFamily("H100", 80, {"48xlarge": 8}),
-    "p5e": GpuFamily("H200", 141, {"48xlarge": 8}),
+    "p3": GpuFamily("V100", 16, {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8},
+                    {"2xlarge": (8, 61), "8xlarge": (32, 244), "16xlarge": (64, 488)}),
+    "p3dn": GpuFamily("V100", 32, {"24xlarge": 8}, {"24xlarge": (96, 768)}),
+    "p4d": GpuFamily("A100", 40, {"24xlarge": 8}, {"24xlarge": (96, 1152)}),
+    "p4de": GpuFamily("A100", 80, {"24xlarge": 8}, {"24xlarge": (96, 1152)}),
+    "p5": GpuFamily("H100", 80, {"48xlarge": 8}, {"48xlarge": (192, 2048)}),
+    "p5e": GpuFamily("H200", 141, {"48xlarge": 8}, {"48xlarge": (192, 2048)}),
 }  # fmt: skip
+
+
+def host(instance_type: str) -> tuple[int, int] | None:
+    """(vCPUs, memory GiB) of a GPU instance type; None for a type this module has no facts of."""
+    fam, size = split(instance_type)
+    return GPU_FAMILIES[fam].host_per_size.get(size) if fam in GPU_FAMILIES else None
+
 
 #: Families TensorRT 10 still supports (Volta, the p3 families, was dropped in 10.5).
 TENSORRT_FAMILIES = frozenset(GPU_FAMILIES) - {"p3", "p3dn"}
@@ -75,6 +92,15 @@ def gpus(instance_type: str) -> int:
     """NVIDIA GPUs of the instance type (0 for a type without)."""
     fam, size = split(instance_type)
     return GPU_FAMILIES[fam].gpus_per_size.get(size, 0) if fam in GPU_FAMILIES else 0
+
+
+#: Families with AWS's own accelerators (Inferentia, Trainium).
+NEURON_FAMILIES = frozenset({"inf1", "inf2", "trn1", "trn1n", "trn2"})
+
+
+def is_accelerated(instance_type: str) -> bool:
+    """Whether the instance type has GPUs or Neuron devices: scarce, and what costs."""
+    return gpus(instance_type) > 0 or family(instance_type) in NEURON_FAMILIES
 
 
 def size_exists(instance_type: str) -> bool:

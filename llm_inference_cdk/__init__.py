@@ -2,9 +2,15 @@
 
 Public API (``from llm_inference_cdk import ...``):
 
-* :class:`SageMakerEndpoint` with :class:`EndpointProps`, :class:`AutoscalingProps` and
-  :class:`AlarmProps`: model, endpoint config, endpoint, autoscaling and alarms, with
-  ``grant_invoke`` and ``metric_*`` methods.
+* :class:`SageMakerEndpoint` with :class:`EndpointProps`, :class:`AutoscalingProps`,
+  :class:`AlarmProps` and :class:`DeploymentProps`: model, endpoint config, endpoint with its
+  update policy (deployment guardrails, rolled back on its alarms), autoscaling and alarms, with
+  ``grant_invoke``, ``metric_*`` and ``dashboard_widgets`` methods; in one of three modes:
+  real-time (the default), an inference component (:class:`InferenceComponentProps`: copies
+  scaled by their invocations, down to zero) or asynchronous (:class:`AsyncInferenceProps`:
+  requests and results in S3, scaled on the backlog, down to zero).
+* :class:`AlarmTopic`: an encrypted SNS topic for alarms, with an optional e-mail subscription;
+  :class:`ServiceDashboard`: a CloudWatch dashboard of constructs' ``dashboard_widgets()``.
 * :class:`ModelData` (a ``model.tar.gz`` asset or S3 object, an uncompressed S3 prefix) and
   :class:`S3PrefixModelData`, which ships a local payload folder uncompressed under an S3 prefix.
 * :class:`ContainerImage` (an ECR URI, an image built from a folder, or a Deep Learning
@@ -26,6 +32,9 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "AlarmProps": "llm_inference_cdk.endpoint_props",
     "AutoscalingProps": "llm_inference_cdk.endpoint_props",
+    "DeploymentProps": "llm_inference_cdk.endpoint_props",
+    "InferenceComponentProps": "llm_inference_cdk.endpoint_props",
+    "AsyncInferenceProps": "llm_inference_cdk.endpoint_props",
     "EndpointProps": "llm_inference_cdk.endpoint_props",
     "SageMakerEndpoint": "llm_inference_cdk.endpoint",
     "BoundModelData": "llm_inference_cdk.model_data",
@@ -38,12 +47,17 @@ _EXPORTS = {
     "djl_neuronx": "llm_inference_cdk.dlc",
     "huggingface_inference": "llm_inference_cdk.dlc",
     "PropError": "llm_inference_cdk.props",
+    "AlarmTopic": "llm_inference_cdk.alarm_topic",
+    "ServiceDashboard": "llm_inference_cdk.dashboard",
     "Inf2Server": "llm_inference_cdk.inf2.server",
     "Inf2ServerProps": "llm_inference_cdk.inf2.props",
 }
 __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "AlarmProps",
     "AutoscalingProps",
+    "DeploymentProps",
+    "InferenceComponentProps",
+    "AsyncInferenceProps",
     "EndpointProps",
     "SageMakerEndpoint",
     "BoundModelData",
@@ -56,14 +70,25 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "djl_neuronx",
     "huggingface_inference",
     "PropError",
+    "AlarmTopic",
+    "ServiceDashboard",
     "Inf2Server",
     "Inf2ServerProps",
 ]
 
 if TYPE_CHECKING:
+    from llm_inference_cdk.alarm_topic import AlarmTopic
+    from llm_inference_cdk.dashboard import ServiceDashboard
     from llm_inference_cdk.dlc import DlcImage, ImageResolutionError, djl_neuronx, huggingface_inference
     from llm_inference_cdk.endpoint import SageMakerEndpoint
-    from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, EndpointProps
+    from llm_inference_cdk.endpoint_props import (
+        AlarmProps,
+        AsyncInferenceProps,
+        AutoscalingProps,
+        DeploymentProps,
+        EndpointProps,
+        InferenceComponentProps,
+    )
     from llm_inference_cdk.images import ContainerImage
     from llm_inference_cdk.inf2.props import Inf2ServerProps
     from llm_inference_cdk.inf2.server import Inf2Server

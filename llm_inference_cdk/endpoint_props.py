@@ -1,4 +1,4 @@
-"""The props of a SageMaker endpoint: its variant, autoscaling and alarms.
+"""The props of a SageMaker endpoint: its variant, autoscaling, alarms and update policy.
 
 Standard library only (with llm_contracts): the CDK app reads cdk.json into these classes
 without loading the AWS CDK.
@@ -18,6 +18,8 @@ from llm_inference_cdk.props import (
     integer,
     invalid,
     is_int,
+    number,
+    one_of,
     optional,
     prop,
     string_map,
@@ -60,13 +62,25 @@ class AutoscalingProps:
 
 @dataclass(frozen=True, kw_only=True)
 class AlarmProps:
-    """CloudWatch alarms on the variant: mean ``ModelLatency`` and ``Invocation5XXErrors``."""
+    """CloudWatch alarms on the variant. Those on what a new model can break (5xx errors,
+    model errors, latency) are also the update's rollback alarms (:class:`DeploymentProps`);
+    those on the instances' capacity (disk, GPU memory) only notify."""
 
     #: Alarm when the mean model latency of a period exceeds this many milliseconds (None: no
     #: latency alarm).
     latency_ms: int | None = prop(None, check=optional(integer(1, 60_000)))
     #: Alarm at this many 5xx invocation errors in a period.
     errors_5xx: int = prop(5, check=integer(1, 1_000_000))
+    #: Alarm at this many invocations in a period that the container answered with an error
+    #: or did not answer (``InvocationModelErrors``: 4xx of the container included, so a model
+    #: that refuses what it used to accept shows here; None: no such alarm).
+    model_errors: int | None = prop(10, check=optional(integer(1, 1_000_000)))
+    #: Alarm when the instances' ML storage volume is fuller than this percentage on average
+    #: (a full disk fails the next model download or engine build; None: no such alarm).
+    disk_percent: int | None = prop(90, check=optional(integer(1, 100)))
+    #: Alarm when GPU memory is fuller than this percentage on average, on GPU instances (the
+    #: next larger batch or longer sequence runs out of memory; None: no such alarm).
+    gpu_memory_percent: int | None = prop(95, check=optional(integer(1, 100)))
     #: Seconds per period: SageMaker publishes endpoint metrics once a minute, so a shorter
     #: period would see no data and never fire.
     period_s: int = prop(
@@ -89,6 +103,148 @@ class AlarmProps:
                 f"at most {window // self.period_s} with period_s={self.period_s} "
                 f"(CloudWatch evaluates at most {window} s)",
             )
+
+    @property
+    def window_s(self) -> int:
+        """Seconds of breaching data an alarm needs before it fires."""
+        return self.period_s * self.evaluation_periods
+
+
+#: SageMaker's longest baking period (WaitIntervalInSeconds).
+_LONGEST_BAKE_S = 3600
+#: SageMaker's update policies: blue/green with its three ways of shifting traffic, or rolling.
+STRATEGIES = ("all-at-once", "canary", "linear", "rolling")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeploymentProps:
+    """How SageMaker moves the endpoint to a new endpoint config (a new model, payload or
+    setting): SageMaker's deployment guardrails (``DeploymentConfig``).
+
+    Blue/green (``all-at-once``, ``canary``, ``linear``) starts a whole new fleet beside the old
+    one and shifts traffic to it; ``rolling`` replaces the fleet a batch at a time, needing only
+    a batch of extra instances. After each shift SageMaker bakes: for ``wait_interval_s`` it
+    watches the endpoint's rollback alarms and, if one goes into ALARM, sends all traffic back
+    to the old fleet and ends the update there."""
+
+    #: The update policy, one of :data:`STRATEGIES` (None: chosen from the variant by
+    #: :meth:`EndpointProps.deployment_strategy`: all-at-once for a single instance, rolling for
+    #: a fleet of GPU or Neuron instances, canary for a fleet of CPU instances).
+    strategy: str | None = prop(None, check=optional(one_of(*STRATEGIES)))
+    #: Seconds of baking after each traffic shift (or rolling batch), during which the rollback
+    #: alarms are watched: long enough for them to fire (at least their evaluation window).
+    wait_interval_s: int = prop(600, check=integer(0, _LONGEST_BAKE_S))
+    #: canary: the share of the fleet's capacity that gets traffic first, percent (SageMaker
+    #: allows at most half the fleet).
+    canary_percent: int = prop(10, check=integer(1, 50))
+    #: linear: the share of capacity each step shifts, percent.
+    linear_step_percent: int = prop(25, check=integer(10, 50))
+    #: rolling: the share of the fleet replaced per batch, percent (SageMaker: 5 to 50).
+    rolling_batch_percent: int = prop(25, check=integer(5, 50))
+    #: blue/green: seconds the old fleet stays after all traffic moved, for a manual way back.
+    termination_wait_s: int = prop(0, check=integer(0, 3600))
+    #: Seconds the whole update may take before SageMaker stops it and rolls back.
+    max_execution_timeout_s: int = prop(3600, check=integer(600, 28_800))
+    #: Roll back on the endpoint's alarms (5xx errors, model errors and latency, those that
+    #: are set); with no such alarm, SageMaker rolls back only an update that fails to start.
+    auto_rollback: bool = prop(True, check=boolean())
+    #: Fail the CloudFormation update (which then rolls back) when, after it, the endpoint does
+    #: not run the new endpoint config: SageMaker rolled it back. CloudFormation is not
+    #: documented to notice (README, "Updates"); this check makes it.
+    fail_rolled_back_updates: bool = prop(True, check=boolean())
+
+    def __post_init__(self) -> None:
+        validate(self)
+        waits = self.wait_interval_s + self.termination_wait_s
+        if self.max_execution_timeout_s <= waits:
+            raise invalid(
+                self,
+                "max_execution_timeout_s",
+                f"more than wait_interval_s + termination_wait_s ({waits}): SageMaker requires it",
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceComponentProps:
+    """The model as an inference component on the endpoint: SageMaker places copies of it on
+    instances it manages (``ManagedInstanceScaling``), the copy count scales on invocations per
+    copy, and with ``min_copies=0`` the endpoint scales to zero instances when idle and back
+    when a request finds no copy (a ``NoCapacityInvocationFailures`` alarm adds one; that
+    request, and those until the copy is up, fail)."""
+
+    #: GPUs (Neuron devices on inf2/trn) each copy reserves (0: a CPU-only copy).
+    accelerators: int = prop(1, check=integer(0, 16))
+    #: CPU cores each copy reserves.
+    cpu_cores: float = prop(1, check=number(0.25, 192))
+    #: Memory each copy reserves, MiB.
+    memory_mb: int = prop(1024, check=integer(128, 2_097_152))
+    #: Fewest copies; 0 lets the endpoint scale to zero instances when idle.
+    min_copies: int = prop(1, check=integer(0, 1000))
+    #: Most copies (required).
+    max_copies: int = prop(check=integer(1, 1000))
+    #: Invocations per copy per minute the copy count aims at (required).
+    target_invocations_per_copy: int = prop(check=integer(1, 100_000))
+    #: Fewest instances managed scaling keeps (None: 0 with ``min_copies=0``, else 1).
+    min_instances: int | None = prop(None, check=optional(integer(0, 1000)))
+    #: Most instances managed scaling may start (None: ``max_copies``, one copy per instance).
+    max_instances: int | None = prop(None, check=optional(integer(1, 1000)))
+    #: Seconds after a scale-in of copies before the next (default 300).
+    scale_in_cooldown_s: int = prop(300, check=integer(0, 86_400))
+    #: Seconds after a scale-out of copies before the next (default 60).
+    scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.max_copies < self.min_copies:
+            raise invalid(self, "max_copies", f"at least min_copies ({self.min_copies})")
+        if self.min_instances is not None and self.min_copies > 0 and self.min_instances == 0:
+            raise invalid(self, "min_instances", "at least 1 while min_copies is above 0 (a copy needs an instance)")
+        if self.max_instances is not None and self.max_instances < self.fewest_instances:
+            raise invalid(self, "max_instances", f"at least min_instances ({self.fewest_instances})")
+
+    @property
+    def fewest_instances(self) -> int:
+        if self.min_instances is not None:
+            return self.min_instances
+        return 0 if self.min_copies == 0 else 1
+
+    @property
+    def most_instances(self) -> int:
+        return self.max_instances if self.max_instances is not None else self.max_copies
+
+    @property
+    def scales_to_zero(self) -> bool:
+        return self.min_copies == 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class AsyncInferenceProps:
+    """Asynchronous inference: requests are queued (their bodies in S3), answered into the
+    endpoint's own bucket and announced on SNS, with no 60 s limit; the instance count scales on
+    the queue per instance (``ApproximateBacklogSizePerInstance``), to zero when it is empty and
+    out of zero on ``HasBacklogWithoutCapacity``."""
+
+    #: Requests each instance works on at once (None: SageMaker's choice).
+    max_concurrent_invocations_per_instance: int | None = prop(None, check=optional(integer(1, 1000)))
+    #: Fewest instances; 0 lets the endpoint scale to zero while nothing is queued.
+    min_instances: int = prop(0, check=integer(0, 100))
+    #: Most instances (required).
+    max_instances: int = prop(check=integer(1, 100))
+    #: Queued requests per instance the instance count aims at.
+    target_backlog_per_instance: float = prop(5.0, check=number(0.1, 10_000))
+    #: Seconds after a scale-in before the next (default 300).
+    scale_in_cooldown_s: int = prop(300, check=integer(0, 86_400))
+    #: Seconds after a scale-out before the next (default 60).
+    scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.max_instances < self.min_instances:
+            raise invalid(self, "max_instances", f"at least min_instances ({self.min_instances})")
+
+
+#: How the endpoint serves: one real-time variant, an inference component, or async.
+MODES = ("realtime", "inference-component", "async")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +293,14 @@ class EndpointProps:
     )
     #: Alarms on latency and 5xx errors (None: none; ``add_alarms`` adds them later).
     alarms: AlarmProps | None = prop(None, check=optional(instance_of(AlarmProps)))
+    #: How updates reach the endpoint (default: :class:`DeploymentProps`' defaults).
+    deployment: DeploymentProps = prop(factory=DeploymentProps, check=instance_of(DeploymentProps))
+    #: Serve the model as an inference component (None: a real-time variant).
+    inference_component: InferenceComponentProps | None = prop(
+        None, check=optional(instance_of(InferenceComponentProps))
+    )
+    #: Serve asynchronously (None: a real-time variant).
+    async_inference: AsyncInferenceProps | None = prop(None, check=optional(instance_of(AsyncInferenceProps)))
 
     def __post_init__(self) -> None:
         validate(self)
@@ -161,12 +325,102 @@ class EndpointProps:
                     "initial_instance_count",
                     f"between min_capacity ({scaling.min_capacity}) and max_capacity ({scaling.max_capacity})",
                 )
+        self._check_mode()
+        self._check_deployment()
+
+    def _check_mode(self) -> None:
+        if self.inference_component is not None and self.async_inference is not None:
+            raise invalid(self, "async_inference", "unset with inference_component: an endpoint has one mode")
+        if self.mode != "realtime" and self.autoscaling is not None:
+            raise invalid(
+                self, "autoscaling", f"unset in {self.mode} mode (it scales by its own props: copies or backlog)"
+            )
+        component = self.inference_component
+        if component is None:
+            return
+        gpus, host = instances.gpus(self.instance_type), instances.host(self.instance_type)
+        if (component.accelerators > gpus and not instances.is_accelerated(self.instance_type)) or (
+            gpus and component.accelerators > gpus
+        ):
+            raise invalid(component, "accelerators", f"at most {gpus}: each copy must fit on one {self.instance_type}")
+        if host is not None and component.cpu_cores > host[0]:
+            raise invalid(component, "cpu_cores", f"at most {host[0]}: the vCPUs of one {self.instance_type}")
+        if host is not None and component.memory_mb > host[1] * 1024:
+            raise invalid(component, "memory_mb", f"at most {host[1] * 1024}: the memory of one {self.instance_type}")
+        if gpus and component.accelerators:
+            per_instance = gpus // component.accelerators
+            needed = -(-component.max_copies // per_instance)
+            if component.most_instances < needed:
+                raise invalid(
+                    component,
+                    "max_instances",
+                    f"at least {needed}: {component.max_copies} copies of {component.accelerators} GPU(s) take "
+                    f"{needed} {self.instance_type}",
+                )
+
+    @property
+    def mode(self) -> str:
+        """One of :data:`MODES`."""
+        if self.inference_component is not None:
+            return "inference-component"
+        return "async" if self.async_inference is not None else "realtime"
+
+    def _check_deployment(self) -> None:
+        deployment, fewest = self.deployment, self.fewest_instances
+        strategy = self.deployment_strategy
+        if strategy != "all-at-once" and fewest < 2:
+            raise invalid(
+                deployment,
+                "strategy",
+                f"all-at-once while the variant may run a single instance ({strategy} shifts at most half "
+                "the fleet at a time, which one instance cannot be split into)",
+            )
+        alarms = self.alarms
+        if deployment.auto_rollback and alarms is not None and deployment.wait_interval_s < alarms.window_s:
+            if alarms.window_s > _LONGEST_BAKE_S:
+                raise invalid(
+                    deployment,
+                    "auto_rollback",
+                    f"false with alarms that need {alarms.window_s} s of data to fire (period_s x "
+                    f"evaluation_periods): SageMaker bakes an update for at most {_LONGEST_BAKE_S} s; shorten "
+                    "the alarms' window to roll back on them",
+                )
+            raise invalid(
+                deployment,
+                "wait_interval_s",
+                f"at least the rollback alarms' evaluation window ({alarms.window_s} s): a shorter baking "
+                "period ends before they can fire",
+            )
+
+    @property
+    def fewest_instances(self) -> int:
+        """The fewest instances the variant runs: autoscaling's minimum, else the count."""
+        if self.inference_component is not None:
+            return self.inference_component.fewest_instances
+        if self.async_inference is not None:
+            return self.async_inference.min_instances
+        return self.autoscaling.min_capacity if self.autoscaling else self.instance_count
+
+    @property
+    def deployment_strategy(self) -> str:
+        """The update policy: the one set, else all-at-once blue/green for a variant that may run
+        one instance (nothing smaller to shift), rolling for a fleet of accelerated instances (a
+        blue/green fleet beside it would double the GPUs for the update) and canary for a fleet
+        of CPU instances."""
+        if self.deployment.strategy is not None:
+            return self.deployment.strategy
+        if self.fewest_instances < 2:
+            return "all-at-once"
+        return "rolling" if instances.is_accelerated(self.instance_type) else "canary"
 
     @property
     def instance_count(self) -> int:
-        """Instances at creation, resolved."""
+        """Instances at creation, resolved (an endpoint that scales to zero starts with one:
+        SageMaker creates no endpoint of zero instances)."""
         if self.initial_instance_count is not None:
             return self.initial_instance_count
+        if self.inference_component is not None or self.async_inference is not None:
+            return max(1, self.fewest_instances)
         return self.autoscaling.min_capacity if self.autoscaling else 1
 
     @property

@@ -18,7 +18,6 @@ from typing import Any
 
 from aws_cdk import AssetHashType, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
@@ -29,6 +28,7 @@ from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import MANIFEST_NAME, ManifestError, entry_for, read_manifest, sha256_file
 from llm_inference_cdk.nag import acknowledge
 from llm_inference_cdk.props import PropError
+from llm_inference_cdk.sdk_calls import function_role
 
 #: The most one S3 CopyObject request copies.
 MAX_COPY_BYTES = 5 * 1000**3
@@ -204,16 +204,13 @@ class S3PrefixModelData(Construct, ModelData):
             "Holds only copies of this stack's CDK assets, written by its deployment and read by its "
             "endpoint role; CloudTrail data events are the account's tool for auditing such reads",
         )
-        role = iam.Role(
+        role, log_group = function_role(
             self,
-            "CopyRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Copies the model payload's files from the CDK asset bucket under the model prefix",
+            "Copy",
+            "Copies the model payload's files from the CDK asset bucket under the model prefix",
+            reuse=False,
         )
-        log_group = logs.LogGroup(
-            self, "CopyLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
-        )
-        log_group.grant_write(role)
+        assert role is not None
         # CopyObject needs PutObject on the target; DeleteObject runs when a payload is replaced or
         # the stack destroyed. The whole bucket, not this payload's prefix: CloudFormation deletes
         # the old payload's copies after the update, when this policy already names the new prefix
@@ -229,11 +226,6 @@ class S3PrefixModelData(Construct, ModelData):
             role,
             "Copies and deletes payload files of this stack's model bucket, which holds nothing else; "
             "the old payload's prefix must stay deletable after an update has moved to a new one",
-        )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5[Resource::<" + Stack.of(self).get_logical_id(_cfn(log_group)) + ".Arn>:*]",
-            "Log streams of the copy function, in its own log group",
         )
 
         timeout = copy_timeout or Duration.minutes(10)

@@ -37,8 +37,9 @@ HF_ENTRYPOINT = Path(__file__).with_name("hf_entrypoint.py")
 MMS_PORT_LIMIT = 32767
 #: SageMaker sends SIGKILL this long after SIGTERM.
 STOP_GRACE_S = 30.0
-#: Set in every container's environment to its run folder: :func:`running_containers` finds the
-#: processes of containers on this host by it, whatever they re-parented to.
+#: Set in every container's environment to ``<pid of the process that started it>:<run folder>``:
+#: :func:`running_containers` finds the processes of containers by it, whatever they
+#: re-parented to.
 CONTAINER_MARKER = "LLM_INFERENCE_CONTAINER"
 
 
@@ -71,12 +72,16 @@ class Response:
 @dataclass(frozen=True)
 class ContainerProcess:
     pid: int
+    #: The process that started the container (a local AWS).
+    owner: int
     run_dir: str
     cmdline: str
 
 
-def running_containers() -> list[ContainerProcess]:
-    """Every live process of a container started by this module, in any process on this host."""
+def running_containers(owner: int | None = None) -> list[ContainerProcess]:
+    """Every live process of a container that process `owner` started (default: this one;
+    other processes on the host, other test sessions among them, have their own)."""
+    owner = os.getpid() if owner is None else owner
     found = []
     prefix = f"{CONTAINER_MARKER}=".encode()
     for entry in Path("/proc").iterdir():
@@ -91,7 +96,9 @@ def running_containers() -> list[ContainerProcess]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, IndexError):
             continue
-        found.append(ContainerProcess(int(entry.name), marks[0][len(prefix) :].decode(), cmdline))
+        started_by, _, run_dir = marks[0][len(prefix) :].decode().partition(":")
+        if started_by == str(owner):
+            found.append(ContainerProcess(int(entry.name), int(started_by), run_dir, cmdline))
     return found
 
 
@@ -149,7 +156,7 @@ class Container:
             **{k: v for k, v in os.environ.items() if k.startswith("LLM_INFERENCE_")},
             **self.environment,
             "SAGEMAKER_BIND_TO_PORT": str(self.port),
-            CONTAINER_MARKER: str(run_dir),
+            CONTAINER_MARKER: f"{os.getpid()}:{run_dir}",
         }
 
     # --- lifecycle ----------------------------------------------------------------------------

@@ -24,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import random
 import tarfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +106,27 @@ class HostedEndpoint:
     live: Deployment | None = None
     #: The config being brought up; deleting the endpoint stops it too.
     pending: Deployment | None = None
+    #: The share of invocations the pending config answers while an update shifts traffic.
+    shifted: float = 0.0
     settled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """How an update moves traffic to the new config (the endpoint's DeploymentConfig):
+    `steps` of (share of traffic on the new config, seconds of baking after the shift), while
+    SageMaker watches `alarms`; `timeout_s` bounds the whole update."""
+
+    steps: tuple[tuple[float, float], ...] = ((1.0, 0.0),)
+    alarms: tuple[str, ...] = ()
+    timeout_s: float | None = None
+
+
+#: An update without a DeploymentConfig: blue/green, all traffic at once, no baking.
+ALL_AT_ONCE = Rollout()
+#: How often the alarms are read while an update bakes.
+ALARM_POLL_S = 0.5
+AlarmStates = Callable[[tuple[str, ...]], Mapping[str, str]]
 
 
 #: What the runtime needs to know of an endpoint config: per variant, its name, its container
@@ -138,9 +160,14 @@ class Hosting:
         variants: list[VariantSpec],
         fetch: ModelFetcher,
         on_settled: Callable[[HostedEndpoint], None],
+        *,
+        rollout: Rollout = ALL_AT_ONCE,
+        alarm_states: AlarmStates | None = None,
     ) -> HostedEndpoint:
         """Start `config_name`'s containers for endpoint `key` in the background: a new endpoint
-        turns InService or Failed; an existing one switches to them once they are healthy."""
+        turns InService or Failed; an existing one moves to them once they are healthy, as
+        `rollout` says, and rolls back if one of its alarms (read with `alarm_states`) is in
+        ALARM while it bakes."""
         with self._lock:
             endpoint = self._endpoints.get(key)
             if endpoint is None:
@@ -150,7 +177,7 @@ class Hosting:
             endpoint.settled.clear()
         thread = threading.Thread(
             target=self._bring_up,
-            args=(endpoint, config_name, variants, fetch, on_settled),
+            args=(endpoint, config_name, variants, fetch, on_settled, rollout, alarm_states),
             name=f"endpoint-{key[2]}",
             daemon=True,
         )
@@ -164,39 +191,67 @@ class Hosting:
         variants: list[VariantSpec],
         fetch: ModelFetcher,
         on_settled: Callable[[HostedEndpoint], None],
+        rollout: Rollout,
+        alarm_states: AlarmStates | None,
     ) -> None:
+        started = time.monotonic()
         deployment = Deployment(config_name)
         with self._lock:
             endpoint.pending = deployment
-        try:
-            for spec in variants:
-                container = self.launcher(spec.image, _fetcher(fetch, spec.model_data), spec.environment)
-                deployment.start(spec.variant, container)
-                waited = container.wait_ready(spec.startup_timeout_s)
-                log.info("endpoint %s: variant %s answers /ping after %.1f s", endpoint.name, spec.variant, waited)
-        except (ContainerError, OSError) as exc:
+        reason = self._start(endpoint, deployment, variants, fetch)
+        if reason is None and endpoint.live is not None:
+            reason = self._shift(endpoint, rollout, alarm_states, started)
+        if reason is not None:
             deployment.stop()
-            reason = (
-                f"The primary container for production variant {spec.variant} did not pass the ping health check: {exc}"
-            )
             log.warning("endpoint %s: %s", endpoint.name, reason)
             with self._lock:
-                endpoint.pending, endpoint.failure_reason = None, reason
-                # A failed update leaves the endpoint on its previous config, as SageMaker does.
+                endpoint.pending, endpoint.shifted, endpoint.failure_reason = None, 0.0, reason
+                # A failed or rolled-back update leaves the endpoint on its previous config.
                 endpoint.status = "InService" if endpoint.live is not None else "Failed"
                 on_settled(endpoint)
             previous = None
         else:
             with self._lock:
-                # Traffic moves and the endpoint says so in one step: no answer of the new
-                # config while the endpoint still reads Updating.
+                # The last of the traffic moves and the endpoint says so in one step.
                 previous, endpoint.live, endpoint.pending = endpoint.live, deployment, None
-                endpoint.status, endpoint.failure_reason = "InService", None
+                endpoint.shifted, endpoint.status, endpoint.failure_reason = 0.0, "InService", None
                 on_settled(endpoint)
         if previous is not None:
             previous.drain(INVOCATION_TIMEOUT_S)
             previous.stop()
         endpoint.settled.set()
+
+    def _start(
+        self, endpoint: HostedEndpoint, deployment: Deployment, variants: list[VariantSpec], fetch: ModelFetcher
+    ) -> str | None:
+        """Start every variant's container and wait for its /ping; the failure's reason, if any."""
+        for spec in variants:
+            try:
+                container = self.launcher(spec.image, _fetcher(fetch, spec.model_data), spec.environment)
+                deployment.start(spec.variant, container)
+                waited = container.wait_ready(spec.startup_timeout_s)
+            except (ContainerError, OSError) as exc:
+                return (
+                    f"The primary container for production variant {spec.variant} did not pass the ping health "
+                    f"check: {exc}"
+                )
+            log.info("endpoint %s: variant %s answers /ping after %.1f s", endpoint.name, spec.variant, waited)
+        return None
+
+    def _shift(
+        self, endpoint: HostedEndpoint, rollout: Rollout, alarm_states: AlarmStates | None, started: float
+    ) -> str | None:
+        """Move traffic to the pending config step by step, baking after each shift while
+        watching the rollback alarms; the reason to roll back, if any."""
+        for share, bake_s in rollout.steps:
+            with self._lock:
+                if endpoint.pending is None or endpoint.pending.stopped:
+                    return "the endpoint was deleted during the update"
+                endpoint.shifted = share
+            reason = _bake(endpoint, share, bake_s, rollout, alarm_states, started)
+            if reason is not None:
+                return reason
+        return None
 
     def find(self, key: tuple[str, str, str]) -> HostedEndpoint | None:
         with self._lock:
@@ -213,6 +268,9 @@ class Hosting:
             if endpoint.live is None or endpoint.status not in ("InService", "Updating"):
                 raise NotInService(f"Endpoint {key[2]} is {endpoint.status}, not InService")
             deployment = endpoint.live
+            pending = endpoint.pending
+            if pending is not None and endpoint.shifted > 0 and random.random() < endpoint.shifted:  # noqa: S311
+                deployment = pending  # the share of traffic an update has moved so far
             name = variant if variant in deployment.containers else next(iter(deployment.containers))
             # Counted before the lock is let go: an update cannot stop it in between.
             deployment.begin()
@@ -284,3 +342,38 @@ def _split(url: str) -> tuple[str, str]:
 
 
 HOSTING = Hosting()
+
+
+def _tripped(alarms: tuple[str, ...], alarm_states: AlarmStates | None) -> list[str]:
+    if not alarms or alarm_states is None:
+        return []
+    states = alarm_states(alarms)
+    return [name for name in alarms if states.get(name) == "ALARM"]
+
+
+def _bake(
+    endpoint: HostedEndpoint,
+    share: float,
+    bake_s: float,
+    rollout: Rollout,
+    alarm_states: AlarmStates | None,
+    started: float,
+) -> str | None:
+    """Wait `bake_s` with `share` of the traffic on the new config, reading the rollback
+    alarms as SageMaker does; the reason to roll back, if any."""
+    deadline = time.monotonic() + bake_s
+    while True:
+        tripped = _tripped(rollout.alarms, alarm_states)
+        if tripped:
+            return (
+                f"Deployment rolled back: the alarm(s) {', '.join(tripped)} went into ALARM while {share:.0%} of "
+                "the traffic was on the new endpoint configuration"
+            )
+        if rollout.timeout_s is not None and time.monotonic() - started > rollout.timeout_s:
+            return f"Deployment rolled back: it ran past its MaximumExecutionTimeoutInSeconds ({rollout.timeout_s:g})"
+        pending = endpoint.pending
+        if pending is None or pending.stopped:
+            return "the endpoint was deleted during the update"
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(min(ALARM_POLL_S, max(0.0, deadline - time.monotonic())))

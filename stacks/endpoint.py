@@ -1,16 +1,27 @@
-"""What both SageMaker stacks do with their section's settings: the endpoint, its outputs."""
+"""What both SageMaker stacks do with their section's settings: the endpoint, its alarm topic,
+its dashboard, their outputs."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Protocol
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_sns as sns
 
-from llm_contracts.manifest import ManifestError
-from llm_inference_cdk import ContainerImage, EndpointProps, ModelData, SageMakerEndpoint
+from llm_contracts.gptj import PAYLOAD_MANIFEST
+from llm_contracts.manifest import ManifestError, read_manifest
+from llm_inference_cdk import (
+    AlarmTopic,
+    ContainerImage,
+    EndpointProps,
+    ModelData,
+    SageMakerEndpoint,
+    ServiceDashboard,
+)
+from stacks.config import ConfigError
 
 
 class EndpointSection(Protocol):
@@ -20,6 +31,9 @@ class EndpointSection(Protocol):
     @property
     def alarm_topic_arn(self) -> str | None: ...
 
+    @property
+    def alarm_email(self) -> str | None: ...
+
     def container_environment(self) -> dict[str, str]: ...
 
 
@@ -27,11 +41,11 @@ def add_endpoint(
     stack: Stack, settings: EndpointSection, image: ContainerImage, model_data: ModelData
 ) -> SageMakerEndpoint:
     """The endpoint with the stack's container environment over the user's `environment`
-    (the configuration refuses a clash), and its EndpointName and ModelDataUrl outputs."""
+    (the configuration refuses a clash), its alarms notifying the stack's topic, its dashboard,
+    and the outputs EndpointName, ModelDataUrl, AlarmTopicArn and DashboardUrl (and the mode's:
+    InferenceComponentName, AsyncBucket)."""
     environment = {**settings.endpoint.environment, **settings.container_environment()}
-    topic = None
-    if settings.alarm_topic_arn is not None:
-        topic = sns.Topic.from_topic_arn(stack, "AlarmTopic", settings.alarm_topic_arn)
+    topic = alarm_topic(stack, settings)
     endpoint = SageMakerEndpoint(
         stack,
         "Endpoint",
@@ -41,8 +55,54 @@ def add_endpoint(
         alarm_topic=topic,
     )
     CfnOutput(stack, "EndpointName", value=endpoint.endpoint_name)
+    if endpoint.component_name is not None:
+        CfnOutput(stack, "InferenceComponentName", value=endpoint.component_name)
+    if endpoint.async_output is not None:
+        CfnOutput(stack, "AsyncBucket", value=endpoint.async_output.bucket.bucket_name)
     CfnOutput(stack, "ModelDataUrl", value=endpoint.model_data_url)
+    dashboard = ServiceDashboard(stack, "Dashboard", rows=endpoint.dashboard_widgets())
+    CfnOutput(stack, "DashboardUrl", value=dashboard.url)
     return endpoint
+
+
+class Notifications(Protocol):
+    @property
+    def alarm_topic_arn(self) -> str | None: ...
+
+    @property
+    def alarm_email(self) -> str | None: ...
+
+
+def alarm_topic(stack: Stack, settings: Notifications) -> sns.ITopic:
+    """The topic the stack's alarms notify: the one `alarm_topic_arn` names, else the stack's
+    own (subscribed to `alarm_email`); its ARN is the output AlarmTopicArn."""
+    if settings.alarm_topic_arn is not None:
+        topic = sns.Topic.from_topic_arn(stack, "AlarmTopic", settings.alarm_topic_arn)
+    else:
+        topic = AlarmTopic(stack, "Alarms", email=settings.alarm_email).topic
+    CfnOutput(stack, "AlarmTopicArn", value=topic.topic_arn)
+    return topic
+
+
+def check_volume(section: str, endpoint: EndpointProps, payload: Path) -> None:
+    """ConfigError when the ML storage volume cannot hold the payload: SageMaker copies the
+    files of an S3 prefix onto it, and downloads a model.tar.gz there, then extracts it (twice
+    its size). One GB more for the container's own files. Families with NVMe instance storage
+    take no volume and are not checked."""
+    if endpoint.volume_size is None:
+        return
+    if payload.is_dir():
+        size = sum(int(e["size"]) for e in read_manifest(payload, PAYLOAD_MANIFEST)["files"].values())
+        what, factor = f"the payload files under {payload}", 1
+    else:
+        size = payload.stat().st_size
+        what, factor = f"{payload}, which SageMaker downloads and then extracts", 2
+    needed = math.ceil(size * factor / 2**30) + 1
+    if endpoint.volume_size < needed:
+        raise ConfigError(
+            f"{section}.volume_size_gb={endpoint.volume_size} is invalid: allowed is at least {needed} (GB): "
+            f"{what} take {size / 2**30:.1f} GB on the endpoint's volume"
+        )
 
 
 def require_payload(path: Path, key: str, component: str) -> None:

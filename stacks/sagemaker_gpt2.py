@@ -14,7 +14,7 @@ from constructs import Construct
 from llm_contracts.manifest import read_manifest
 from llm_inference_cdk import ContainerImage, ModelData
 from stacks.config import ConfigError, Gpt2Settings
-from stacks.endpoint import add_endpoint, require_payload
+from stacks.endpoint import add_endpoint, check_volume, require_payload
 
 
 def _check_batch_size(settings: Gpt2Settings) -> None:
@@ -37,6 +37,7 @@ class Gpt2Stack(Stack):
         super().__init__(scope, construct_id, **kwargs)
 
         require_payload(settings.model_data, "gpt2.model_data", "gpt2")
+        check_volume("gpt2", settings.endpoint, settings.model_data)
         _check_batch_size(settings)
         model_data = ModelData.from_asset(settings.model_data)
         image = (

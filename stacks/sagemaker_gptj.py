@@ -16,7 +16,7 @@ from constructs import Construct
 
 from llm_inference_cdk import ContainerImage, ModelData, S3PrefixModelData, huggingface_inference
 from stacks.config import GptjSettings
-from stacks.endpoint import add_endpoint, require_payload
+from stacks.endpoint import add_endpoint, check_volume, require_payload
 
 
 class GptjStack(Stack):
@@ -27,6 +27,7 @@ class GptjStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
 
         require_payload(settings.model_data, "gptj.model_data", "gptj")
+        check_volume("gptj", settings.endpoint, settings.model_data)
         model_data: ModelData = (
             S3PrefixModelData(self, "ModelFiles", folder=settings.model_data)
             if settings.model_data.is_dir()

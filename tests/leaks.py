@@ -19,6 +19,7 @@ MARKER = "LLM_INFERENCE_TEST_SESSION"
 @dataclass(frozen=True)
 class Process:
     pid: int
+    ppid: int
     cmdline: str
 
 
@@ -30,18 +31,23 @@ def marked(session: str) -> list[Process]:
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            if state == "Z":
                 continue  # exited, waiting to be reaped: holds nothing
             if wanted not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, IndexError):
             continue
-        found.append(Process(int(entry.name), cmdline))
+        found.append(Process(int(entry.name), int(ppid), cmdline))
     return found
 
 
 def left_running(session: str) -> list[Process]:
-    """This session's processes, but this one and jsii's."""
+    """This session's processes, but this one and jsii's: the jsii runtime (``jsii-runtime.js``)
+    runs its kernel in a child (``lib/program.js``), which ends with it."""
     me = os.getpid()
-    return [p for p in marked(session) if p.pid != me and "jsii-runtime" not in p.cmdline]
+    processes = marked(session)
+    jsii = {p.pid for p in processes if "jsii-runtime" in p.cmdline}
+    jsii |= {p.pid for p in processes if p.ppid in jsii}
+    return [p for p in processes if p.pid != me and p.pid not in jsii]

@@ -20,3 +20,18 @@ def test_a_process_with_the_sessions_marker_is_found_and_another_is_not() -> Non
             process.kill()
             process.wait()
     assert mine.pid not in {p.pid for p in leaks.left_running(session)}
+
+
+def test_the_jsii_runtime_and_its_kernel_are_not_leaks() -> None:
+    """jsii's runtime serves this session's AWS CDK calls until the interpreter exits, and its
+    kernel runs in a child whose command line does not say jsii-runtime (CI killed it)."""
+    import aws_cdk
+
+    aws_cdk.App()  # starts the runtime if no test has yet
+    session = os.environ[leaks.MARKER]
+    everything = leaks.marked(session)
+    runtime = [p for p in everything if "jsii-runtime" in p.cmdline]
+    kernels = [p for p in everything if p.ppid in {r.pid for r in runtime}]
+    assert runtime and kernels
+    left = {p.pid for p in leaks.left_running(session)}
+    assert not left & {p.pid for p in runtime + kernels}

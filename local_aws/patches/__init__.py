@@ -12,12 +12,16 @@ AWS refuses to start on any moto but :data:`MOTO_VERSION` (see ``server.check_mo
 from local_aws.patches import (
     applicationautoscaling,
     cloudformation,
+    cloudtrail,
     cloudwatch,
     ec2,
     iam,
+    kms,
     s3,
     sagemaker,
     sagemakerruntime,
+    sns,
+    ssm,
 )
 from local_aws.patches.base import MOTO_VERSION, PATCHES, Patch, apply, patch, without
 from local_aws.patches.cloudformation import set_endpoint
@@ -29,13 +33,17 @@ __all__ = [
     "applicationautoscaling",
     "apply",
     "cloudformation",
+    "cloudtrail",
     "cloudwatch",
     "ec2",
     "iam",
+    "kms",
     "patch",
     "s3",
     "sagemaker",
     "sagemakerruntime",
     "set_endpoint",
+    "sns",
+    "ssm",
     "without",
 ]

@@ -1,14 +1,17 @@
 """Application Auto Scaling: the CloudFormation types of an endpoint's autoscaling, which
-stock moto lacks (registered by ``cloudformation.missing_resource_types_exist``)."""
+stock moto lacks (registered by ``cloudformation.missing_resource_types_exist``), and the scalable
+dimension of an inference component's copies, which it refuses."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from moto.applicationautoscaling import models as aas_models
 from moto.applicationautoscaling.models import applicationautoscaling_backends
+from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
 from moto.cloudformation.exceptions import ValidationError
 
-from local_aws.patches.base import EmulatedResource
+from local_aws.patches.base import EmulatedResource, patch, replace
 
 
 def _backend(account_id: str, region_name: str) -> Any:
@@ -114,3 +117,32 @@ class ScalingPolicy(EmulatedResource):
         key = type(p).formulate_key(p.service_namespace, p.resource_id, p.scalable_dimension, p.policy_name)
         if key in backend.policies:
             backend.delete_scaling_policy(p.policy_name, p.service_namespace, p.resource_id, p.scalable_dimension)
+
+
+#: What scales an inference component: its copy count.
+COMPONENT_COPIES = "sagemaker:inference-component:DesiredCopyCount"
+
+
+@patch(
+    restores="""An inference component's copy count is a scalable target
+    (sagemaker:inference-component:DesiredCopyCount on inference-component/<name>), as AWS
+    has allowed since inference components launched. Stock moto's list of dimensions predates
+    them and refuses the target with a ValidationException."""
+)
+def inference_component_copies_scale() -> None:
+    original = aas_models._target_params_are_valid
+
+    def target_params_are_valid(namespace: str, r_id: str, dimension: str) -> bool:
+        if namespace == "sagemaker" and dimension == COMPONENT_COPIES and r_id.startswith("inference-component/"):
+            return True
+        return bool(original(namespace, r_id, dimension))
+
+    replace(aas_models, "_target_params_are_valid", target_params_are_valid)
+    validate_params = ApplicationAutoScalingResponse._validate_params
+
+    def validate_request(self: Any) -> None:
+        target = (self._get_param("ServiceNamespace"), self._get_param("ScalableDimension"))
+        if target != ("sagemaker", COMPONENT_COPIES):
+            validate_params(self)
+
+    replace(ApplicationAutoScalingResponse, "_validate_params", validate_request)

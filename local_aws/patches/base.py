@@ -7,7 +7,6 @@ reverted (tests show what stock moto does with :func:`without`) and installed ag
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -165,6 +164,8 @@ class EmulatedResource(CloudFormationModel):
     NAME_PROPERTY: ClassVar[str] = ""
     #: Whether Fn::GetAtt can read Arn, the one attribute these types have.
     HAS_ARN: ClassVar[bool] = False
+    #: Whether the patch that emulates the type is installed (see :func:`register_types`).
+    ENABLED: ClassVar[bool] = False
 
     @classmethod
     def cloudformation_type(cls) -> str:
@@ -237,17 +238,44 @@ class EmulatedResource(CloudFormationModel):
 
 
 def register_types(*types: type[EmulatedResource]) -> None:
-    """Make moto's CloudFormation create, update and delete resources of ``types``."""
-    stock = cfn_parsing.get_model_list
-    replace(cfn_parsing, "get_model_list", functools.lru_cache(lambda: [*stock(), *types]))
-    # The maps moto derives from the list are cached too: fresh caches over the new list
-    # (a revert puts back the stock functions with their caches of the stock list).
-    for derived in ("get_model_map", "get_name_type_map"):
-        replace(cfn_parsing, derived, functools.lru_cache(getattr(cfn_parsing, derived).__wrapped__))
+    """Make moto's CloudFormation create, update and delete resources of ``types`` while the
+    patch being installed is (reverting it turns them off again). Custom:: types are found
+    through ``cloudformation.aws_custom_resources_make_their_calls``' mapping, the others
+    through moto's type map, which the first patch to register a type makes follow the
+    enabled types."""
+    for model in types:
+        replace(model, "ENABLED", True)
+    if not getattr(cfn_parsing.get_model_list, "follows_enabled_types", False):
+        _follow_enabled_types()
     known = cfn_parsing.get_model_map()
     for model in types:
-        if known.get(model.cloudformation_type()) is not model:
+        if not model.TYPE.startswith("Custom::") and known.get(model.cloudformation_type()) is not model:
             raise RuntimeError(f"moto did not register {model.cloudformation_type()}; is moto {MOTO_VERSION}?")
+
+
+def enabled_types() -> list[type[EmulatedResource]]:
+    """Every emulated type whose patch is installed."""
+    found, todo = [], list(EmulatedResource.__subclasses__())
+    while todo:
+        model = todo.pop()
+        todo += model.__subclasses__()
+        if model.ENABLED:
+            found.append(model)
+    return found
+
+
+def _follow_enabled_types() -> None:
+    stock = cfn_parsing.get_model_list
+
+    def get_model_list() -> list[Any]:
+        return [*stock(), *(t for t in enabled_types() if not t.TYPE.startswith("Custom::"))]
+
+    get_model_list.follows_enabled_types = True  # type: ignore[attr-defined]
+    replace(cfn_parsing, "get_model_list", get_model_list)
+    # moto caches the maps it derives from the list: uncached here, since the list changes as
+    # patches are installed and reverted (a revert puts back the cached stock functions).
+    for derived in ("get_model_map", "get_name_type_map"):
+        replace(cfn_parsing, derived, getattr(cfn_parsing, derived).__wrapped__)
 
 
 # --- Properties stock moto ignores ----------------------------------------------------------

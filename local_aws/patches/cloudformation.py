@@ -4,7 +4,9 @@ AwsCustomResource (Custom::AWS), where moto's CloudFormation differs from AWS's.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 from typing import Any, ClassVar
 
 from moto.cloudformation import models as cfn_models
@@ -14,8 +16,11 @@ from moto.cloudformation.exceptions import CloudFormationError
 from moto.core.responses import ActionResult, EmptyResult
 
 from local_aws.patches.applicationautoscaling import ScalableTarget, ScalingPolicy
-from local_aws.patches.base import EmulatedResource, patch, register_types, replace
+from local_aws.patches.base import EmulatedResource, enabled_types, patch, register_types, replace
 from local_aws.patches.cloudwatch import MetricAlarm
+from local_aws.patches.sns import Subscription, TopicPolicy
+
+log = logging.getLogger("local_aws.cloudformation")
 
 # --- Change sets -------------------------------------------------------------------------
 
@@ -101,7 +106,12 @@ def executed_change_set_updates_the_stack() -> None:
         kind = change_set.change_set_type
         stack._add_stack_event(f"{kind}_IN_PROGRESS", resource_status_reason="User Initiated")
         old_exports = [export.name for export in stack.exports]
-        change_set.apply()
+        try:
+            change_set.apply()
+        except RolledBack as failed:
+            _report_rollback(stack, kind, failed)
+            change_set.execution_status = "EXECUTE_FAILED"
+            return
         stack.template = change_set.template
         stack._parse_template()
         stack.description = stack.template_dict.get("Description")
@@ -154,12 +164,19 @@ def parameters_are_the_given_ones() -> None:
 
 # --- Replacement on update -------------------------------------------------------------------
 
+#: Types whose every property needs replacement in AWS; moto "updates" them by deleting the
+#: old one and creating one under a new name, which must be a replacement (the old one kept
+#: until the update succeeded).
+_ALWAYS_REPLACED = frozenset({"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"})
+
 
 @patch(
     """An update that changes a resource moto can only create replaces it, as CloudFormation
     replaces a resource whose changed property cannot be updated in place: the new one is
-    created, then the old one deleted. Stock moto records nothing for it (the resource
-    disappears from the stack, is never deleted, and Refs to it resolve to null)."""
+    created, then the old one deleted (in the cleanup after the whole update succeeded, where
+    ``failed_updates_roll_back`` is installed; at once otherwise). Stock moto records nothing for
+    it (the resource disappears from the stack, is never deleted, and Refs to it resolve to
+    null)."""
 )
 def unmodifiable_resources_are_replaced() -> None:
     original = cfn_parsing.parse_and_update_resource
@@ -167,13 +184,24 @@ def unmodifiable_resources_are_replaced() -> None:
     def parse_and_update_resource(
         logical_id: str, resource_json: dict[str, Any], resources_map: Any, account_id: str, region_name: str
     ) -> Any:
-        updated = original(logical_id, resource_json, resources_map, account_id, region_name)
-        if updated is not None:
-            return updated
         old = resources_map._parsed_resources.get(logical_id)
+        # Types AWS always replaces, which moto "updates" by deleting the old one first.
+        always = resource_json["Type"] in _ALWAYS_REPLACED
+        updated = None if always else original(logical_id, resource_json, resources_map, account_id, region_name)
+        if updated is not None:
+            # A custom resource whose update gave it a new physical id was replaced.
+            if (
+                isinstance(updated, AwsSdkCallResource)
+                and isinstance(old, AwsSdkCallResource)
+                and updated.physical_id != old.physical_id
+            ):
+                _replaced(resources_map, logical_id, old, updated, resource_json)
+                return updated
+            _updated_in_place(logical_id)
+            return updated
         new = cfn_parsing.parse_and_create_resource(logical_id, resource_json, resources_map, account_id, region_name)
         if old is not None and not isinstance(old, str | dict | list):
-            resources_map._delete_resource(old, resource_json)
+            _replaced(resources_map, logical_id, old, new, resource_json)
         return new
 
     replace(cfn_parsing, "parse_and_update_resource", parse_and_update_resource)
@@ -195,11 +223,6 @@ def _references(node: Any) -> set[str]:
         for item in node:
             found |= _references(item)
     return found
-
-
-#: Types whose every property needs replacement in AWS; moto "updates" them by deleting and
-#: creating one under a new name, which is a replacement all the same.
-_ALWAYS_REPLACED = frozenset({"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"})
 
 
 def _replaced_on_update(resource_json: dict[str, Any]) -> bool:
@@ -239,17 +262,187 @@ def dependents_of_replaced_resources_are_updated() -> None:
     replace(cfn_parsing.ResourceMap, "build_resource_diff", build_resource_diff)
 
 
+# --- Failed updates roll back ----------------------------------------------------------------
+
+
+class RolledBack(Exception):
+    """An update failed at `logical_id` and was rolled back (the stack is as before it)."""
+
+    def __init__(self, logical_id: str, resource_type: str, reason: str) -> None:
+        super().__init__(f"{logical_id}: {reason}")
+        self.logical_id, self.resource_type, self.reason = logical_id, resource_type, reason
+
+
+class _Update(threading.local):
+    """What the update in progress (on this thread) did: replacements to clean up after it
+    (or undo), resources updated in place (to update back)."""
+
+    active: bool = False
+    replaced: list[tuple[str, Any, Any, dict[str, Any]]]
+    in_place: list[str]
+
+    def begin(self) -> None:
+        self.active, self.replaced, self.in_place = True, [], []
+
+    def end(self) -> None:
+        self.active = False
+
+
+_update = _Update()
+
+
+def _replaced(resources_map: Any, logical_id: str, old: Any, new: Any, resource_json: dict[str, Any]) -> None:
+    """`new` replaced `old`: delete `old` after the update, or now outside one."""
+    if _update.active:
+        _update.replaced.append((logical_id, old, new, resource_json))
+    else:
+        resources_map._delete_resource(old, resource_json)
+
+
+def _updated_in_place(logical_id: str) -> None:
+    if _update.active:
+        _update.in_place.append(logical_id)
+
+
+def _report_rollback(stack: Any, kind: str, failed: RolledBack) -> None:
+    """The events and status CloudFormation leaves after a failed, rolled-back update."""
+    stack.events.append(
+        cfn_models.Event(
+            stack_id=stack.stack_id,
+            stack_name=stack.name,
+            logical_resource_id=failed.logical_id,
+            physical_resource_id="",
+            resource_type=failed.resource_type,
+            resource_status=f"{kind}_FAILED",
+            resource_status_reason=failed.reason,
+            resource_properties=None,
+        )
+    )
+    final = "ROLLBACK_COMPLETE" if kind == "CREATE" else "UPDATE_ROLLBACK_COMPLETE"
+    stack._add_stack_event(
+        "ROLLBACK_IN_PROGRESS" if kind == "CREATE" else "UPDATE_ROLLBACK_IN_PROGRESS",
+        resource_status_reason=f"The following resource(s) failed to {kind.lower()}: [{failed.logical_id}].",
+    )
+    stack._add_stack_event(final)
+    stack.status = final
+
+
+def _delete_quietly(resources_map: Any, resource: Any, resource_json: dict[str, Any]) -> None:
+    if resource is None or isinstance(resource, str | dict | list):
+        return
+    try:
+        resources_map._delete_resource(resource, resource_json)
+    except Exception:
+        log.warning("rollback could not delete %r", resource, exc_info=True)
+
+
+def _roll_back(resources_map: Any, before: dict[str, Any], added: list[str]) -> None:
+    """Put the stack's resources back as `before` had them: replaced resources restored,
+    resources updated in place updated back, new ones deleted (newest first)."""
+    new_template = resources_map._template
+    resources_map._template = before["template"]
+    resources_map.input_parameters = before["parameters"]
+    resources_map.load_mapping()
+    resources_map.load_parameters()
+    resources_map.load_conditions()
+    resources_map._resource_json_map = before["resources"]
+    for logical_id, old, _new, _json in _update.replaced:
+        resources_map._parsed_resources[logical_id] = old
+    for logical_id in reversed(_update.in_place):
+        old_json = before["resources"][logical_id]
+        try:
+            restored = cfn_parsing.parse_and_update_resource(
+                logical_id, old_json, resources_map, resources_map._account_id, resources_map._region_name
+            )
+            resources_map._parsed_resources[logical_id] = restored
+        except Exception:
+            log.warning("rollback could not update %s back", logical_id, exc_info=True)
+    for _logical_id, _old, new, resource_json in reversed(_update.replaced):
+        _delete_quietly(resources_map, new, resource_json)
+    for logical_id in reversed(added):
+        resource = resources_map._parsed_resources.pop(logical_id, None)
+        _delete_quietly(resources_map, resource, new_template["Resources"][logical_id])
+
+
+def _clean_up(resources_map: Any, removed: list[str], before: dict[str, Any]) -> None:
+    """After a successful update: delete what it replaced, then what it removed."""
+    for _logical_id, old, _new, resource_json in _update.replaced:
+        resources_map._delete_resource(old, resource_json)
+    pending = list(removed)
+    for _ in range(cfn_parsing.MAX_UPDATE_ATTEMPTS):
+        for logical_id in list(pending):
+            resource = resources_map._parsed_resources.get(logical_id)
+            try:
+                if resource is not None and not isinstance(resource, str | dict | list):
+                    resources_map._delete_resource(resource, before["resources"][logical_id])
+            except Exception:  # noqa: S112 -- a dependency still in place: next pass
+                continue
+            resources_map._parsed_resources.pop(logical_id, None)
+            pending.remove(logical_id)
+    if pending:
+        log.warning("the update could not delete %s", pending)
+
+
+@patch(
+    """An update (or a stack created by a change set) whose resource fails rolls back, as
+    CloudFormation does: the resources it added are deleted, those it replaced come back, those
+    it updated in place are updated back to the previous template, and the stack ends in
+    UPDATE_ROLLBACK_COMPLETE (ROLLBACK_COMPLETE for a creation) with a *_FAILED event naming the
+    resource and the reason, which the CDK CLI reports; ExecuteChangeSet itself succeeds. What an
+    update replaces or removes is deleted only in the cleanup after it succeeded. Stock moto
+    leaves the stack half-updated and answers ExecuteChangeSet with the resource's error (or
+    HTTP 500), having deleted removed resources first."""
+)
+def failed_updates_roll_back() -> None:
+    def update(self: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:
+        diff = self.build_resource_diff(template, parameters)
+        before = {
+            "template": self._template,
+            "parameters": dict(self.input_parameters),
+            "resources": dict(self._resource_json_map),
+        }
+        self._template = template
+        if parameters:
+            self.input_parameters = parameters
+        self.load_mapping()
+        self.load_parameters()
+        self.load_conditions()
+        self._resource_json_map = template["Resources"]
+        added: list[str] = []
+        _update.begin()
+        try:
+            current = ""
+            try:
+                for current in diff["Add"]:
+                    _ = self[current]  # moto's map creates a resource when it is first read
+                    added.append(current)
+                for current in diff["Modify"]:
+                    self._parsed_resources[current] = cfn_parsing.parse_and_update_resource(
+                        current, template["Resources"][current], self, self._account_id, self._region_name
+                    )
+            except Exception as exc:
+                failed_type = template["Resources"][current]["Type"]
+                _roll_back(self, before, [a for a in added if a in self._parsed_resources])
+                raise RolledBack(current, failed_type, str(exc) or type(exc).__name__) from exc
+            _clean_up(self, diff["Remove"], before)
+        finally:
+            _update.end()
+
+    replace(cfn_parsing.ResourceMap, "update", update)
+
+
 # --- Resource types stock moto lacks ---------------------------------------------------------
 
 
 @patch(
-    """AWS::ApplicationAutoScaling::ScalableTarget and ::ScalingPolicy and
-    AWS::CloudWatch::Alarm are created, updated and deleted. Stock moto has no model for them:
-    it skips them with a warning and still reports CREATE_COMPLETE, so an endpoint would seem
-    to deploy with no autoscaling or alarms."""
+    """AWS::ApplicationAutoScaling::ScalableTarget and ::ScalingPolicy, AWS::CloudWatch::Alarm,
+    AWS::SNS::Subscription and AWS::SNS::TopicPolicy are created, updated and deleted. Stock
+    moto has no model for them: it skips them with a warning and still reports CREATE_COMPLETE,
+    so an endpoint would seem to deploy with no autoscaling or alarms, and an alarm topic with
+    no subscriber and no policy."""
 )
 def missing_resource_types_exist() -> None:
-    register_types(ScalableTarget, ScalingPolicy, MetricAlarm)
+    register_types(ScalableTarget, ScalingPolicy, MetricAlarm, Subscription, TopicPolicy)
 
 
 # --- CDK's AwsCustomResource ------------------------------------------------------------
@@ -285,6 +478,21 @@ def _sdk_call(call: dict[str, Any], region_name: str) -> dict[str, Any]:
     return dict(response)
 
 
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """The provider's flattening of a response: nested keys joined by dots, list items by index."""
+    items: list[tuple[str, Any]]
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = [(str(i), v) for i, v in enumerate(value)]
+    else:
+        return {prefix: value if isinstance(value, str) else json.dumps(value, default=str)}
+    flat: dict[str, Any] = {}
+    for key, item in items:
+        flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
 def _physical_id(call: dict[str, Any], fallback: str) -> str:
     given = call.get("physicalResourceId") or {}
     return str(given.get("id") or fallback)
@@ -292,17 +500,27 @@ def _physical_id(call: dict[str, Any], fallback: str) -> str:
 
 class AwsSdkCallResource(EmulatedResource):
     """Custom::AWS, the resource of CDK's ``AwsCustomResource``: its Create, Update and Delete
-    SDK calls, made against the local AWS as its Lambda function makes them against AWS.
-    Not emulated: IAM (moto does not check the function's role) and CloudFormation's order
-    of a replacement (here the old resource is deleted during the update, not in the cleanup
-    after it), so tests/infra checks the role's scope for that cleanup."""
+    SDK calls, made against the local AWS as its Lambda function makes them against AWS, and
+    the call's response as its attributes. Not emulated: IAM (moto does not check the
+    function's role), so tests/infra checks the role's scope."""
 
     TYPE: ClassVar[str] = "Custom::AWS"
 
-    def __init__(self, physical_id: str, delete_call: dict[str, Any] | None, region_name: str) -> None:
+    def __init__(
+        self, physical_id: str, delete_call: dict[str, Any] | None, region_name: str, data: dict[str, Any] | None = None
+    ) -> None:
         self.physical_id = physical_id
         self.delete_call = delete_call
         self.region_name = region_name
+        #: The call's response, flattened as the provider returns it (Fn::GetAtt reads it).
+        self.data = data or {}
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return True  # any field of the response
+
+    def get_cfn_attribute(self, attribute_name: str) -> Any:
+        return self.data.get(attribute_name)
 
     @property
     def physical_resource_id(self) -> str:
@@ -314,10 +532,11 @@ class AwsSdkCallResource(EmulatedResource):
         # without an Update call makes none and keeps the physical id.
         raw = properties.get("Create") or properties.get("Update") if which == "Create" else properties.get("Update")
         call = json.loads(raw) if raw else None
-        if call is not None:
-            _sdk_call(call, region_name)
+        data = _flatten(_sdk_call(call, region_name)) if call is not None else {}
+        if call is not None and call.get("outputPaths"):
+            data = {k: v for k, v in data.items() if any(k.startswith(p) for p in call["outputPaths"])}
         delete = json.loads(properties["Delete"]) if properties.get("Delete") else None
-        return cls(_physical_id(call or {}, fallback_id), delete, region_name)
+        return cls(_physical_id(call or {}, fallback_id), delete, region_name, data)
 
     @classmethod
     def create(cls, name: str, properties: dict[str, Any], account_id: str, region_name: str) -> Any:
@@ -333,11 +552,9 @@ class AwsSdkCallResource(EmulatedResource):
         region_name: str,
     ) -> AwsSdkCallResource:
         properties = cloudformation_json["Properties"]
-        updated = cls._from_properties("Update", properties, original_resource.physical_id, region_name)
-        # A new physical id means a new resource: CloudFormation deletes the old one.
-        if updated.physical_id != original_resource.physical_id:
-            original_resource.delete(account_id, region_name)
-        return updated  # type: ignore[no-any-return]
+        # A new physical id means a new resource: CloudFormation deletes the old one after the
+        # update (unmodifiable_resources_are_replaced does).
+        return cls._from_properties("Update", properties, original_resource.physical_id, region_name)  # type: ignore[no-any-return]
 
     def delete(self, account_id: str, region_name: str) -> None:
         if self.delete_call is not None:
@@ -348,14 +565,18 @@ class AwsSdkCallResource(EmulatedResource):
     """Custom::AWS (CDK's AwsCustomResource) makes its Create, Update and Delete SDK calls
     (GptjStack copies its model files under one S3 prefix this way). Stock moto invokes the
     provider's Lambda function, which needs a Docker engine, and has no update or delete for
-    custom resources; the calls run here in process, against the local AWS."""
+    custom resources; the calls run here in process, against the local AWS. (Other Custom::
+    types are emulated through the same mapping once their own patch registers them.)"""
 )
 def aws_custom_resources_make_their_calls() -> None:
     original = cfn_parsing.resource_class_from_type
 
     def resource_class_from_type(resource_type: str) -> Any:
-        if resource_type == AwsSdkCallResource.cloudformation_type():
-            return AwsSdkCallResource
+        # moto maps every Custom:: type to its own model, which invokes the handler's function.
+        for model in enabled_types():
+            if resource_type == model.TYPE:
+                return model
         return original(resource_type)
 
     replace(cfn_parsing, "resource_class_from_type", resource_class_from_type)
+    register_types(AwsSdkCallResource)

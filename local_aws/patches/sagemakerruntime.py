@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.core.common_types import TYPE_RESPONSE
+from moto.s3.models import s3_backends
+from moto.sagemaker.models import sagemaker_backends
 from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
+from moto.sns.models import sns_backends
+from moto.utilities.utils import get_partition
 
 from local_aws.containers import Container
 from local_aws.patches.base import patch, replace
+from local_aws.patches.sagemaker import components
 from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, NotInService
 
 #: SageMaker's largest InvokeEndpoint payload.
@@ -50,8 +59,10 @@ def _error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
     restores="""InvokeEndpoint reaches the endpoint's container: body, ContentType, Accept and
     CustomAttributes passed through, its answer returned; a 4xx or 5xx of the container becomes
     ModelError (424) with its status and body; an endpoint that does not exist or is not in
-    service is a ValidationError; no answer within 60 s is a ModelError. Stock moto answers every
-    invocation with canned text."""
+    service is a ValidationError; no answer within 60 s is a ModelError. With
+    InferenceComponentName, the component's container answers (a component of another endpoint,
+    or none, is a ValidationError, as is an endpoint of components called without one). Stock
+    moto answers every invocation with canned text."""
 )
 def invocations_reach_the_container() -> None:
     def invoke_endpoint(self: Any) -> TYPE_RESPONSE:
@@ -60,15 +71,36 @@ def invocations_reach_the_container() -> None:
         if len(body) > MAX_PAYLOAD_BYTES:
             return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
         key = (self.current_account, self.region, name)
+        component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
         try:
-            with HOSTING.route(key, self.headers.get("X-Amzn-SageMaker-Target-Variant")) as (variant, container):
+            target = _target(key, component)
+            with HOSTING.route(target, self.headers.get("X-Amzn-SageMaker-Target-Variant")) as (variant, container):
                 return _forward(self.headers, body, key, variant, container)
         except EndpointNotFound:
             return _validation_error(f"Endpoint {name} of account {self.current_account} not found.")
-        except NotInService as exc:
+        except (NotInService, LookupError) as exc:
             return _validation_error(str(exc))
 
     replace(SageMakerRuntimeResponse, "invoke_endpoint", invoke_endpoint)
+
+
+def _target(key: tuple[str, str, str], component: str | None) -> tuple[str, str, str]:
+    """The runtime key an invocation goes to: the endpoint's, or its component's."""
+    account, region, name = key
+    if HOSTING.find(key) is None:
+        raise EndpointNotFound(name)
+    if component is None:
+        hosted = HOSTING.find(key)
+        if hosted is not None and hosted.live is not None and not hosted.live.containers:
+            raise LookupError(
+                "Inference Component Name header is required for endpoints to which you plan to deploy inference "
+                "components. Please include Inference Component Name header or consider using SageMaker models."
+            )
+        return key
+    ic = components(account, region).get(component)
+    if ic is None or ic.endpoint_name != name:
+        raise LookupError(f"Inference component {component} not found on endpoint {name}.")
+    return ic.hosting_key
 
 
 def _forward(
@@ -97,3 +129,137 @@ def _forward(
     if attributes:
         out["X-Amzn-SageMaker-Custom-Attributes"] = attributes
     return 200, out, answer.body
+
+
+# --- Asynchronous inference ----------------------------------------------------------------------
+
+#: SageMaker's default and largest InvocationTimeoutSeconds of an async request.
+ASYNC_TIMEOUT_S, ASYNC_MAX_TIMEOUT_S = 900, 3600
+
+
+@dataclass(frozen=True)
+class AsyncRequest:
+    key: tuple[str, str, str]
+    inference_id: str
+    input_location: str
+    content_type: str
+    accept: str | None
+    custom_attributes: str | None
+    timeout_s: int
+    output_location: str
+    failure_location: str
+    success_topic: str | None
+    error_topic: str | None
+
+
+def _async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
+    """The request InvokeEndpointAsync describes, or the ValidationError AWS answers it with."""
+    backend: Any = sagemaker_backends[self.current_account][self.region]
+    endpoint = backend.endpoints.get(name)
+    if endpoint is None:
+        return _validation_error(f"Endpoint {name} of account {self.current_account} not found.")
+    config = backend.endpoint_configs[endpoint.endpoint_config_name].async_inference_config or {}
+    output = config.get("OutputConfig")
+    if not output:
+        return _validation_error(f"Endpoint {name} is not an asynchronous inference endpoint.")
+    input_location = self.headers.get("X-Amzn-SageMaker-InputLocation") or ""
+    if not input_location.startswith("s3://"):
+        return _validation_error(f"InputLocation {input_location!r} is not an S3 URI (s3://bucket/key).")
+    timeout = int(self.headers.get("X-Amzn-SageMaker-InvocationTimeoutSeconds") or ASYNC_TIMEOUT_S)
+    if not 1 <= timeout <= ASYNC_MAX_TIMEOUT_S:
+        return _validation_error(f"InvocationTimeoutSeconds {timeout} is not between 1 and {ASYNC_MAX_TIMEOUT_S}.")
+    inference_id = self.headers.get("X-Amzn-SageMaker-Inference-Id") or str(uuid.uuid4())
+    notify = output.get("NotificationConfig") or {}
+    return AsyncRequest(
+        key=(self.current_account, self.region, name),
+        inference_id=inference_id,
+        input_location=input_location,
+        content_type=self.headers.get("X-Amzn-SageMaker-Content-Type") or "application/octet-stream",
+        accept=self.headers.get("X-Amzn-SageMaker-Accept"),
+        custom_attributes=self.headers.get("X-Amzn-SageMaker-Custom-Attributes"),
+        timeout_s=timeout,
+        output_location=f"{output['S3OutputPath'].rstrip('/')}/{inference_id}.out",
+        failure_location=f"{output.get('S3FailurePath', output['S3OutputPath']).rstrip('/')}/{inference_id}-error.out",
+        success_topic=notify.get("SuccessTopic"),
+        error_topic=notify.get("ErrorTopic"),
+    )
+
+
+def _split_s3(url: str) -> tuple[str, str]:
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def _answer_async(request: AsyncRequest) -> None:
+    """What SageMaker does with a queued request: the input read from S3, sent to the
+    container, its answer written to the output location (or the reason to the failure
+    location) and announced on the success (or error) topic."""
+    account, region, name = request.key
+    s3 = s3_backends[account][get_partition(region)]
+    received = datetime.now(UTC)
+    try:
+        bucket, key = _split_s3(request.input_location)
+        body = bytes(s3.get_object(bucket, key).value)  # type: ignore[union-attr]
+        with HOSTING.route(request.key) as (_variant, container):
+            sent = (
+                {"X-Amzn-SageMaker-Custom-Attributes": request.custom_attributes} if request.custom_attributes else {}
+            )
+            answer = container.invoke(
+                body, content_type=request.content_type, accept=request.accept, headers=sent, timeout=request.timeout_s
+            )
+        if answer.status >= 400:
+            raise _Failed(f"Received client error ({answer.status}) from model: {answer.body.decode(errors='replace')}")
+        location, data, topic, status = request.output_location, answer.body, request.success_topic, "Completed"
+    except Exception as exc:  # every failure is the request's, reported where SageMaker reports it
+        location, data, topic, status = request.failure_location, str(exc).encode(), request.error_topic, "Failed"
+    out_bucket, out_key = _split_s3(location)
+    s3.put_object(out_bucket, out_key, data)
+    if topic:
+        notification = {
+            "awsRegion": region,
+            "eventTime": datetime.now(UTC).isoformat(),
+            "receivedTime": received.isoformat(),
+            "invocationStatus": status,
+            "requestParameters": {
+                "contentType": request.content_type,
+                "endpointName": name,
+                "inputLocation": request.input_location,
+            },
+            "responseParameters": {"contentType": request.accept or "", "outputLocation": location},
+            "inferenceId": request.inference_id,
+            "eventVersion": "1.0",
+            "eventSource": "aws:sagemaker",
+            "eventName": "InferenceResult",
+        }
+        sns_backends[account][region].publish(json.dumps(notification), arn=topic)
+
+
+class _Failed(Exception):
+    pass
+
+
+@patch(
+    restores="""InvokeEndpointAsync queues the request and answers 202 with its id and where its
+    answer and failure will be; then, as SageMaker does, the input is read from S3 and sent to
+    the endpoint's container, and the answer written to <S3OutputPath>/<id>.out (or the reason
+    to <S3FailurePath>/<id>-error.out) and announced on the SuccessTopic (or ErrorTopic). An
+    endpoint without AsyncInferenceConfig or an input that is not an S3 URI is a
+    ValidationError. Stock moto answers with canned locations where nothing is ever written."""
+)
+def async_invocations_answer_through_s3() -> None:
+    def invoke_endpoint_async(self: Any) -> TYPE_RESPONSE:
+        name = self._get_params().get("EndpointName") or self.path.split("/")[2]
+        request = _async_request(self, name)
+        if not isinstance(request, AsyncRequest):
+            return request
+        threading.Thread(
+            target=_answer_async, args=(request,), name=f"async-{request.inference_id}", daemon=True
+        ).start()
+        headers = {
+            "status": "202",
+            "X-Amzn-SageMaker-OutputLocation": request.output_location,
+            "X-Amzn-SageMaker-FailureLocation": request.failure_location,
+        }
+        return 202, headers, json.dumps({"InferenceId": request.inference_id})
+
+    replace(SageMakerRuntimeResponse, "invoke_endpoint_async", invoke_endpoint_async)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from json import JSONDecodeError
 from typing import Any
 
+from serving.gpt2 import bounded_json
 from serving.gpt2.generation import ModelInfo, SamplingParams
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
@@ -22,6 +24,9 @@ MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 100.0
 PARAMETERS = ("max_new_tokens", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "stop")
 TOP_LEVEL = ("input", "inputs", "parameters")
+#: A valid request nests three levels deep ({"parameters": {"stop": [...]}}); a few more let the
+#: messages name what is wrong in a body that nests a little too much.
+MAX_JSON_DEPTH = 8
 
 
 @dataclass
@@ -81,26 +86,40 @@ def check_content_type(content_type: str | None) -> None:
             )
 
 
-def decode_body(raw: bytes) -> Any:
+def max_json_values(max_rows: int) -> int:
+    """The JSON values the largest valid request holds, at least: the body, `max_rows` inputs in
+    a list, the parameters object with its values, and stop's list of strings. A body with more is
+    refused before it is read further (bounded_json.py)."""
+    return max_rows + len(TOP_LEVEL) + len(PARAMETERS) + MAX_STOP_SEQUENCES + 1
+
+
+def decode_body(raw: bytes, max_rows: int) -> Any:
+    """The JSON document of the body, read with work bounded by what a request of a server of
+    `max_rows` rows can hold."""
     if len(raw) > MAX_PAYLOAD_BYTES:
         raise ApiError(
             413, "payload_too_large", f"the body is {len(raw)} bytes; at most {MAX_PAYLOAD_BYTES} (6 MB) are accepted"
         )
-    if not raw.strip():
-        raise invalid('the body is empty: send a JSON object such as {"inputs": "amazon"}')
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise invalid(f"the body is not valid UTF-8 (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})") from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
+        return bounded_json.loads(text, max_values=max_json_values(max_rows), max_depth=MAX_JSON_DEPTH)
+    except bounded_json.EmptyDocument:
+        raise invalid('the body is empty: send a JSON object such as {"inputs": "amazon"}') from None
+    except JSONDecodeError as exc:
         raise invalid(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise invalid("the body nests arrays or objects too deeply: send a flat request object") from None
-    except ValueError as exc:  # an integer longer than Python's 4300-digit conversion limit
-        reason = str(exc).split(";")[0]  # drop the advice meant for the server's code
-        raise invalid(f"the body holds a number that cannot be read ({reason}): send numbers in range") from None
+    except bounded_json.NotJsonConstant as exc:
+        # json.loads would accept NaN and Infinity, which are not JSON.
+        raise invalid(f"the body is not valid JSON: {exc.name} is not a JSON number") from None
+    except bounded_json.DuplicateKey as exc:
+        raise invalid(f"the body gives the key {_preview(exc.key)} twice in one object: give each field once") from None
+    except bounded_json.LimitExceeded as exc:
+        raise invalid(
+            f"the body {exc}: a request holds at most {max_rows} inputs and {len(PARAMETERS)} parameters, "
+            f"nested at most {MAX_JSON_DEPTH} levels"
+        ) from None
 
 
 def _text(value: str, where: str) -> None:
@@ -114,9 +133,23 @@ def _text(value: str, where: str) -> None:
         ) from None
 
 
-def _reject_constant(name: str) -> Any:
-    # json.loads would otherwise accept NaN and Infinity, which are not JSON.
-    raise invalid(f"the body is not valid JSON: {name} is not a JSON number")
+#: Items of an array or object a message shows.
+PREVIEW_ITEMS = 8
+
+
+def _preview(value: Any, limit: int = 80) -> str:
+    """`value` as JSON, cut after `limit` characters: a message never costs more than its
+    length, whatever the client sent (json.dumps of a 6 MB value held the worker for a second)."""
+    if isinstance(value, str):
+        text = json.dumps(value[: limit + 1])
+    elif isinstance(value, list):
+        text = "[" + ", ".join(_preview(item, limit) for item in value[:PREVIEW_ITEMS]) + "]"
+    elif isinstance(value, dict):
+        items = list(value.items())[:PREVIEW_ITEMS]
+        text = "{" + ", ".join(f"{_preview(k, limit)}: {_preview(v, limit)}" for k, v in items) + "}"
+    else:
+        text = json.dumps(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _type_name(value: Any) -> str:
@@ -126,10 +159,13 @@ def _type_name(value: Any) -> str:
 
 
 def _integer(params: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    """A JSON number with a whole value within [lo, hi]: 3.0 and 3e0 are 3, as JSON Schema's
+    "integer" (the OpenAPI description's type) counts them."""
     value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise invalid(f"parameters.{name}={json.dumps(value)} is invalid: allowed is a whole number from {lo} to {hi}")
-    return value
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or not lo <= value <= hi:
+        raise invalid(f"parameters.{name}={_preview(value)} is invalid: allowed is a whole number from {lo} to {hi}")
+    return int(value)
 
 
 def _number(
@@ -140,32 +176,61 @@ def _number(
     above_lo = isinstance(value, int | float) and (value >= lo if lo_inclusive else value > lo)
     if isinstance(value, bool) or not isinstance(value, int | float) or not (above_lo and value <= hi):
         lower = f"at least {lo}" if lo_inclusive else f"greater than {lo}"
-        raise invalid(f"parameters.{name}={json.dumps(value)} is invalid: allowed is a number {lower} and at most {hi}")
+        raise invalid(f"parameters.{name}={_preview(value)} is invalid: allowed is a number {lower} and at most {hi}")
     return float(value)
 
 
-# Complex on purpose: one check per request parameter, in the order the API documents them.
-def parse_request(payload: Any, info: ModelInfo, max_rows: int) -> GenerationRequest:  # noqa: C901
-    """Check the JSON document; `max_rows` is the largest batch the server runs."""
-    if not isinstance(payload, dict):
-        raise invalid(f'the body is a JSON {_type_name(payload)}; send an object such as {{"inputs": "amazon"}}')
-    unknown = sorted(set(payload) - set(TOP_LEVEL))
-    if unknown:
-        raise invalid(f"unknown field {unknown[0]!r}: allowed fields are input, inputs and parameters")
+def max_prompt_chars(info: ModelInfo, max_token_chars: int | None) -> int | None:
+    """The characters of the longest input that can fit: the prompt's tokens (at most
+    max_total_length - 1) times the most characters one token stands for. A longer input is
+    refused before it is tokenized (tokenizing 6 MB took 10 s). None: no such bound is known."""
+    return None if max_token_chars is None else (info.max_total_length - 1) * max_token_chars
+
+
+def _prompts(payload: dict[str, Any], info: ModelInfo, max_rows: int, max_chars: int | None) -> list[str]:
+    """The inputs, each a non-empty string that can fit the model; at most `max_rows` of them."""
     if ("input" in payload) == ("inputs" in payload):
         raise invalid('give exactly one of "input" (the seed\'s form) or "inputs" (a string or a list of strings)')
     key = "input" if "input" in payload else "inputs"
     value = payload[key]
     prompts = [value] if isinstance(value, str) or key == "input" else value
     if not isinstance(prompts, list) or not prompts:
-        raise invalid(f"{key} is {json.dumps(value)[:80]}: give a non-empty string or a non-empty list of strings")
+        raise invalid(f"{key} is {_preview(value)}: give a non-empty string or a non-empty list of strings")
+    if len(prompts) > max_rows:
+        raise invalid(
+            f"{key} has {len(prompts)} items; this server runs at most {max_rows} completions per request: "
+            "send fewer inputs per request"
+        )
     for i, prompt in enumerate(prompts):
         where = key if len(prompts) == 1 and not isinstance(value, list) else f"{key}[{i}]"
         if not isinstance(prompt, str):
             raise invalid(f"{where} is a JSON {_type_name(prompt)}: give a string")
         if not prompt:
             raise invalid(f"{where} is an empty string: give the text to complete")
+        if max_chars is not None and len(prompt) > max_chars:
+            longest = info.max_total_length - 1
+            raise ApiError(
+                400,
+                "input_too_long",
+                f"{where} is {len(prompt)} characters, more than this model's {longest} tokens of prompt can hold "
+                f"(at most {max_chars} characters): shorten it to at most {longest} tokens",
+            )
         _text(prompt, where)
+    return prompts
+
+
+# Complex on purpose: one check per request parameter, in the order the API documents them.
+def parse_request(  # noqa: C901
+    payload: Any, info: ModelInfo, max_rows: int, max_prompt_chars: int | None = None
+) -> GenerationRequest:
+    """Check the JSON document; `max_rows` is the largest batch the server runs, `max_prompt_chars`
+    the longest input that can fit the model (see max_prompt_chars)."""
+    if not isinstance(payload, dict):
+        raise invalid(f'the body is a JSON {_type_name(payload)}; send an object such as {{"inputs": "amazon"}}')
+    unknown = sorted(set(payload) - set(TOP_LEVEL))
+    if unknown:
+        raise invalid(f"unknown field {unknown[0]!r}: allowed fields are input, inputs and parameters")
+    prompts = _prompts(payload, info, max_rows, max_prompt_chars)
 
     params = payload.get("parameters", {})
     if not isinstance(params, dict):
@@ -179,7 +244,7 @@ def parse_request(payload: Any, info: ModelInfo, max_rows: int) -> GenerationReq
     n = _integer(params, "num_return_sequences", 1, 1, max_rows)
     do_sample = params.get("do_sample", False)
     if not isinstance(do_sample, bool):
-        raise invalid(f"parameters.do_sample={json.dumps(do_sample)} is invalid: allowed is true or false")
+        raise invalid(f"parameters.do_sample={_preview(do_sample)} is invalid: allowed is true or false")
     if n > 1 and not do_sample:
         raise invalid(
             f"parameters.num_return_sequences={n} needs parameters.do_sample=true: greedy decoding would "
@@ -196,7 +261,7 @@ def parse_request(payload: Any, info: ModelInfo, max_rows: int) -> GenerationReq
         or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stop_list)
     ):
         raise invalid(
-            f"parameters.stop={json.dumps(stop)[:120]} is invalid: allowed is a string or a list of at most "
+            f"parameters.stop={_preview(stop, 120)} is invalid: allowed is a string or a list of at most "
             f"{MAX_STOP_SEQUENCES} strings of 1 to {MAX_STOP_CHARS} characters"
         )
     for i, text in enumerate(stop_list):
@@ -236,3 +301,23 @@ def completion_budget(prompt_tokens: int, requested: int | None, info: ModelInfo
             f"the model's {info.max_total_length} tokens; ask for at most {room} new tokens or shorten the input"
         )
     return requested
+
+
+def describe(template: dict[str, Any], limits: dict[str, int | None]) -> dict[str, Any]:
+    """The OpenAPI description with this server's limits filled in: every schema whose ``x-fill``
+    names a limit (``{"maxItems": "max_rows"}``) gets that keyword set to its value (a limit
+    that is None stays out)."""
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, list):
+            return [fill(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        filled = {key: fill(value) for key, value in node.items()}
+        for keyword, name in node.get("x-fill", {}).items():
+            if limits[name] is not None:
+                filled[keyword] = limits[name]
+        return filled
+
+    result: dict[str, Any] = fill(template)
+    return result

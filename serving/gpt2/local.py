@@ -29,7 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -97,8 +97,11 @@ class LocalServer:
         model_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
         log: Path | None = None,
+        command: Sequence[str] | None = None,
     ) -> None:
-        """`log`: a file for the server's output (access log included); None: this process's."""
+        """`log`: a file for the server's output (access log included); None: this process's.
+        `command`: the interpreter that runs `serve`, with what runs it (another user, in a test);
+        None: this one."""
         if (model_tar is None) == (model_dir is None):
             raise ValueError("give exactly one of model_tar or model_dir")
         self.port = port
@@ -106,6 +109,7 @@ class LocalServer:
         self.model_dir = model_dir
         self.env = dict(env or {})
         self.log = log
+        self.command = [sys.executable] if command is None else list(command)
         self.process: subprocess.Popen[bytes] | None = None
         self._tmp: Path | None = None
 
@@ -114,11 +118,12 @@ class LocalServer:
             self._tmp = Path(tempfile.mkdtemp(prefix="gpt2-model-"))
             self.model_dir = extract_model(self.model_tar, self._tmp / "model")
         env = {**os.environ, **self.env, "SM_MODEL_DIR": str(self.model_dir), "SAGEMAKER_BIND_TO_PORT": str(self.port)}
+        command = [*self.command, str(SERVE)]
         if self.log is None:
-            self.process = subprocess.Popen([sys.executable, str(SERVE)], env=env)
+            self.process = subprocess.Popen(command, env=env)
         else:
             with open(self.log, "ab") as out:
-                self.process = subprocess.Popen([sys.executable, str(SERVE)], env=env, stdout=out, stderr=out)
+                self.process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
         return self
 
     def wait_ready(self, timeout: float = 120.0) -> dict[str, Any]:

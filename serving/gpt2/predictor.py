@@ -2,9 +2,11 @@
 
 The model loads in a background thread so that nginx and gunicorn answer at once; ``/ping``
 is 200 only after the model is loaded, checked against its manifest and warmed up (503
-before). Every answer is JSON. Input problems are 4xx; a request thread never lets an
-exception escape, so a bad request cannot take the worker down. An internal failure is a
-500 JSON error with no traceback, and only for the request that caused it.
+before). Under ``serve`` nginx answers ``/ping`` from the state each worker writes when it
+changes (health.py), so that no request can delay it; the route here serves the app run alone.
+Every answer is JSON. Input problems are 4xx; a request thread never lets an exception
+escape, so a bad request cannot take the worker down. An internal failure is a 500 JSON error
+with no traceback, and only for the request that caused it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from serving.gpt2.api import (
     check_content_type,
     completion_budget,
     decode_body,
+    describe,
+    max_prompt_chars,
     parse_request,
 )
 from serving.gpt2.batching import DeadlineExceeded, DynamicBatcher, GenerationFailed, Job, QueueFull
 from serving.gpt2.generation import TOKENIZER_DIR, Backend, ModelInfo
+from serving.gpt2.health import WorkerHealth
 from serving.gpt2.settings import ServerSettings, from_environment
 
 log = logging.getLogger("gpt2.predictor")
@@ -71,16 +76,28 @@ class Tokenizer:
         from tokenizers import Tokenizer as Fast
 
         self._tok = Fast.from_file(str(folder / "tokenizer.json"))
+        #: The most characters of text one token stands for: a byte-level token's string has one
+        #: character per byte, and a byte is at least a character; an added token is its text.
+        #: None when a normalizer could shrink the text first (GPT-2's tokenizer has none).
+        self.max_token_chars: int | None = None
+        if self._tok.normalizer is None:
+            self.max_token_chars = max(len(token) for token in self._tok.get_vocab(with_added_tokens=True))
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text).ids)
+        return self.encode_all([text])[0]
+
+    def encode_all(self, texts: list[str]) -> list[list[int]]:
+        # The batch call releases the GIL while it works; `encode` holds it (a 6 MB input held
+        # every thread of the worker, /ping included, for 10 s).
+        return [list(encoding.ids) for encoding in self._tok.encode_batch_fast(texts)]
 
     def decode(self, ids: list[int]) -> str:
         return str(self._tok.decode(ids))
 
 
 class Predictor:
-    def __init__(self, settings: ServerSettings) -> None:
+    def __init__(self, settings: ServerSettings, health: WorkerHealth | None = None) -> None:
+        """`health`: where this worker's state goes for nginx's /ping (under `serve`)."""
         self.settings = settings
         self.state = "loading"
         self.error = ""
@@ -89,6 +106,17 @@ class Predictor:
         self.tokenizer: Tokenizer | None = None
         self.batcher: DynamicBatcher | None = None
         self.max_rows = 0
+        self.health = health
+        #: Generations failed since the last that succeeded; past the setting, /ping says unhealthy.
+        self.failures = 0
+        self._failures_lock = threading.Lock()
+        self._publish()
+
+    def _publish(self) -> None:
+        """Tell nginx's /ping this worker's state (health.py): a state change calls this."""
+        if self.health is not None:
+            status, body, _ = self.ping()
+            self.health.write(status, body)
 
     # -- loading ------------------------------------------------------------------------
     def start(self) -> None:
@@ -100,6 +128,7 @@ class Predictor:
         except Exception as exc:
             log.exception("model failed to load")
             self.error, self.state = f"{type(exc).__name__}: {exc}", "failed"
+            self._publish()
 
     def load(self) -> None:
         from serving.gpt2.backends import create_backend
@@ -138,6 +167,7 @@ class Predictor:
         )
         self.info, self.backend, self.max_rows = info, backend, max_rows
         self.state = "ready"
+        self._publish()
         log.info(
             "model %s ready on backend %s in %.1f s (max batch %d, queue delay %d us)",
             info.model,
@@ -154,7 +184,46 @@ class Predictor:
             return 200, {"status": "ready", "backend": self.backend.name, "model": self.info.model}, {}
         if self.state == "failed":
             return 503, {"status": "failed", "error": {"code": "model_failed", "message": self.error}}, {}
+        if self.state == "unhealthy":
+            return 503, {"status": "unhealthy", "error": {"code": "generation_failing", "message": self.error}}, {}
         return 503, {"status": "loading"}, {"Retry-After": "5"}
+
+    def _generation_done(self, failure: BaseException | None) -> None:
+        """Count the generations that fail in a row: past unhealthy_after_failures the worker is
+        unhealthy (/ping 503), and the next one that succeeds makes it ready again. Requests are
+        still served meanwhile: only a success can show that the model works again."""
+        limit = self.settings.unhealthy_after_failures
+        with self._failures_lock:
+            self.failures = 0 if failure is None else self.failures + 1
+            if failure is not None and self.failures >= limit and self.state == "ready":
+                self.error = (
+                    f"the last {self.failures} generations failed one after another (the last with "
+                    f"{type(failure.__cause__ or failure).__name__}; the server log has each one): "
+                    f"GPT2_UNHEALTHY_AFTER_FAILURES={limit}"
+                )
+                self.state = "unhealthy"
+                log.error("unhealthy: %s", self.error)
+            elif failure is None and self.state == "unhealthy":
+                self.error, self.state = "", "ready"
+                log.warning("a generation succeeded after failures: ready again")
+            else:
+                return
+            self._publish()
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI description with this server's limits (before the model is loaded: the
+        file as it is, without the limits that depend on the model)."""
+        template: dict[str, Any] = json.loads(OPENAPI.read_text())
+        if self.state not in ("ready", "unhealthy"):
+            return template
+        assert self.info is not None and self.tokenizer is not None
+        limits = {
+            "max_rows": self.max_rows,
+            "max_new_tokens": self.info.max_total_length - 1,
+            "vocab_size": self.info.vocab_size,
+            "max_prompt_chars": max_prompt_chars(self.info, self.tokenizer.max_token_chars),
+        }
+        return describe(template, limits)
 
     def _not_ready(self) -> ApiError:
         if self.state == "failed":
@@ -166,16 +235,16 @@ class Predictor:
     # Complex on purpose: a request's path in order (parse, budget, queue, wait, answer), each error
     # the documented one.
     def invoke(self, content_type: str | None, body: bytes) -> dict[str, Any]:  # noqa: C901
-        if self.state != "ready":
+        if self.state not in ("ready", "unhealthy"):
             raise self._not_ready()
         assert self.info is not None and self.tokenizer is not None and self.batcher is not None
         assert self.backend is not None
         info, tokenizer = self.info, self.tokenizer
         check_content_type(content_type)
-        request = parse_request(decode_body(body), info, self.max_rows)
+        max_chars = max_prompt_chars(info, tokenizer.max_token_chars)
+        request = parse_request(decode_body(body, self.max_rows), info, self.max_rows, max_chars)
         prompts, params, prompt_lengths = [], [], []
-        for i, text in enumerate(request.prompts):
-            ids = tokenizer.encode(text)
+        for i, ids in enumerate(tokenizer.encode_all(request.prompts)):
             where = "input" if len(request.prompts) == 1 else f"inputs[{i}]"
             budget = completion_budget(len(ids), request.max_new_tokens, info, where)
             prompt_lengths.append(len(ids))
@@ -210,6 +279,7 @@ class Predictor:
                 {"Retry-After": "1"},
             ) from None
         except GenerationFailed as exc:
+            self._generation_done(exc)
             # The log has the exception and its traceback; the client gets neither.
             raise ApiError(
                 500,
@@ -217,6 +287,7 @@ class Predictor:
                 f"{exc} while generating this request (requests batched with it are not affected); "
                 "the server log has the details",
             ) from None
+        self._generation_done(None)
         outputs, total_new = [], 0
         for i, text in enumerate(request.prompts):
             completions = []
@@ -279,7 +350,7 @@ class App:
                 status, body = 200, self.predictor.invoke(environ.get("CONTENT_TYPE"), raw)
             elif path == "/openapi.json":
                 self._allow(method, ("GET",))
-                status, body = 200, json.loads(OPENAPI.read_text())
+                status, body = 200, self.predictor.openapi()
             else:
                 raise ApiError(404, "not_found", f"{path} does not exist: use POST /invocations or GET /ping")
         except ApiError as exc:
@@ -309,7 +380,7 @@ class App:
 
 def create_app(settings: ServerSettings | None = None, *, load: bool = True) -> App:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    predictor = Predictor(settings or from_environment())
+    predictor = Predictor(settings or from_environment(), WorkerHealth.from_environment())
     if load:
         predictor.start()
     return App(predictor)

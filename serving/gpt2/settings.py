@@ -65,6 +65,11 @@ class ServerSettings:
     max_queue_size: int = _setting("GPT2_MAX_QUEUE_SIZE", 64, _int(1, 4096))
     #: Below SageMaker's 60 s invocation limit, so that the container answers first.
     request_timeout_s: int = _setting("GPT2_REQUEST_TIMEOUT_S", 50, _int(1, SAGEMAKER_INVOCATION_LIMIT_S - 1))
+    #: Generations that fail one after another in a worker (500 generation_failed, not a client's
+    #: 4xx) before /ping answers 503 "unhealthy", so that SageMaker replaces a container that can
+    #: no longer serve; one that succeeds makes it healthy again. Each worker counts its own: one
+    #: unhealthy worker makes the container unhealthy (health.fold).
+    unhealthy_after_failures: int = _setting("GPT2_UNHEALTHY_AFTER_FAILURES", 5, _int(1, 1000))
     #: The endpoint's instance type has a GPU (the stack sets it from the instance type): serving
     #: from the CPU there would be slow and costly, so the model fails to load, and /ping stays
     #: 503, without CUDA.

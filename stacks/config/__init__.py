@@ -47,6 +47,7 @@ __all__ = [
     "load_config",
     "parse_context_pairs",
     "parse_value",
+    "settings_of",
 ]
 
 
@@ -63,13 +64,22 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
     cdk.json and the dotted overrides (``gptj.instance_type``) given with ``-c``."""
     for key in context:
         head, dot, _ = key.partition(".")
-        # A dotted key that looks like ours but names no section is a typo (`gtpj.max_capacity`);
-        # CDK's own keys (`aws:cdk:...`, `@aws-cdk/...`) never take this shape.
-        if dot and head not in SECTIONS and _SECTION_LIKE.match(head):
-            raise ConfigError(
-                f"{key}={context[key]!r} is invalid: {head!r} is no section; allowed sections are "
-                + ", ".join(SECTIONS)
+        # A key that looks like ours but names no section is a typo (`gtpj.max_capacity`) or a
+        # setting given without its section (`-c max_capacity=3`, which nothing would read); CDK's
+        # own keys (`aws:cdk:...`, `@aws-cdk/...`, `availability-zones:...`) never take this shape.
+        if head not in SECTIONS and _SECTION_LIKE.match(head):
+            if dot:
+                raise ConfigError(
+                    f"{key}={context[key]!r} is invalid: {head!r} is no section; allowed sections are "
+                    + ", ".join(SECTIONS)
+                )
+            owners = [s for s in SECTIONS if head in settings_of(s)]
+            allowed = (
+                "a setting with its section: " + " or ".join(f"{s}.{head}" for s in owners)
+                if owners
+                else f"a setting of a section ({', '.join(SECTIONS)}), given as section.key"
             )
+            raise ConfigError(f"{key}={context[key]!r} is invalid: allowed is {allowed}")
 
     def section(name: str) -> Section:
         raw = context.get(name)
@@ -87,6 +97,24 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
         gptj=gptj.read(section("gptj"), artifacts),
         inf2=inf2.read(section("inf2"), artifacts),
     )
+
+
+def settings_of(section: str) -> set[str]:
+    """The keys a section reads (with nothing given: every key is read once)."""
+    found: set[str] = set()
+    original = Section.done
+
+    def record(self: Section) -> None:
+        if self.name == section:
+            found.update(self._read)
+        original(self)
+
+    Section.done = record  # type: ignore[method-assign]
+    try:
+        load_config({})
+    finally:
+        Section.done = original  # type: ignore[method-assign]
+    return found
 
 
 def from_cdk_json(overrides: Mapping[str, Any] | None = None, *, path: Path = PROJECT_ROOT / "cdk.json") -> AppConfig:

@@ -3,41 +3,127 @@ read into the construct library's props under their cdk.json keys."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from llm_contracts import instances
 from llm_contracts.aws import SNS_TOPIC_ARN
-from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, EndpointProps
-from llm_inference_cdk.props import optional, text
+from llm_inference_cdk.alarm_topic import EMAIL
+from llm_inference_cdk.endpoint_props import (
+    MODES,
+    AlarmProps,
+    AsyncInferenceProps,
+    AutoscalingProps,
+    DeploymentProps,
+    EndpointProps,
+    InferenceComponentProps,
+)
+from llm_inference_cdk.props import PropError, optional, text
 from stacks.config.reader import Section, read_props
 
 #: cdk.json keys of the alarm props (the others are read under their own names).
 ALARM_KEYS = {
     "latency_ms": "latency_alarm_ms",
     "errors_5xx": "errors_5xx_alarm_threshold",
+    "model_errors": "model_errors_alarm_threshold",
+    "disk_percent": "disk_alarm_percent",
+    "gpu_memory_percent": "gpu_memory_alarm_percent",
     "period_s": "alarm_period_s",
     "evaluation_periods": "alarm_evaluation_periods",
 }
+#: cdk.json keys of the update policy's props.
+DEPLOYMENT_KEYS = {
+    "strategy": "update_strategy",
+    "wait_interval_s": "update_wait_s",
+    "canary_percent": "update_canary_percent",
+    "linear_step_percent": "update_linear_step_percent",
+    "rolling_batch_percent": "update_batch_percent",
+    "termination_wait_s": "update_termination_wait_s",
+    "max_execution_timeout_s": "update_timeout_s",
+    "auto_rollback": "update_auto_rollback",
+    "fail_rolled_back_updates": "update_fail_on_rollback",
+}
+#: cdk.json keys of the inference component's props (the others under their own names).
+COMPONENT_KEYS = {"min_instances": "ic_min_instances", "max_instances": "ic_max_instances"}
+#: cdk.json keys of the async props.
+ASYNC_KEYS = {
+    "max_concurrent_invocations_per_instance": "async_max_concurrency",
+    "min_instances": "async_min_instances",
+    "max_instances": "async_max_instances",
+    "target_backlog_per_instance": "async_target_backlog",
+}
+#: Each mode's scaling props and their keys.
+_MODE_PROPS: dict[str, tuple[type[Any], dict[str, str]]] = {
+    "realtime": (AutoscalingProps, {}),
+    "inference-component": (InferenceComponentProps, COMPONENT_KEYS),
+    "async": (AsyncInferenceProps, ASYNC_KEYS),
+}
 TOPIC_ARN = optional(text(SNS_TOPIC_ARN, what="an SNS topic ARN: arn:aws:sns:<region>:<account>:<topic>"))
+ALARM_EMAIL = optional(EMAIL)
+
+
+def mode_keys(mode: str) -> set[str]:
+    """The cdk.json keys of `mode`'s scaling props."""
+    cls, keys = _MODE_PROPS[mode]
+    return {keys.get(f.name, f.name) for f in dataclasses.fields(cls)}
 
 
 def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> EndpointProps:
-    """The endpoint's props from `section`; `defaults` are the stack's own (by prop name)."""
-    autoscaling = read_props(section, AutoscalingProps, defaults=defaults)
+    """The endpoint's props from `section`; `defaults` are the stack's own (by prop name, and
+    by cdk.json key for the scaling props of the endpoint's mode)."""
+    mode = section.choice("endpoint_mode", "realtime", MODES)
+    for other in MODES:
+        for key in sorted(mode_keys(other) - mode_keys(mode)):
+            if section.has(key):
+                raise section.fail(
+                    key,
+                    section.get(key),
+                    f"unset in {mode} mode: it is a setting of {section.key('endpoint_mode')}={other}",
+                )
+    cls, keys = _MODE_PROPS[mode]
+    # The modes' props share field names (min_instances): their defaults go by cdk.json key.
+    mode_defaults = {
+        f.name: defaults[keys.get(f.name, f.name)]
+        for f in dataclasses.fields(cls)
+        if keys.get(f.name, f.name) in defaults
+    }
+    field = {"realtime": "autoscaling", "inference-component": "inference_component", "async": "async_inference"}
+    scaling = {field[mode]: read_props(section, cls, keys=keys, defaults=mode_defaults)}
     alarms = read_props(section, AlarmProps, keys=ALARM_KEYS, defaults=defaults)
-    return read_props(
-        section,
-        EndpointProps,
-        defaults=defaults,
-        only=[
-            "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
-            "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
-            "inference_ami_version",
-        ],
-        autoscaling=autoscaling,
-        alarms=alarms,
-    )  # fmt: skip
+    deployment = read_props(section, DeploymentProps, keys=DEPLOYMENT_KEYS, defaults=defaults)
+    try:
+        return read_props(
+            section,
+            EndpointProps,
+            defaults=defaults,
+            only=[
+                "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
+                "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
+                "inference_ami_version",
+            ],
+            alarms=alarms,
+            deployment=deployment,
+            **scaling,
+        )  # fmt: skip
+    except PropError as exc:
+        # Rules across props: the update policy's that depend on the variant (its count, its
+        # alarms), a component's compute that must fit the instance type.
+        owner_keys = {DeploymentProps.__name__: DEPLOYMENT_KEYS, cls.__name__: keys}
+        if exc.owner not in owner_keys:
+            raise
+        raise section.fail(owner_keys[exc.owner].get(exc.prop, exc.prop), exc.value, exc.allowed) from None
+
+
+def check_notifications(section: Section, topic_arn: str | None, email: str | None) -> None:
+    """An e-mail address is subscribed to the stack's own topic, which a given topic replaces."""
+    section.check(
+        "alarm_email",
+        email,
+        email is None or topic_arn is None,
+        f"unset when {section.key('alarm_topic_arn')} is set (subscribe the address to that topic, or unset "
+        "alarm_topic_arn to have the stack's own topic)",
+    )
 
 
 def check_family(section: Section, endpoint: EndpointProps, families: frozenset[str], reason: str) -> None:

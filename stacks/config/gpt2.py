@@ -10,7 +10,14 @@ from llm_contracts.aws import ECR_IMAGE
 from llm_inference_cdk.endpoint_props import EndpointProps
 from llm_inference_cdk.props import instance_of, optional, prop, text, validate
 from serving.gpt2.settings import ServerSettings, stack_settings
-from stacks.config.endpoint import TOPIC_ARN, check_environment, check_family, read_endpoint
+from stacks.config.endpoint import (
+    ALARM_EMAIL,
+    TOPIC_ARN,
+    check_environment,
+    check_family,
+    check_notifications,
+    read_endpoint,
+)
 from stacks.config.reader import PROJECT_ROOT, ConfigError, Section, read_props
 
 #: The endpoint's defaults for this model (the seed's 600 ms latency bar among them).
@@ -21,6 +28,12 @@ ENDPOINT_DEFAULTS = {
     "startup_health_check_timeout_s": 600,
     "model_data_download_timeout_s": 600,
     "latency_ms": 600,
+    # An inference component: a copy per GPU; the server's workers share its CPUs.
+    "max_copies": 4,
+    "target_invocations_per_copy": 600,
+    "cpu_cores": 2,
+    "memory_mb": 4096,
+    "async_max_instances": 4,
 }
 ECR_URI = optional(
     text(ECR_IMAGE, what="an ECR image URI: <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>")
@@ -38,8 +51,10 @@ class Gpt2Settings:
     container_dir: Path = prop(PROJECT_ROOT / "serving" / "gpt2", check=instance_of(Path))
     #: An ECR image URI to use instead of building the container folder (None: build it).
     image_uri: str | None = prop(None, check=ECR_URI)
-    #: An SNS topic the alarms notify, on ALARM and OK (None: they notify no one).
+    #: An SNS topic the alarms notify, on ALARM and OK (None: the stack's own encrypted topic).
     alarm_topic_arn: str | None = prop(None, check=TOPIC_ARN)
+    #: An e-mail address subscribed to the stack's own alarm topic (None: no subscription).
+    alarm_email: str | None = prop(None, check=ALARM_EMAIL)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -74,6 +89,7 @@ def read(section: Section, artifacts: Path) -> Gpt2Settings:
     )
     variables = {var: field for field, var in _variables().items()}
     check_environment(section, endpoint.environment, {var: variables.get(var, "") for var in server.to_environment()})
+    check_notifications(section, settings.alarm_topic_arn, settings.alarm_email)
     section.done()
     return settings
 

@@ -11,7 +11,14 @@ from llm_contracts import instances
 from llm_inference_cdk.dlc import ImageResolutionError, huggingface_inference
 from llm_inference_cdk.endpoint_props import EndpointProps
 from llm_inference_cdk.props import instance_of, integer, invalid, prop, text, validate
-from stacks.config.endpoint import TOPIC_ARN, check_environment, check_family, read_endpoint
+from stacks.config.endpoint import (
+    ALARM_EMAIL,
+    TOPIC_ARN,
+    check_environment,
+    check_family,
+    check_notifications,
+    read_endpoint,
+)
 from stacks.config.gpt2 import ECR_URI
 from stacks.config.reader import Section, read_props
 
@@ -23,6 +30,12 @@ ENDPOINT_DEFAULTS = {
     "startup_health_check_timeout_s": 900,
     "model_data_download_timeout_s": 1200,
     "latency_ms": 15_000,
+    # An inference component: a copy per GPU, with room for the worker beside the weights.
+    "max_copies": 2,
+    "target_invocations_per_copy": 20,
+    "cpu_cores": 2,
+    "memory_mb": 8192,
+    "async_max_instances": 2,
 }
 #: GPU families with at least 16 GB per GPU: enough for GPT-J 6B in fp16 (12 GB).
 GPTJ_FAMILIES = frozenset(name for name, gpu in instances.GPU_FAMILIES.items() if gpu.gpu_memory_gib >= 16)
@@ -54,8 +67,10 @@ class GptjSettings:
     model_server_workers: int = prop(1, check=integer(1, 8))
     #: Seconds a request may run before the model server restarts its worker.
     model_server_timeout_s: int = prop(60, check=integer(1, 3600))
-    #: An SNS topic the alarms notify, on ALARM and OK (None: they notify no one).
+    #: An SNS topic the alarms notify, on ALARM and OK (None: the stack's own encrypted topic).
     alarm_topic_arn: str | None = prop(None, check=TOPIC_ARN)
+    #: An e-mail address subscribed to the stack's own alarm topic (None: no subscription).
+    alarm_email: str | None = prop(None, check=ALARM_EMAIL)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -109,5 +124,6 @@ def read(section: Section, artifacts: Path) -> GptjSettings:
             "SAGEMAKER_MODEL_SERVER_TIMEOUT": "model_server_timeout_s (in seconds; MMS reads this variable as minutes)",
         },
     )
+    check_notifications(section, settings.alarm_topic_arn, settings.alarm_email)
     section.done()
     return settings

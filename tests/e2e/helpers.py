@@ -84,6 +84,18 @@ def loadtest(aws: LocalAws, *args: str, timeout: float = 300) -> subprocess.Comp
     )
 
 
+def update_check(aws: LocalAws, stack: str) -> str:
+    """The value of the stack's update check: the endpoint config the endpoint ran after the
+    last update CloudFormation completed."""
+    summaries = aws.client("cloudformation").list_stack_resources(StackName=stack)["StackResourceSummaries"]
+    (name,) = [
+        r["PhysicalResourceId"]
+        for r in summaries
+        if r["ResourceType"] == "AWS::SSM::Parameter" and r["LogicalResourceId"].startswith("EndpointUpdateCheck")
+    ]
+    return str(aws.client("ssm").get_parameter(Name=name)["Parameter"]["Value"])
+
+
 def retrain_gptj(artifacts: Path) -> None:
     """Stand in for a retrained GPT-J: the built payload in `artifacts` gets other weights (the
     same shapes, each tensor shifted) and manifests that match, as a rebuild would leave them."""
@@ -114,8 +126,22 @@ def gpt2_image(aws: LocalAws) -> str:
     return aws.ecr_image_uri("llm-inference-gpt2", "e2e")
 
 
+#: Rollback alarms that fire on one minute of data, so that an update bakes one minute (the
+#: shortest baking period the settings allow with them) instead of the default ten.
+QUICK_UPDATES = {
+    f"{stack}.{key}": value
+    for stack in ("gpt2", "gptj")
+    for key, value in {"alarm_evaluation_periods": 1, "update_wait_s": 60}.items()
+}
+
+
 def assembly_of(root: Path, aws: LocalAws, artifacts: Path, **overrides: Any) -> Assembly:
-    settings = {"project.artifacts_dir": str(artifacts), "gpt2.image_uri": gpt2_image(aws), **overrides}
+    settings = {
+        "project.artifacts_dir": str(artifacts),
+        "gpt2.image_uri": gpt2_image(aws),
+        **QUICK_UPDATES,
+        **overrides,
+    }
     synthesized = synthesize(root, artifacts, **settings)
     return Assembly(path=synthesized.outdir, config=load_config(cdk_context(**settings)))
 
@@ -238,6 +264,18 @@ def _gone(aws: LocalAws, resource_type: str, physical_id: str) -> bool:
         "Custom::AWS": lambda: True,
         "AWS::Lambda::Function": lambda: _missing(
             lambda: aws.client("lambda").get_function(FunctionName=physical_id), "ResourceNotFoundException"
+        ),
+        "AWS::SNS::Topic": lambda: all(t["TopicArn"] != physical_id for t in aws.client("sns").list_topics()["Topics"]),
+        "AWS::SNS::Subscription": lambda: all(
+            s["SubscriptionArn"] != physical_id for s in aws.client("sns").list_subscriptions()["Subscriptions"]
+        ),
+        # A topic policy lives in its topic, which is checked on its own.
+        "AWS::SNS::TopicPolicy": lambda: True,
+        "AWS::CloudWatch::Dashboard": lambda: all(
+            d["DashboardName"] != physical_id for d in aws.client("cloudwatch").list_dashboards()["DashboardEntries"]
+        ),
+        "AWS::SSM::Parameter": lambda: _missing(
+            lambda: aws.client("ssm").get_parameter(Name=physical_id), "ParameterNotFound"
         ),
         "AWS::Logs::LogGroup": lambda: (
             not [

@@ -105,12 +105,12 @@ def test_readme_flow_by_hand(e2e_artifacts: Path, tmp_path: Path) -> None:
         answer = runtime.invoke_endpoint(EndpointName=name, ContentType="application/json", Body=b'{"input": "amazon"}')
         completions = json.loads(answer["Body"].read())["outputs"][0]["completions"]
         assert completions and completions[0]["generated_text"].startswith("amazon")
-        assert running_containers()
+        assert running_containers(owner=server.pid)
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=60)
     assert code == 0
-    assert running_containers() == [], "SIGTERM stopped the endpoint's container"
+    assert running_containers(owner=server.pid) == [], "SIGTERM stopped the endpoint's container"
 
 
 def client_options(exports: dict[str, str]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from tests.e2e.helpers import (
     retrain_gptj,
     role_statements,
     s3_object_sha256,
+    update_check,
 )
 
 pytestmark = pytest.mark.e2e
@@ -120,8 +121,14 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
         for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
         if sorted(a["Dimensions"], key=lambda d: d["Name"]) == dimensions
     }
-    assert set(alarms) == {"ModelLatency", "Invocation5XXErrors"}
-    assert all(a["Namespace"] == "AWS/SageMaker" for a in alarms.values())
+    assert set(alarms) == {
+        "ModelLatency",
+        "Invocation5XXErrors",
+        "InvocationModelErrors",
+        "DiskUtilization",
+        "GPUMemoryUtilization",
+    }
+    assert {a["Namespace"] for a in alarms.values()} == {"AWS/SageMaker", "/aws/sagemaker/Endpoints"}
     assert alarms["ModelLatency"]["Threshold"] == settings.alarms.latency_ms * 1000  # published in microseconds
     assert alarms["Invocation5XXErrors"]["Threshold"] == settings.alarms.errors_5xx
     return {"endpoint": outputs["EndpointName"], "model": variant["ModelName"]}
@@ -164,6 +171,11 @@ def test_new_gptj_payload_moves_to_a_new_prefix_and_the_new_model_answers(
         assert after["endpoint"] == before["endpoint"], "the endpoint is updated in place"
         assert prefix_files(local_aws, old_url) == {}
         assert invoke(local_aws, "GptjStack", request) != old_answer, "the retrained model answers"
+        # Through the update policy (one minute of baking, no alarm in ALARM): the endpoint runs
+        # the new config, which the update check saw.
+        endpoint = local_aws.client("sagemaker").describe_endpoint(EndpointName=after["endpoint"])
+        assert endpoint["EndpointStatus"] == "InService" and "FailureReason" not in endpoint
+        assert update_check(local_aws, "GptjStack") == endpoint["EndpointConfigName"]
         assert len(running_containers()) > 0 and {p.run_dir for p in running_containers()} == {
             running_containers()[0].run_dir
         }, "the old container was stopped"

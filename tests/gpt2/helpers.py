@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+JSON = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -13,3 +19,42 @@ class Quantized:
     out: Path
     tar: Path
     model_dir: Path
+
+
+def children(pid: int) -> set[int]:
+    """Every process below `pid` (reads /proc; psutil is not needed for this)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    """A process's command line, arguments separated by spaces (nginx rewrites its own so)."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+
+
+def post(
+    port: int, body: bytes, headers: dict[str, str] | None = None, path: str = "/invocations"
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """POST `body` to the server on `port`; (status, JSON answer, headers)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("POST", path, body=body, headers=JSON if headers is None else headers)
+        response = conn.getresponse()
+        raw = response.read()
+        assert response.getheader("Content-Type") == "application/json", raw[:200]
+        return response.status, json.loads(raw), dict(response.getheaders())
+    finally:
+        conn.close()

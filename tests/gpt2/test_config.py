@@ -21,10 +21,10 @@ def config(gpt2: dict[str, Any], artifacts: Path | None = None) -> Any:
 
 def test_stack_settings_round_trip_through_the_server_settings() -> None:
     settings = config({"backend": "onnxruntime", "max_batch_size": 8, "max_queue_delay_us": 5000,
-                       "max_queue_size": 32, "request_timeout_s": 40})  # fmt: skip
+                       "max_queue_size": 32, "request_timeout_s": 40, "unhealthy_after_failures": 3})  # fmt: skip
     server = from_environment(settings.container_environment())
     assert (server.backend, server.max_batch_size, server.max_queue_delay_us) == ("onnxruntime", 8, 5000)
-    assert (server.max_queue_size, server.request_timeout_s) == (32, 40.0)
+    assert (server.max_queue_size, server.request_timeout_s, server.unhealthy_after_failures) == (32, 40.0, 3)
 
 
 def test_defaults_match_between_stack_and_server() -> None:
@@ -45,6 +45,7 @@ def test_bad_require_gpu_names_the_variable() -> None:
         ("backend", "cuda", "gpt2.backend='cuda' is invalid: allowed is one of auto, tensorrt"),
         ("request_timeout_s", 60, "gpt2.request_timeout_s=60 is invalid: allowed is a whole number from 1 to 59"),
         ("max_queue_size", 0, "gpt2.max_queue_size=0 is invalid"),
+        ("unhealthy_after_failures", 0, "gpt2.unhealthy_after_failures=0 is invalid: allowed is a whole number from 1"),
     ],
 )
 def test_bad_stack_settings_name_the_key(key: str, value: Any, message: str) -> None:

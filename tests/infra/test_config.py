@@ -75,6 +75,12 @@ BAD_VALUES = [
     ("gpt2.image_uri", "docker.io/library/gpt2:latest", "ECR image URI"),
     ("gpt2.environment", {"BAD-NAME": "1"}, "environment variable"),
     ("gptj.alarm_topic_arn", "oncall", "SNS topic ARN"),
+    ("gptj.alarm_email", "oncall", "an e-mail address"),
+    ("gpt2.update_strategy", "blue", "one of all-at-once, canary, linear, rolling"),
+    ("gpt2.update_wait_s", 4000, "from 0 to 3600"),
+    ("gpt2.update_timeout_s", 100, "from 600 to 28800"),
+    ("gpt2.model_errors_alarm_threshold", 0, "from 1 to 1000000"),
+    ("gpt2.disk_alarm_percent", 101, "from 1 to 100"),
     ("gpt2.inference_ami_version", "al2-ami-sagemaker-batch-gpu-535", "GPU inference AMI version"),
     ("gpt2.instnce_type", "ml.g5.xlarge", "unknown setting"),
     ("gptj.py_version", "python3", "py3xx"),
@@ -134,9 +140,63 @@ def test_typed_settings_cannot_be_overridden_through_environment(key: str, varia
 
 
 def test_alarm_window_stays_within_cloudwatch_limits() -> None:
-    assert config(**{"gpt2.alarm_period_s": 3600, "gpt2.alarm_evaluation_periods": 24}).gpt2.endpoint.alarms
+    day = {"gpt2.alarm_period_s": 3600, "gpt2.alarm_evaluation_periods": 24}
+    assert config(**day, **{"gpt2.update_auto_rollback": False}).gpt2.endpoint.alarms
     with pytest.raises(ConfigError, match=r"^gpt2.alarm_evaluation_periods=25 is invalid: allowed is at most 24 with "):
         config(**{"gpt2.alarm_period_s": 3540, "gpt2.alarm_evaluation_periods": 25})
+
+
+def test_rollback_alarms_must_be_able_to_fire_while_an_update_bakes() -> None:
+    day = {"gpt2.alarm_period_s": 3600, "gpt2.alarm_evaluation_periods": 24}
+    with pytest.raises(ConfigError, match=r"^gpt2.update_auto_rollback=True is invalid: allowed is false with alarms "):
+        config(**day)
+    five = {"gpt2.alarm_period_s": 60, "gpt2.alarm_evaluation_periods": 5}
+    assert config(**five, **{"gpt2.update_wait_s": 300}).gpt2.endpoint.deployment.wait_interval_s == 300
+    with pytest.raises(ConfigError, match=r"^gpt2.update_wait_s=240 is invalid: allowed is at least the rollback "):
+        config(**five, **{"gpt2.update_wait_s": 240})
+    with pytest.raises(ConfigError, match=r"^gptj.update_strategy='rolling' is invalid: allowed is all-at-once while"):
+        config(**{"gptj.update_strategy": "rolling"})
+    scaled = config(**{"gptj.min_capacity": 2, "gptj.max_capacity": 4, "gptj.update_strategy": "rolling"})
+    assert scaled.gptj.endpoint.deployment_strategy == "rolling"
+
+
+def test_an_email_goes_to_the_stacks_own_topic() -> None:
+    topic = "arn:aws:sns:us-east-1:123456789012:oncall"
+    assert config(**{"gpt2.alarm_email": "oncall@example.com"}).gpt2.alarm_email == "oncall@example.com"
+    with pytest.raises(ConfigError, match=r"^gpt2.alarm_email='oncall@example.com' is invalid: allowed is unset when"):
+        config(**{"gpt2.alarm_email": "oncall@example.com", "gpt2.alarm_topic_arn": topic})
+
+
+def test_endpoint_modes_read_their_own_settings_and_refuse_the_others() -> None:
+    ic = config(**{"gptj.endpoint_mode": "inference-component", "gptj.min_copies": "0"}).gptj.endpoint
+    assert ic.mode == "inference-component" and ic.autoscaling is None
+    assert ic.inference_component is not None and ic.inference_component.scales_to_zero
+    assert ic.fewest_instances == 0 and ic.instance_count == 1
+    queued = config(**{"gpt2.endpoint_mode": "async", "gpt2.async_max_instances": "3"}).gpt2.endpoint
+    assert queued.async_inference is not None and queued.async_inference.max_instances == 3
+    refused = {
+        ("gptj.min_copies", "0", ""): "gptj.min_copies=0 is invalid: allowed is unset in realtime mode: it is a "
+        "setting of gptj.endpoint_mode=inference-component",
+        ("gptj.max_capacity", "3", "async"): "gptj.max_capacity=3 is invalid: allowed is unset in async mode: it is "
+        "a setting of gptj.endpoint_mode=realtime",
+        ("gptj.cpu_cores", "9", "inference-component"): "gptj.cpu_cores=9 is invalid: allowed is at most 4: the "
+        "vCPUs of one ml.g4dn.xlarge",
+        ("gptj.accelerators", "2", "inference-component"): "gptj.accelerators=2 is invalid: allowed is at most 1: "
+        "each copy must fit on one ml.g4dn.xlarge",
+        ("gptj.ic_max_instances", "1", "inference-component"): "gptj.ic_max_instances=1 is invalid: allowed is at "
+        "least 2: 2 copies of 1 GPU(s) take 2 ml.g4dn.xlarge",
+        ("gptj.ic_max_instances", "2", "inference-component"): None,
+        ("gptj.endpoint_mode", "serverless", ""): "gptj.endpoint_mode='serverless' is invalid: allowed is one of "
+        "realtime, inference-component, async",
+    }
+    for (key, value, mode), message in refused.items():
+        given = {key: value, **({"gptj.endpoint_mode": mode} if mode else {})}
+        if message is None:
+            assert config(**given).gptj.endpoint.inference_component is not None
+            continue
+        with pytest.raises(ConfigError) as error:
+            config(**given)
+        assert str(error.value) == message
 
 
 def test_one_gptj_worker_per_gpu() -> None:
@@ -154,6 +214,12 @@ def test_one_zone_vpc_may_be_smaller() -> None:
 
 
 def test_a_typo_in_a_section_name_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^max_capacity='3' is invalid: allowed is a setting with its section: gpt2"):
+        config(max_capacity="3")
+    with pytest.raises(ConfigError, match=r"^foo='3' is invalid: allowed is a setting of a section"):
+        config(foo="3")
+    # CDK's own context keys are not ours to refuse.
+    assert config(**{"@aws-cdk/core:newStyleStackSynthesis": True, "aws:cdk:enable-path-metadata": True})
     with pytest.raises(ConfigError, match=r"^gtpj.max_capacity='3' is invalid: 'gtpj' is no section"):
         config(**{"gtpj.max_capacity": "3"})
     # CDK's own context keys pass through untouched.

@@ -14,6 +14,7 @@ from aws_cdk.assertions import Match, Template
 
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import sha256_file, write_manifest
+from stacks.config import ConfigError
 from tests.infra.helpers import ROOT, Synthesized, actions_of, resources_of, synthesize_some
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
@@ -190,6 +191,11 @@ def _role_statements(synthesized: Synthesized, stack: str) -> list[dict[str, Any
     return _statements_of(template, _endpoint_role(template)[0])
 
 
+def _copies(template: dict[str, Any]) -> dict[str, Any]:
+    """The custom resources that copy GPT-J's payload files (not the endpoint's update check)."""
+    return {k: v for k, v in resources_of(template, "Custom::AWS").items() if "copyObject" in json.dumps(v)}
+
+
 def _payload_prefix(artifacts: Any) -> str:
     return sha256_file(artifacts / "gptj" / "model" / PAYLOAD_MANIFEST)
 
@@ -211,6 +217,7 @@ def test_execution_role_is_least_privilege(default: Synthesized, stack: str, art
         "logs:DescribeLogStreams",
         "logs:PutLogEvents",
         "cloudwatch:PutMetricData",
+        "cloudwatch:DescribeAlarms",
     }
     object_arn = by_action["s3:GetObject"]["Resource"]["Fn::Join"][1]
     if stack == "GptjStack":
@@ -226,6 +233,11 @@ def test_execution_role_is_least_privilege(default: Synthesized, stack: str, art
     assert by_action["cloudwatch:PutMetricData"]["Condition"] == {
         "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker"]}
     }
+    # SageMaker reads the states of the update's rollback alarms, which are the stack's own.
+    names = {a["Properties"]["AlarmName"] for a in resources_of(template, "AWS::CloudWatch::Alarm").values()}
+    described = by_action["cloudwatch:DescribeAlarms"]["Resource"]
+    assert described and all(json.dumps(arn).count(":alarm:") == 1 for arn in described)
+    assert {json.dumps(arn).rsplit(":alarm:", 1)[1].split('"')[0] for arn in described} <= names
 
 
 def test_model_waits_for_its_role_policy_and_its_files(default: Synthesized) -> None:
@@ -236,7 +248,7 @@ def test_model_waits_for_its_role_policy_and_its_files(default: Synthesized) -> 
         k for k, v in resources_of(template, "AWS::IAM::Policy").items() if {"Ref": role} in v["Properties"]["Roles"]
     ]
     assert policy in model["DependsOn"]
-    copies = set(resources_of(template, "Custom::AWS"))
+    copies = set(_copies(template))
     assert copies and copies <= set(model["DependsOn"]), "SageMaker must find every file under the prefix"
 
 
@@ -298,7 +310,7 @@ def test_gptj_ships_its_payload_folder_uncompressed_under_one_prefix(default: Sy
     expected = {**{name: e["sha256"] for name, e in payload.items()}, PAYLOAD_MANIFEST: prefix}
     assets = json.loads((default.outdir / "GptjStack.assets.json").read_text())["files"]
     copies = {}
-    for resource in resources_of(template, "Custom::AWS").values():
+    for resource in _copies(template).values():
         create = json.loads(
             "".join(p if isinstance(p, str) else "TOKEN" for p in resource["Properties"]["Create"]["Fn::Join"][1])
         )
@@ -325,6 +337,7 @@ def test_copy_role_writes_only_to_the_model_bucket(default: Synthesized) -> None
         k
         for k, v in resources_of(template, "AWS::IAM::Role").items()
         if v["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == lambda_principal
+        and "ModelFiles" in k
     ]
     statements = _statements_of(template, copy_role)
     writes = [s for s in statements if "s3:PutObject" in actions_of(s)]
@@ -332,10 +345,13 @@ def test_copy_role_writes_only_to_the_model_bucket(default: Synthesized) -> None
     bucket_arn, objects = writes[0]["Resource"]["Fn::Join"][1]
     assert objects == "/*" and "ModelFilesBucket" in bucket_arn["Fn::GetAtt"][0]
     reads = [s for s in statements if actions_of(s) == ["s3:GetObject"]]
-    assert len(reads) == len(resources_of(template, "Custom::AWS"))
+    assert len(reads) == len(_copies(template))
     assert all("*" not in s["Resource"]["Fn::Join"][1][-1] for s in reads), "each asset object by its key"
     (function,) = resources_of(template, "AWS::Lambda::Function").values()
     assert function["Properties"]["Role"] == {"Fn::GetAtt": [copy_role, "Arn"]}
+    # The same function (one per stack) reads the endpoint after an update, with that role.
+    (describe,) = [s for s in statements if "sagemaker:DescribeEndpoint" in actions_of(s)]
+    assert "endpoint/" in json.dumps(describe["Resource"])
     assert "LogGroup" in function["Properties"]["LoggingConfig"]
 
 
@@ -349,7 +365,7 @@ def test_gptj_tarball_ships_as_model_data_url(synth: Callable[..., Synthesized],
     template = synth(**{"gptj.model_data": str(tarball)}).template_json("GptjStack")
     container = next(iter(resources_of(template, "AWS::SageMaker::Model").values()))["Properties"]["PrimaryContainer"]
     assert "ModelDataSource" not in container and container["ModelDataUrl"]["Fn::Sub"].endswith(".gz")
-    assert not resources_of(template, "Custom::AWS") and not resources_of(template, "AWS::S3::Bucket")
+    assert not _copies(template) and not resources_of(template, "AWS::S3::Bucket")
 
 
 def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: Any) -> None:
@@ -364,6 +380,27 @@ def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: An
     entries["files"]["model-00001-of-00001.safetensors"]["size"] = 5 * 1000**3 + 1
     (payload / PAYLOAD_MANIFEST).write_text(json.dumps(entries))
     assert_left_out(tmp_path, folder, r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb")
+
+
+def test_a_volume_smaller_than_the_payload_fails_synthesis(
+    synth: Callable[..., Synthesized], tmp_path: Any, artifacts: Any
+) -> None:
+    import shutil
+
+    folder = tmp_path / "art"
+    shutil.copytree(artifacts, folder)
+    payload = folder / "gptj" / "model"
+    with open(payload / "model-00001-of-00001.safetensors", "r+b") as f:
+        f.truncate(3 * 2**30)  # sparse: 3 GiB that take no disk
+    entries = json.loads((payload / PAYLOAD_MANIFEST).read_text())
+    entries["files"]["model-00001-of-00001.safetensors"]["size"] = 3 * 2**30
+    (payload / PAYLOAD_MANIFEST).write_text(json.dumps(entries))
+    small = {"project.artifacts_dir": str(folder), "gptj.instance_type": "ml.p3.2xlarge"}
+    with pytest.raises(
+        ConfigError, match=r"^gptj.volume_size_gb=3 is invalid: allowed is at least 5 \(GB\): the payload files"
+    ):
+        synth(**small, **{"gptj.volume_size_gb": 3})
+    assert synth(**small, **{"gptj.volume_size_gb": 5}).template_json("GptjStack")
 
 
 @pytest.mark.parametrize("name", ["../outside.json", "/etc/passwd", "code//inference.py", "a/./b"])
@@ -473,11 +510,30 @@ def test_alarms_notify_the_configured_topic(synth: Callable[..., Synthesized]) -
     topic = "arn:aws:sns:eu-west-1:111122223333:oncall"
     template = synth(**{"gptj.alarm_topic_arn": topic}).template_json("GptjStack")
     alarms = resources_of(template, "AWS::CloudWatch::Alarm").values()
-    assert [a["Properties"]["AlarmActions"] for a in alarms] == [[topic], [topic]]
-    assert [a["Properties"]["OKActions"] for a in alarms] == [[topic], [topic]]
-    # Without a topic the alarms still exist, notifying no one.
-    default = synth().template_json("GptjStack")
-    assert all("AlarmActions" not in a["Properties"] for a in resources_of(default, "AWS::CloudWatch::Alarm").values())
+    assert len(alarms) == 5
+    assert all(a["Properties"]["AlarmActions"] == a["Properties"]["OKActions"] == [topic] for a in alarms)
+    assert not resources_of(template, "AWS::SNS::Topic"), "a given topic replaces the stack's own"
+    assert template["Outputs"]["AlarmTopicArn"]["Value"] == topic
+
+
+def test_alarms_notify_the_stacks_own_encrypted_topic(synth: Callable[..., Synthesized]) -> None:
+    template = synth(**{"gpt2.alarm_email": "oncall@example.com"}).template_json("Gpt2Stack")
+    ((topic_id, topic),) = resources_of(template, "AWS::SNS::Topic").items()
+    key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key = resources_of(template, "AWS::KMS::Key")[key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    principal = {"Service": "cloudwatch.amazonaws.com"}
+    (cloudwatch,) = [s for s in key["KeyPolicy"]["Statement"] if s["Principal"] == principal]
+    assert sorted(cloudwatch["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert set(cloudwatch["Condition"]) == {"StringEquals", "ArnLike"}  # this account's alarms only
+    for alarm in resources_of(template, "AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]
+    (subscription,) = resources_of(template, "AWS::SNS::Subscription").values()
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "oncall@example.com"
+    (policy,) = resources_of(template, "AWS::SNS::TopicPolicy").values()
+    assert '"aws:SecureTransport": "false"' in json.dumps(policy)
+    assert template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
 
 
 def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any) -> None:

@@ -16,6 +16,12 @@ VARIANTS = {
     "default": {},
     "encrypted-volume": {"gptj.instance_type": "ml.p3.2xlarge", "gpt2.instance_type": "ml.g5.xlarge"},
     "ingress-and-region": {"inf2.ingress_cidr": "203.0.113.0/24", "project.region": "eu-west-1"},
+    "inference-component": {
+        "gptj.endpoint_mode": "inference-component",
+        "gptj.min_copies": "0",
+        "gpt2.endpoint_mode": "inference-component",
+    },
+    "async": {"gptj.endpoint_mode": "async", "gpt2.endpoint_mode": "async"},
 }
 # Actions that AWS allows on no narrower resource than "*".
 STAR_ONLY_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}

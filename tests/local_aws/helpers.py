@@ -71,6 +71,11 @@ def delete_stack(aws: LocalAws, name: str) -> str | None:
     return error_of(lambda: cfn.delete_stack(StackName=name))
 
 
+def stack_status(aws: LocalAws, name: str) -> str:
+    (stack,) = client(aws, "cloudformation").describe_stacks(StackName=name)["Stacks"]
+    return str(stack["StackStatus"])
+
+
 def outputs(aws: LocalAws, name: str) -> dict[str, str]:
     cfn = client(aws, "cloudformation")
     (stack,) = cfn.describe_stacks(StackName=name)["Stacks"]

@@ -9,6 +9,7 @@ proves the patch is what makes the difference.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,11 +27,13 @@ from tests.local_aws.helpers import (
     client,
     create_stack,
     delete_stack,
+    echo_config,
     echo_endpoint,
     endpoint_status,
     error_of,
     outputs,
     physical_ids,
+    stack_status,
     update_stack,
 )
 
@@ -395,6 +398,90 @@ def non_empty_bucket(aws: LocalAws) -> object:
     return failed, [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
+# --- Failed updates, KMS, SSM, CloudTrail ------------------------------------------------------
+
+
+def parameter(value: str, **more: object) -> dict[str, object]:
+    return resource("AWS::SSM::Parameter", Type="String", Value=value, AllowedPattern="^[a-z]+$", **more)
+
+
+def failed_update(aws: LocalAws) -> object:
+    """An update that adds a parameter, replaces a log group and then sets a parameter to a
+    value its pattern refuses: what ExecuteChangeSet answers, the stack's status, and what is
+    left (the added parameter, the log groups, the refused parameter's value)."""
+    create_stack(aws, "stack", {"Resources": {**log_group(1)["Resources"], "Check": parameter("ok", Name="/check")}})
+    failed = update_stack(
+        aws,
+        "stack",
+        {
+            "Resources": {
+                **log_group(3)["Resources"],
+                "Extra": parameter("new", Name="/extra"),
+                "Check": {**parameter("BAD", Name="/check"), "DependsOn": ["Extra", "Group"]},
+            }
+        },
+    )
+    ssm = client(aws, "ssm")
+    names = [p["Name"] for p in ssm.describe_parameters()["Parameters"]]
+    groups = sorted(g.get("retentionInDays") for g in client(aws, "logs").describe_log_groups()["logGroups"])
+    return (
+        failed,
+        stack_status(aws, "stack"),
+        "/extra" in names,
+        groups,
+        ssm.get_parameter(Name="/check")["Parameter"]["Value"],
+    )
+
+
+def key_with_tags(aws: LocalAws) -> object:
+    """A key with tags and a key policy: whether the stack creates it, its tags, and its state
+    after the stack is deleted."""
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "kms:*", "Resource": "*"}],
+    }
+    failed = create_stack(
+        aws,
+        "stack",
+        resources(
+            Key=resource(
+                "AWS::KMS::Key", KeyPolicy=policy, Tags=[{"Key": "team", "Value": "ml"}], PendingWindowInDays=7
+            )
+        ),
+    )
+    if failed:
+        return failed, None, None
+    kms = client(aws, "kms")
+    key_id = physical_ids(aws, "stack")["Key"]
+    tags = {t["TagKey"]: t["TagValue"] for t in kms.list_resource_tags(KeyId=key_id)["Tags"]}
+    delete_stack(aws, "stack")
+    return None, tags, kms.describe_key(KeyId=key_id)["KeyMetadata"]["KeyState"]
+
+
+def pattern_mismatch(aws: LocalAws) -> object:
+    """PutParameter with a value its AllowedPattern refuses."""
+    ssm = client(aws, "ssm")
+    return error_of(lambda: ssm.put_parameter(Name="/p", Value="B", Type="String", AllowedPattern="^[a-z]+$"))
+
+
+def unnamed_parameter(aws: LocalAws) -> object:
+    """A parameter the template does not name, then updated: whether it is created, and after
+    the update whether it kept its name and holds the new value."""
+    failed = create_stack(aws, "stack", resources(P=parameter("one")))
+    if failed:
+        return failed, None, None
+    name = physical_ids(aws, "stack")["P"]
+    update_stack(aws, "stack", resources(P=parameter("two")))
+    after = physical_ids(aws, "stack")["P"]
+    return None, after == name, client(aws, "ssm").get_parameter(Name=after)["Parameter"]["Value"]
+
+
+def lookup_events(aws: LocalAws) -> object:
+    """CloudTrail's LookupEvents, which the CDK CLI calls after a failed deployment."""
+    trail = client(aws, "cloudtrail")
+    return error_of(lambda: trail.lookup_events()) or trail.lookup_events()["Events"]
+
+
 # --- SageMaker hosting: endpoints that run their container -------------------------------------
 
 
@@ -465,6 +552,170 @@ def invocation(aws: LocalAws) -> object:
     return passed, answer.get("CustomAttributes"), rejected, unknown
 
 
+# --- Inference components and async inference ----------------------------------------------------
+
+
+def component_variant() -> dict[str, object]:
+    return {
+        "VariantName": "AllTraffic",
+        "InstanceType": "ml.g5.xlarge",
+        "InitialInstanceCount": 1,
+        "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1},
+        "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
+    }
+
+
+def config_without_model(aws: LocalAws) -> object:
+    """An endpoint config for inference components (its variant names no model): whether it
+    is created, and the status of an endpoint on it."""
+    sm = client(aws, "sagemaker")
+    refused = error_of(
+        lambda: sm.create_endpoint_config(
+            EndpointConfigName="ic", ProductionVariants=[component_variant()], ExecutionRoleArn=ROLE_ARN
+        )
+    )
+    if refused:
+        return refused, None
+    sm.create_endpoint(EndpointName="ic", EndpointConfigName="ic")
+    return refused, endpoint_status(aws, "ic", settle=True)
+
+
+def component_stack(version: str) -> Template:
+    model = resource(
+        "AWS::SageMaker::Model",
+        ExecutionRoleArn=ROLE_ARN,
+        PrimaryContainer={"Image": ECHO_IMAGE, "Environment": {"ECHO_VERSION": version}},
+    )
+    config = resource(
+        "AWS::SageMaker::EndpointConfig", ProductionVariants=[component_variant()], ExecutionRoleArn=ROLE_ARN
+    )
+    endpoint = resource("AWS::SageMaker::Endpoint", EndpointConfigName={"Fn::GetAtt": ["Config", "EndpointConfigName"]})
+    component = resource(
+        "AWS::SageMaker::InferenceComponent",
+        InferenceComponentName="echo-ic",
+        EndpointName={"Fn::GetAtt": ["Endpoint", "EndpointName"]},
+        VariantName="AllTraffic",
+        Specification={
+            "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
+            "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": 1, "MinMemoryRequiredInMb": 1024},
+            "StartupParameters": {"ContainerStartupHealthCheckTimeoutInSeconds": 60},
+        },
+        RuntimeConfig={"CopyCount": 1},
+    )
+    return resources(Model=model, Config=config, Endpoint=endpoint, Component=component)
+
+
+def component_lifecycle(aws: LocalAws) -> object:
+    """A stack with an inference component on the echo image: the component's status, the
+    version that answers an invocation naming it, an invocation naming none; after an update
+    to a new model, the version that answers; after deleting the stack, the echo containers."""
+    created = create_stack(aws, "ic", component_stack("1"))
+    sm, runtime = client(aws, "sagemaker"), client(aws, "sagemaker-runtime")
+    status = error_of(lambda: sm.describe_inference_component(InferenceComponentName="echo-ic"))
+    if status is None:
+        status = sm.describe_inference_component(InferenceComponentName="echo-ic")["InferenceComponentStatus"]
+    endpoint = physical_ids(aws, "ic")["Endpoint"].rsplit("/", 1)[-1]
+
+    def version() -> object:
+        def call() -> object:
+            answer = runtime.invoke_endpoint(EndpointName=endpoint, Body=b"{}", InferenceComponentName="echo-ic")
+            return json.loads(answer["Body"].read()).get("version")
+
+        failed = error_of(call)
+        return failed if failed else call()
+
+    first, unnamed = version(), error_of(lambda: runtime.invoke_endpoint(EndpointName=endpoint, Body=b"{}"))
+    updated = update_stack(aws, "ic", component_stack("2"))
+    second = version()
+    delete_stack(aws, "ic")
+    return created, status, first, unnamed, updated, second, echo_processes()
+
+
+def copy_count_target(aws: LocalAws) -> object:
+    """Registering an inference component's copy count as a scalable target."""
+    scaling = client(aws, "application-autoscaling")
+    return error_of(
+        lambda: scaling.register_scalable_target(
+            ServiceNamespace="sagemaker",
+            ResourceId="inference-component/echo-ic",
+            ScalableDimension="sagemaker:inference-component:DesiredCopyCount",
+            MinCapacity=0,
+            MaxCapacity=2,
+        )
+    )
+
+
+def async_invocation(aws: LocalAws) -> object:
+    """An async endpoint on the echo image: InvokeEndpointAsync of an input in S3, then what is
+    written to the output location, what the success topic's subscriber (an SQS queue)
+    received; a request the container refuses, and where its failure goes."""
+    s3, sqs, sns = client(aws, "s3"), client(aws, "sqs"), client(aws, "sns")
+    s3.create_bucket(Bucket="async-io")
+    s3.put_object(Bucket="async-io", Key="input/1.json", Body=b'{"q": 1}')
+    s3.put_object(Bucket="async-io", Key="input/2.json", Body=b'{"status": 400}')
+    topic = sns.create_topic(Name="done")["TopicArn"]
+    queue = sqs.create_queue(QueueName="done")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    echo_config(aws, "async-config")
+    sm = client(aws, "sagemaker")
+    config = sm.describe_endpoint_config(EndpointConfigName="async-config")
+    sm.create_endpoint_config(
+        EndpointConfigName="async",
+        ProductionVariants=config["ProductionVariants"],
+        AsyncInferenceConfig={
+            "OutputConfig": {
+                "S3OutputPath": "s3://async-io/output/",
+                "S3FailurePath": "s3://async-io/failure/",
+                "NotificationConfig": {"SuccessTopic": topic, "ErrorTopic": topic},
+            }
+        },
+    )
+    sm.create_endpoint(EndpointName="async", EndpointConfigName="async")
+    endpoint_status(aws, "async", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    answers = []
+    for name in ("1", "2"):
+        answer = runtime.invoke_endpoint_async(
+            EndpointName="async", InputLocation=f"s3://async-io/input/{name}.json", ContentType="application/json"
+        )
+        answers.append(answer)
+    found: list[object] = []
+    for answer in answers:
+        locations = (answer.get("OutputLocation"), answer.get("FailureLocation"))
+        deadline = time.monotonic() + 20
+        written = None
+        while written is None and time.monotonic() < deadline:
+            for location in locations:
+                bucket, _, key = str(location).removeprefix("s3://").partition("/")
+                if error_of(lambda b=bucket, k=key: s3.head_object(Bucket=b, Key=k)) is None:
+                    written = (key.split("/")[0], s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
+            time.sleep(0.1)
+        found.append(written and (written[0], json.loads(written[1]).get("body") if written[0] == "output" else "!"))
+    messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    statuses = sorted(json.loads(m["Body"]).get("invocationStatus", "") for m in messages)
+    return found, statuses
+
+
+def auto_deleted_bucket(aws: LocalAws) -> object:
+    """A stack with a bucket and CDK's auto-delete-objects resource, the bucket holding an
+    object: whether the stack is deleted, and which buckets remain."""
+    s3 = client(aws, "s3")
+    template = resources(
+        Bucket=resource("AWS::S3::Bucket", BucketName="results"),
+        Empty={
+            "Type": "Custom::S3AutoDeleteObjects",
+            "Properties": {"ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:provider",
+                           "BucketName": {"Ref": "Bucket"}},
+            "DependsOn": ["Bucket"],
+        },
+    )  # fmt: skip
+    created = create_stack(aws, "results", template)
+    s3.put_object(Bucket="results", Key="output/1.out", Body=b"answer")
+    deleted = delete_stack(aws, "results")
+    return created, deleted, [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
 # --- The patches and their scenarios ------------------------------------------------------------------
 
 SCENARIOS: dict[str, Scenario] = {
@@ -514,6 +765,39 @@ SCENARIOS: dict[str, Scenario] = {
         invocation,
         aws=(['{"q": 1}', "application/x-q", "text/x-a", "t=1"], "echoed=t=1", "ModelError", "ValidationError"),
         stock=(["body", None, None, None], "custom_attributes", None, None),
+    ),
+    "failed_updates_roll_back": Scenario(
+        failed_update,
+        aws=(None, "UPDATE_ROLLBACK_COMPLETE", False, [1], "ok"),
+        stock=("ParameterPatternMismatchException", "CREATE_COMPLETE", True, [3], "ok"),
+    ),
+    "keys_follow_their_template": Scenario(
+        key_with_tags, aws=(None, {"team": "ml"}, "PendingDeletion"), stock=("500 Internal Server Error", None, None)
+    ),
+    "parameter_values_match_their_pattern": Scenario(
+        pattern_mismatch, aws="ParameterPatternMismatchException", stock=None
+    ),
+    "parameters_are_named_and_updated_in_place": Scenario(
+        unnamed_parameter, aws=(None, True, "two"), stock=("500 Internal Server Error", None, None)
+    ),
+    "lookup_events_answers": Scenario(lookup_events, aws=[], stock="500"),
+    "variants_of_inference_components_name_no_model": Scenario(
+        config_without_model, aws=(None, "InService"), stock=("500", None)
+    ),
+    "inference_components_run_their_container": Scenario(
+        component_lifecycle,
+        aws=(None, "InService", "1", "ValidationError", None, "2", 0),
+        stock=(None, "500", "ValidationError", "ValidationError", None, "ValidationError", 0),
+    ),
+    "inference_component_copies_scale": Scenario(copy_count_target, aws=None, stock="ValidationException"),
+    "async_invocations_answer_through_s3": Scenario(
+        async_invocation,
+        aws=([("output", '{"q": 1}'), ("failure", "!")], ["Completed", "Failed"]),
+        # Stock moto writes canned answers ({"default": "response"}) to a bucket of its own.
+        stock=([("response.json", "!"), ("response.json", "!")], []),
+    ),
+    "auto_deleted_buckets_are_emptied": Scenario(
+        auto_deleted_bucket, aws=(None, None, []), stock=("ResourceNotFoundException", "BucketNotEmpty", ["results"])
     ),
     "non_empty_buckets_are_not_deleted": Scenario(
         non_empty_bucket, aws=("BucketNotEmpty", ["bucket"]), stock=(None, ["bucket"])

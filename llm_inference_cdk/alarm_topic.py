@@ -1,0 +1,75 @@
+"""An SNS topic for a stack's alarms: encrypted with a key of its own that CloudWatch may use,
+HTTPS only, with an optional e-mail subscription."""
+
+from __future__ import annotations
+
+import re
+
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from llm_inference_cdk.props import Check, PropError
+
+#: An address SNS can send to: one @, a dotted domain, no spaces.
+EMAIL = Check(
+    lambda v: isinstance(v, str) and re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v) is not None,
+    "an e-mail address such as oncall@example.com",
+)
+
+
+class AlarmTopic(Construct):
+    """An SNS topic for alarm and OK notifications.
+
+    SNS encrypts it with a KMS key of its own (an AWS-managed key cannot be used: CloudWatch
+    needs the key policy to let it encrypt what it publishes), rotated yearly; the key policy
+    lets CloudWatch use the key only for alarms of this account.
+
+    :param email: an address subscribed to the topic (default: none; the subscription waits
+        until its owner confirms it from the mail SNS sends).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, email: str | None = None) -> None:
+        super().__init__(scope, construct_id)
+        if email is not None and not EMAIL(email):
+            raise PropError(type(self).__name__, "email", email, EMAIL.allowed)
+        stack = Stack.of(self)
+        alarms = stack.format_arn(
+            service="cloudwatch", resource="alarm", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+        self.key = kms.Key(
+            self,
+            "Key",
+            enable_key_rotation=True,
+            description="Encrypts the alarm notifications of this stack's SNS topic",
+            # Notifications are delivered at once: nothing stays encrypted under it.
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(7),
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": alarms},
+                },
+            )
+        )
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name="LLM inference alarms",
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        if email is not None:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+
+    @property
+    def topic_arn(self) -> str:
+        return self.topic.topic_arn

@@ -1,0 +1,155 @@
+"""An endpoint's model as an inference component: the component, its copy-count scaling and,
+for an endpoint that scales to zero, the alarm that brings a copy back (SageMaker's
+"scale to zero" guide: endpoint-auto-scaling-zero-instances)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Names
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from llm_inference_cdk.endpoint_props import DeploymentProps, EndpointProps, InferenceComponentProps
+
+#: The scalable dimension of a component's copies.
+COPY_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
+
+
+def variant_scaling(props: InferenceComponentProps) -> sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty:
+    """The variant's managed instance scaling: SageMaker starts and stops instances for the copies."""
+    return sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+        status="ENABLED", min_instance_count=props.fewest_instances, max_instance_count=props.most_instances
+    )
+
+
+def add_component(
+    scope: Construct, endpoint: sagemaker.CfnEndpoint, model: sagemaker.CfnModel, props: EndpointProps
+) -> sagemaker.CfnInferenceComponent:
+    """The component on `endpoint`'s variant: `model` with the compute each copy reserves, one
+    copy at creation, updated copy by copy (the update policy's rolling batches)."""
+    spec = props.inference_component
+    assert spec is not None
+    ic = sagemaker.CfnInferenceComponent
+    return ic(
+        scope,
+        "Component",
+        # A name of our own: CloudFormation returns only the ARN, and scaling, metrics and
+        # invocations need the name. Derived from the endpoint's path, which holds the instance
+        # type: a new endpoint (a new type) gets a new component, as its replacement needs.
+        inference_component_name=component_name(endpoint),
+        endpoint_name=endpoint.attr_endpoint_name,
+        variant_name=props.variant_name,
+        specification=ic.InferenceComponentSpecificationProperty(
+            model_name=model.attr_model_name,
+            compute_resource_requirements=ic.InferenceComponentComputeResourceRequirementsProperty(
+                number_of_accelerator_devices_required=spec.accelerators or None,
+                number_of_cpu_cores_required=spec.cpu_cores,
+                min_memory_required_in_mb=spec.memory_mb,
+            ),
+            startup_parameters=ic.InferenceComponentStartupParametersProperty(
+                container_startup_health_check_timeout_in_seconds=props.startup_health_check_timeout_s,
+                model_data_download_timeout_in_seconds=props.model_data_download_timeout_s,
+            ),
+        ),
+        # SageMaker creates the component with one copy (a new endpoint answers at once);
+        # autoscaling then keeps it between min_copies and max_copies.
+        runtime_config=ic.InferenceComponentRuntimeConfigProperty(copy_count=1),
+    )
+
+
+def component_name(endpoint: sagemaker.CfnEndpoint) -> str:
+    return Names.unique_resource_name(endpoint, max_length=63, separator="-")
+
+
+def component_deployment(
+    deployment: DeploymentProps, alarm_names: list[str]
+) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
+    """A component is updated one copy at a time, each baked, rolled back on `alarm_names`."""
+    ic = sagemaker.CfnInferenceComponent
+    return ic.InferenceComponentDeploymentConfigProperty(
+        rolling_update_policy=ic.InferenceComponentRollingUpdatePolicyProperty(
+            maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(type="COPY_COUNT", value=1),
+            wait_interval_in_seconds=deployment.wait_interval_s,
+            maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_s,
+        ),
+        auto_rollback_configuration=ic.AutoRollbackConfigurationProperty(
+            alarms=[ic.AlarmProperty(alarm_name=name) for name in alarm_names]
+        )
+        if alarm_names
+        else None,
+    )
+
+
+def scale_copies(
+    scope: Construct, component: sagemaker.CfnInferenceComponent, props: InferenceComponentProps
+) -> appscaling.CfnScalableTarget:
+    """Target tracking of invocations per copy between min_copies and max_copies; with
+    min_copies=0, a step policy on NoCapacityInvocationFailures adds the first copy back (target
+    tracking cannot: with no copy there is no per-copy metric to track)."""
+    target = appscaling.CfnScalableTarget(
+        scope,
+        "CopyScaling",
+        service_namespace="sagemaker",
+        scalable_dimension=COPY_DIMENSION,
+        resource_id=f"inference-component/{component.inference_component_name!s}",
+        min_capacity=props.min_copies,
+        max_capacity=props.max_copies,
+    )
+    # Named as written, not referenced: the component must exist before its copies can scale.
+    target.add_dependency(component)
+    appscaling.CfnScalingPolicy(
+        scope,
+        "CopyScalingPolicy",
+        policy_name="InvocationsPerCopy",
+        policy_type="TargetTrackingScaling",
+        scaling_target_id=target.ref,
+        target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+            target_value=float(props.target_invocations_per_copy),
+            predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
+                predefined_metric_type="SageMakerInferenceComponentInvocationsPerCopy"
+            ),
+            scale_in_cooldown=props.scale_in_cooldown_s,
+            scale_out_cooldown=props.scale_out_cooldown_s,
+        ),
+    )
+    if props.scales_to_zero:
+        _scale_out_of_zero(scope, component, target)
+    return target
+
+
+def _scale_out_of_zero(
+    scope: Construct, component: sagemaker.CfnInferenceComponent, target: appscaling.CfnScalableTarget
+) -> None:
+    step = appscaling.CfnScalingPolicy(
+        scope,
+        "OutOfZeroPolicy",
+        policy_name="OutOfZero",
+        policy_type="StepScaling",
+        scaling_target_id=target.ref,
+        step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
+            adjustment_type="ChangeInCapacity",
+            metric_aggregation_type="Maximum",
+            cooldown=60,
+            step_adjustments=[
+                appscaling.CfnScalingPolicy.StepAdjustmentProperty(scaling_adjustment=1, metric_interval_lower_bound=0)
+            ],
+        ),
+    )
+    alarm = cloudwatch.Alarm(
+        scope,
+        "NoCapacityAlarm",
+        alarm_description="A request found no copy of the model: add one (the way back from zero)",
+        metric=cloudwatch.Metric(
+            namespace="AWS/SageMaker",
+            metric_name="NoCapacityInvocationFailures",
+            dimensions_map={"InferenceComponentName": str(component.inference_component_name)},
+            statistic="Maximum",
+            period=Duration.minutes(1),
+        ),
+        threshold=1,
+        evaluation_periods=1,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+    alarm.node.default_child.alarm_actions = [step.ref]  # type: ignore[union-attr]

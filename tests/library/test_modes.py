@@ -1,0 +1,251 @@
+"""The endpoint's three modes in a bare ``Stack()``: an inference component that scales to
+zero and back, and asynchronous inference into the endpoint's own bucket and topics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from llm_inference_cdk import (
+    AlarmProps,
+    AsyncInferenceProps,
+    AutoscalingProps,
+    ContainerImage,
+    EndpointProps,
+    InferenceComponentProps,
+    ModelData,
+    PropError,
+    SageMakerEndpoint,
+)
+
+IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
+
+
+def synthesized(**props: Any) -> tuple[Stack, SageMakerEndpoint, Template]:
+    stack, made = built(**props)
+    return stack, made, Template.from_stack(stack)
+
+
+def built(**props: Any) -> tuple[Stack, SageMakerEndpoint]:
+    stack = Stack()
+    made = SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=ContainerImage.from_uri(IMAGE_URI),
+        model_data=ModelData.from_bucket(s3.Bucket.from_bucket_name(stack, "Models", "my-models"), "m/model.tar.gz"),
+        props=EndpointProps(**{"instance_type": "ml.g5.2xlarge", "alarms": AlarmProps(latency_ms=800), **props}),
+    )
+    return stack, made
+
+
+def component(**props: Any) -> InferenceComponentProps:
+    return InferenceComponentProps(**{"max_copies": 2, "target_invocations_per_copy": 10, **props})
+
+
+def only(template: Template, kind: str) -> dict[str, Any]:
+    (resource,) = template.find_resources(kind).values()
+    return resource["Properties"]  # type: ignore[no-any-return]
+
+
+def statements(template: Template) -> list[dict[str, Any]]:
+    return [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+# --- inference component ----------------------------------------------------------------------
+
+
+def test_a_component_that_scales_to_zero_and_back() -> None:
+    stack, made, template = synthesized(
+        inference_component=component(min_copies=0, accelerators=1, cpu_cores=4, memory_mb=16_384)
+    )
+    config = only(template, "AWS::SageMaker::EndpointConfig")
+    (variant,) = config["ProductionVariants"]
+    # The variant names no model: the component carries it; the config names the role.
+    assert "ModelName" not in variant
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
+    assert variant["InitialInstanceCount"] == 1  # SageMaker creates no endpoint of zero instances
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+    assert "ExecutionRoleArn" in config
+    ic = only(template, "AWS::SageMaker::InferenceComponent")
+    assert ic["Specification"]["ComputeResourceRequirements"] == {
+        "NumberOfAcceleratorDevicesRequired": 1,
+        "NumberOfCpuCoresRequired": 4,
+        "MinMemoryRequiredInMb": 16_384,
+    }
+    assert ic["RuntimeConfig"] == {"CopyCount": 1}
+    assert ic["InferenceComponentName"] == made.component_name
+    # Copies scale between 0 and 2 on invocations per copy...
+    target = only(template, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert target["ScalableDimension"] == "sagemaker:inference-component:DesiredCopyCount"
+    assert target["ResourceId"] == f"inference-component/{made.component_name}"
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (0, 2)
+    policies = {p["Properties"]["PolicyType"]: p["Properties"] for p in template.find_resources(
+        "AWS::ApplicationAutoScaling::ScalingPolicy").values()}  # fmt: skip
+    tracking = policies["TargetTrackingScaling"]["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == (
+        "SageMakerInferenceComponentInvocationsPerCopy"
+    )
+    assert tracking["TargetValue"] == 10
+    # ...and a request that finds no copy trips the alarm whose action adds one.
+    step = policies["StepScaling"]["StepScalingPolicyConfiguration"]
+    assert step["StepAdjustments"] == [{"ScalingAdjustment": 1, "MetricIntervalLowerBound": 0}]
+    alarms = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
+    (back,) = [a for a in alarms if a["MetricName"] == "NoCapacityInvocationFailures"]
+    assert back["Dimensions"] == [{"Name": "InferenceComponentName", "Value": made.component_name}]
+    (action,) = back["AlarmActions"]
+    (step_id,) = [
+        k
+        for k, v in template.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").items()
+        if v["Properties"]["PolicyType"] == "StepScaling"
+    ]
+    assert action == {"Ref": step_id}
+    assert stack.resolve(made.scalable_target.ref) == {"Ref": next(iter(template.find_resources(  # type: ignore[union-attr]
+        "AWS::ApplicationAutoScaling::ScalableTarget")))}  # fmt: skip
+
+
+def test_a_component_that_keeps_a_copy_has_no_way_back_from_zero() -> None:
+    _, _, template = synthesized(inference_component=component(min_copies=1))
+    variant = only(template, "AWS::SageMaker::EndpointConfig")["ProductionVariants"][0]
+    assert variant["ManagedInstanceScaling"]["MinInstanceCount"] == 1
+    template.resource_properties_count_is(
+        "AWS::CloudWatch::Alarm", Match.object_like({"MetricName": "NoCapacityInvocationFailures"}), 0
+    )
+    template.resource_properties_count_is(
+        "AWS::ApplicationAutoScaling::ScalingPolicy", Match.object_like({"PolicyType": "StepScaling"}), 0
+    )
+
+
+def test_component_updates_roll_copy_by_copy_on_the_endpoints_alarms() -> None:
+    _, made, template = synthesized(inference_component=component())
+    ic = only(template, "AWS::SageMaker::InferenceComponent")
+    policy = ic["DeploymentConfig"]["RollingUpdatePolicy"]
+    assert policy["MaximumBatchSize"] == {"Type": "COPY_COUNT", "Value": 1}
+    names = [a["AlarmName"] for a in ic["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
+    assert len(names) == len(made.rollback_alarms) == 3
+    # The endpoint itself takes no update policy: the component's rolls the model.
+    assert "DeploymentConfig" not in only(template, "AWS::SageMaker::Endpoint")
+    # The rollback check reads the component's model, after the component.
+    calls = [r for r in template.find_resources("Custom::AWS").values()]
+    (check,) = calls
+    create = json.dumps(check["Properties"]["Create"])
+    assert "describeInferenceComponent" in create and "Specification.ModelName" in create
+
+
+def test_component_metrics_and_invocations_are_the_components() -> None:
+    stack, made = built(inference_component=component())
+    latency = made.metric_model_latency()
+    assert stack.resolve(latency.dimensions) == {"InferenceComponentName": made.component_name}
+    user = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    made.grant_invoke(user)
+    template = Template.from_stack(stack)
+    (grant,) = [s for s in statements(template) if s["Action"] == "sagemaker:InvokeEndpoint"]
+    resources = json.dumps(grant["Resource"])
+    assert f"inference-component/{made.component_name}" in resources and ":endpoint/" in resources
+
+
+SCALING = AutoscalingProps(min_capacity=1, max_capacity=2, target_invocations_per_instance=10)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"inference_component": component(accelerators=2)},
+            "accelerators=2 is invalid: allowed is at most 1: each copy must fit on one ml.g5.2xlarge",
+        ),
+        ({"inference_component": component(cpu_cores=9)}, "cpu_cores=9 is invalid: allowed is at most 8"),
+        ({"inference_component": component(memory_mb=40_000)}, "memory_mb=40000 is invalid: allowed is at most 32768"),
+        ({"inference_component": component(), "autoscaling": SCALING}, "unset in inference-component mode"),
+        ({"async_inference": AsyncInferenceProps(max_instances=2), "autoscaling": SCALING}, "unset in async mode"),
+        (
+            {"inference_component": component(), "async_inference": AsyncInferenceProps(max_instances=2)},
+            "an endpoint has one mode",
+        ),
+    ],
+    ids=["gpus", "cpus", "memory", "ic-autoscaling", "async-autoscaling", "two-modes"],
+)
+def test_a_component_that_cannot_fit_or_a_second_mode_is_refused(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(PropError) as refused:
+        EndpointProps(instance_type="ml.g5.2xlarge", **given)
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_component_props_refuse_bounds_that_contradict() -> None:
+    with pytest.raises(PropError, match=r"max_copies=1 is invalid: allowed is at least min_copies \(2\)"):
+        component(min_copies=2, max_copies=1)
+    with pytest.raises(PropError, match="min_instances=0 is invalid"):
+        component(min_copies=1, min_instances=0)
+
+
+# --- async ------------------------------------------------------------------------------------
+
+
+def test_async_answers_into_its_own_bucket_and_topics_and_scales_to_zero() -> None:
+    _, made, template = synthesized(async_inference=AsyncInferenceProps(max_instances=3))
+    config = only(template, "AWS::SageMaker::EndpointConfig")
+    output = config["AsyncInferenceConfig"]["OutputConfig"]
+    assert json.dumps(output["S3OutputPath"]).count("/output/") == 1
+    assert json.dumps(output["S3FailurePath"]).count("/failure/") == 1
+    assert set(output["NotificationConfig"]) == {"SuccessTopic", "ErrorTopic"}
+    assert made.async_output is not None
+    bucket = template.find_resources("AWS::S3::Bucket")
+    (props,) = [b["Properties"] for b in bucket.values()]
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
+        "SSEAlgorithm": "AES256"
+    }
+    assert props["PublicAccessBlockConfiguration"]["RestrictPublicBuckets"] is True
+    for topic in template.find_resources("AWS::SNS::Topic").values():
+        assert "KmsMasterKeyId" in topic["Properties"]
+    target = only(template, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (0, 3)
+    assert target["ScalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
+    metrics = {a["Properties"]["MetricName"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()}
+    assert "HasBacklogWithoutCapacity" in metrics
+    tracking = [
+        p["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+        for p in template.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+        if p["Properties"]["PolicyType"] == "TargetTrackingScaling"
+    ]
+    assert tracking[0]["CustomizedMetricSpecification"]["MetricName"] == "ApproximateBacklogSizePerInstance"
+    # The endpoint keeps its update policy in async mode (SageMaker excludes only Marketplace
+    # containers and Inf1 from guardrails).
+    assert "DeploymentConfig" in only(template, "AWS::SageMaker::Endpoint")
+
+
+def test_async_grants_submit_and_reading_results_to_whom_the_user_names() -> None:
+    stack, made = built(async_inference=AsyncInferenceProps(max_instances=1))
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    reader = iam.Role(stack, "Reader", assumed_by=iam.AccountRootPrincipal())
+    made.grant_invoke(caller)
+    made.grant_read_results(reader)
+    template = Template.from_stack(stack)
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        for role in policy["Properties"]["Roles"]:
+            by_role.setdefault(role["Ref"], []).extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    caller_id, reader_id = (stack.resolve(r.role_name)["Ref"] for r in (caller, reader))
+    caller_actions = sorted(a for s in by_role[caller_id] for a in [s["Action"]])
+    assert caller_actions == ["s3:PutObject", "sagemaker:InvokeEndpointAsync"]
+    (put,) = [s for s in by_role[caller_id] if s["Action"] == "s3:PutObject"]
+    assert "/input/*" in json.dumps(put["Resource"])
+    (read,) = by_role[reader_id]
+    assert read["Action"] == "s3:GetObject"
+    assert "/output/*" in json.dumps(read["Resource"]) and "/failure/*" in json.dumps(read["Resource"])
+    assert "/input/" not in json.dumps(read["Resource"])
+
+
+def test_results_of_a_realtime_endpoint_are_refused() -> None:
+    stack, made = built()
+    with pytest.raises(ValueError, match="only an async endpoint has results to read"):
+        made.grant_read_results(iam.Role(stack, "R", assumed_by=iam.AccountRootPrincipal()))
