@@ -129,6 +129,8 @@ lint: setup
 	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
 	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py
 	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py
+	@# The inf2 host's Neuron metrics, under the DLAMI's /usr/bin/python3.
+	$(BIN)/mypy --python-version 3.10 llm_inference_cdk/inf2/neuron_metrics.py
 	$(BIN)/hadolint serving/gpt2/Dockerfile
 
 serve-gpt2: setup

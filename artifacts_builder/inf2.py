@@ -1,5 +1,7 @@
 """The inf2 bundle for DJL Serving: ``serving.properties``, ``model.py``, ``requirements.txt``,
-an inner manifest and, with ``--tiny`` or ``--model-dir``, the model itself.
+an inner manifest and, with ``--tiny`` or ``--model-dir``, the model itself; without either,
+``hub-files.json``: the sha256 and size of each file the instance downloads from the hub, at
+the pinned commit (``inf2.model_revision``), which the handler checks before it loads them.
 
 The properties are rendered from the typed settings (cdk.json's ``inf2`` section plus
 ``-c inf2.key=value`` overrides, exactly as ``cdk synth`` reads them) and checked against
@@ -15,14 +17,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from artifacts_builder.gptj import SIDE_FILES
 from artifacts_builder.legacy_tokenizer import TokenizerFormatError, rewrite_for_old_readers
 from artifacts_builder.tarball import pack_directory
 from llm_contracts.inf2 import (
+    HUB_FILES,
     ModelFacts,
     facts_from_config,
     known_model,
@@ -30,9 +36,9 @@ from llm_contracts.inf2 import (
     serving_properties,
     unknown_model_message,
 )
-from llm_contracts.manifest import library_versions, write_manifest
+from llm_contracts.manifest import file_entry, library_versions, write_manifest
 from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_context_pairs
-from stacks.config.inf2 import settings_problems
+from stacks.config.inf2 import hub_model, model_source_problems, settings_problems
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
 BUNDLE_NAME = "bundle.tar.gz"
@@ -50,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model-dir",
         type=Path,
         help="ship this local Hugging Face model folder (config.json, weights, tokenizer) instead of "
-        "letting the instance download inf2.model_id from the hub",
+        "letting the instance download inf2.model_id from the hub (at inf2.model_revision, checked against "
+        "the sha256 the hub gives now, which needs the network here)",
     )
     parser.add_argument(
         "-c",
@@ -87,19 +94,76 @@ def build_tiny_model(target: Path, *, seed: int = 0) -> None:
     OPTForCausalLM(config).save_pretrained(target)
 
 
+#: Files of a hub repository the server reads besides the weights: the config and the tokenizer's
+#: (those the GPT-J payload ships, and a SentencePiece model).
+HUB_SMALL_FILES = (*SIDE_FILES, "tokenizer.model")
+_BIN_WEIGHTS = re.compile(r"^pytorch_model(-\d+-of-\d+)?\.bin$")
+
+
+class HubApi(Protocol):
+    """What the builder asks the Hugging Face hub (huggingface_hub's HfApi)."""
+
+    def model_info(self, repo_id: str, *, revision: str | None = ..., files_metadata: bool = ...) -> Any: ...
+
+    def hf_hub_download(self, repo_id: str, filename: str, *, revision: str | None = ...) -> str: ...
+
+
+def hub_api() -> HubApi:
+    from huggingface_hub import HfApi
+
+    return HfApi()
+
+
+def select_hub_files(names: Collection[str]) -> list[str]:
+    """The files of a hub repository the server needs: the config, the tokenizer's files and one
+    format of weights (safetensors, else PyTorch's .bin), with its index; no TensorFlow, Flax or
+    ONNX copies, no README."""
+    top = {n for n in names if "/" not in n}
+    weights = sorted(n for n in top if n.endswith(".safetensors"))
+    index = "model.safetensors.index.json"
+    if not weights:
+        weights, index = sorted(n for n in top if _BIN_WEIGHTS.match(n)), "pytorch_model.bin.index.json"
+    if "config.json" not in top or not weights:
+        raise ConfigError(f"the hub repository has {'no weights' if 'config.json' in top else 'no config.json'}: "
+                          "a Hugging Face transformers model is needed")  # fmt: skip
+    return sorted({*(n for n in HUB_SMALL_FILES if n in top), *weights, *([index] if index in top else [])})
+
+
+def hub_files(model_id: str, revision: str, api: HubApi) -> dict[str, dict[str, Any]]:
+    """The sha256 and size of each file the server downloads from `model_id` at commit `revision`:
+    the hub's own for weights (Git LFS objects are named by their sha256), the sha256 of the file
+    downloaded here for the small ones (the hub gives only their Git blob id, a SHA-1)."""
+    info = api.model_info(model_id, revision=revision, files_metadata=True)
+    if info.sha != revision:
+        raise ConfigError(f"inf2.model_revision={revision!r} is invalid: the hub resolves it to {info.sha!r}; "
+                          "allowed is a full commit hash of the repository")  # fmt: skip
+    siblings = {sibling.rfilename: sibling for sibling in info.siblings or []}
+    entries = {}
+    for name in select_hub_files(siblings):
+        lfs = siblings[name].lfs
+        if lfs is not None:
+            sha256, size = (lfs["sha256"], lfs["size"]) if isinstance(lfs, dict) else (lfs.sha256, lfs.size)
+            entries[name] = {"sha256": sha256, "size": size}
+        else:
+            entries[name] = file_entry(Path(api.hf_hub_download(model_id, name, revision=revision)))
+    return entries
+
+
 def _model(args: argparse.Namespace, settings: Inf2Settings, staging: Path) -> tuple[ModelFacts, str, dict[str, Any]]:
     """(facts, option.model_id, the manifest's "model" record)."""
     ms = settings.model_server
     if args.tiny or args.model_dir is not None:
+        name = TINY_NAME if args.tiny else args.model_dir.name
+        problems = model_source_problems(ms, bundled=name)
+        if problems:
+            raise ConfigError("; ".join(problems))
         target = staging / MODEL_FOLDER
         if args.tiny:
             build_tiny_model(target)
-            name = TINY_NAME
         else:
             if not (args.model_dir / "config.json").is_file():
                 raise ConfigError(f"--model-dir {args.model_dir} has no config.json: give a Hugging Face model folder")
             shutil.copytree(args.model_dir, target)
-            name = args.model_dir.name
         # The image reads the tokenizer with tokenizers 0.19.1, which refuses the newer merges format.
         try:
             rewrite_for_old_readers(target)
@@ -108,10 +172,14 @@ def _model(args: argparse.Namespace, settings: Inf2Settings, staging: Path) -> t
         config = json.loads((target / "config.json").read_text())
         facts = facts_from_config(config, source=f"config.json of {name} in the bundle")
         return facts, f"{CONTAINER_MODEL_DIR}/{MODEL_FOLDER}", {"source": "bundle", "name": name}
-    facts_or_none = known_model(ms.model_id)
+    model_id, revision = hub_model(ms)
+    facts_or_none = known_model(model_id)
     if facts_or_none is None:
-        raise ConfigError(unknown_model_message(ms.model_id))
-    return facts_or_none, ms.model_id, {"source": "hub", "name": ms.model_id}
+        raise ConfigError(unknown_model_message(model_id))
+    problems = model_source_problems(ms, bundled=None)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return facts_or_none, model_id, {"source": "hub", "name": model_id, "revision": revision}
 
 
 def _requirements(ms: ModelServerSettings) -> str:
@@ -136,7 +204,12 @@ def build(args: argparse.Namespace) -> Path:
         problems = settings_problems(settings, facts, model_id=model_record["name"])
         if problems:
             raise ConfigError("; ".join(problems))
-        props = serving_properties(ms, model_id=model_id)
+        props = serving_properties(ms, model_id=model_id, revision=model_record.get("revision"))
+        if model_record["source"] == "hub":
+            # The sha256 of each file the instance downloads: the handler refuses any other.
+            listed = hub_files(model_id, model_record["revision"], hub_api())
+            hub_record = {"repo": model_id, "revision": model_record["revision"], "files": listed}
+            (staging / HUB_FILES).write_text(json.dumps(hub_record, indent=2, sort_keys=True) + "\n")
         (staging / "serving.properties").write_text(render_properties(props))
         shutil.copyfile(SERVING_DIR / "model.py", staging / "model.py")
         (staging / "requirements.txt").write_text(_requirements(ms))

@@ -21,6 +21,7 @@ library only: synthesis imports this module.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -219,6 +220,18 @@ def host_memory_problems(facts: ModelFacts, *, model_id: str, instance_type: str
     ]
 
 
+#: The model served when inf2.model_id is unset and the bundle ships none.
+DEFAULT_MODEL = "facebook/opt-13b"
+#: Hub commits pinned by default: a commit's files never change, where a branch ("main") moves.
+#: facebook/opt-13b's main as of this writing (it has not moved since its weights were sharded).
+PINNED_REVISIONS = {DEFAULT_MODEL: "e515202d1e7750da62d245fbccb2723b9c1790f5"}
+#: A full commit hash: what the hub's revisions must be here (branches and tags move).
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+#: The bundle's list of the hub files the handler downloads, with their sha256 and size
+#: (``{"repo", "revision", "files": {name: {"sha256", "size"}}}``); serving/inf2/model.py reads it.
+HUB_FILES = "hub-files.json"
+
+
 def known_model(model_id: str) -> ModelFacts | None:
     return KNOWN_MODELS.get(model_id)
 
@@ -265,13 +278,15 @@ class ServingOptions(Protocol):
     def extra_properties(self) -> Mapping[str, str]: ...
 
 
-def serving_properties(ms: ServingOptions, *, model_id: str) -> dict[str, str]:
+def serving_properties(ms: ServingOptions, *, model_id: str, revision: str | None = None) -> dict[str, str]:
     """`serving.properties` as DJL Serving reads it. ``batch_size`` and ``max_batch_delay``
-    are DJL's request batching; ``option.batch_size`` is the compiled batch of the model."""
+    are DJL's request batching; ``option.batch_size`` is the compiled batch of the model.
+    `revision`: the hub commit of a model the instance downloads (None: the bundle ships it)."""
     props = {
         "engine": "Python",
         "option.entryPoint": ms.entry_point,
         "option.model_id": model_id,
+        **({"option.revision": revision} if revision is not None else {}),
         "option.tensor_parallel_degree": str(ms.tensor_parallel_degree),
         "option.n_positions": str(ms.n_positions),
         "option.dtype": ms.dtype,

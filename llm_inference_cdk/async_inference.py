@@ -3,7 +3,7 @@ bucket and topics), and the instance count's scaling on the queue, down to zero 
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -14,6 +14,8 @@ from constructs import Construct
 from llm_inference_cdk.alarm_topic import AlarmTopic
 from llm_inference_cdk.endpoint_props import AsyncInferenceProps
 from llm_inference_cdk.nag import acknowledge
+from llm_inference_cdk.scaling import out_of_zero
+from llm_inference_cdk.storage import private_bucket
 
 INPUT_PREFIX, OUTPUT_PREFIX, FAILURE_PREFIX = "input/", "output/", "failure/"
 
@@ -26,24 +28,14 @@ class AsyncOutput(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, role: iam.IRole, retention_days: int = 30) -> None:
         super().__init__(scope, construct_id)
-        self.bucket = s3.Bucket(
+        # Requests and answers are transient (they expire): the stack's deletion empties the
+        # bucket (CDK's auto-delete function) and deletes it.
+        self.bucket = private_bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            enforce_ssl=True,
-            # Requests and answers are transient (they expire): the stack's deletion empties the
-            # bucket (CDK's auto-delete function) and deletes it.
-            removal_policy=RemovalPolicy.DESTROY,
+            holds="transient requests and answers that expire",
             auto_delete_objects=True,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(retention_days))],
-        )
-        acknowledge(
-            self.bucket,
-            "AwsSolutions-S1",
-            "Holds transient requests and answers that expire; CloudTrail data events are the account's tool "
-            "for auditing their reads",
         )
         self.success = AlarmTopic(self, "Success")
         self.error = AlarmTopic(self, "Error")
@@ -148,23 +140,11 @@ def scale_backlog(
         ),
     )
     if props.min_instances == 0:
-        step = policy(
+        out_of_zero(
             scope,
-            "OutOfZeroPolicy",
-            policy_name="OutOfZero",
-            policy_type="StepScaling",
-            scaling_target_id=target.ref,
-            step_scaling_policy_configuration=policy.StepScalingPolicyConfigurationProperty(
-                adjustment_type="ChangeInCapacity",
-                metric_aggregation_type="Average",
-                cooldown=props.scale_out_cooldown_s,
-                step_adjustments=[policy.StepAdjustmentProperty(scaling_adjustment=1, metric_interval_lower_bound=0)],
-            ),
-        )
-        alarm = cloudwatch.Alarm(
-            scope,
-            "BacklogWithoutCapacityAlarm",
-            alarm_description="Requests are queued and no instance runs: start one (the way back from zero)",
+            target,
+            alarm_id="BacklogWithoutCapacityAlarm",
+            description="Requests are queued and no instance runs: start one (the way back from zero)",
             metric=cloudwatch.Metric(
                 namespace="AWS/SageMaker",
                 metric_name="HasBacklogWithoutCapacity",
@@ -172,10 +152,7 @@ def scale_backlog(
                 statistic="Average",
                 period=Duration.minutes(1),
             ),
-            threshold=1,
             evaluation_periods=2,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
+            cooldown_s=props.scale_out_cooldown_s,
         )
-        alarm.node.default_child.alarm_actions = [step.ref]  # type: ignore[union-attr]
     return target

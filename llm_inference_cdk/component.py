@@ -11,6 +11,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from llm_inference_cdk.endpoint_props import DeploymentProps, EndpointProps, InferenceComponentProps
+from llm_inference_cdk.scaling import out_of_zero
 
 #: The scalable dimension of a component's copies.
 COPY_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
@@ -121,25 +122,11 @@ def scale_copies(
 def _scale_out_of_zero(
     scope: Construct, component: sagemaker.CfnInferenceComponent, target: appscaling.CfnScalableTarget
 ) -> None:
-    step = appscaling.CfnScalingPolicy(
+    out_of_zero(
         scope,
-        "OutOfZeroPolicy",
-        policy_name="OutOfZero",
-        policy_type="StepScaling",
-        scaling_target_id=target.ref,
-        step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
-            adjustment_type="ChangeInCapacity",
-            metric_aggregation_type="Maximum",
-            cooldown=60,
-            step_adjustments=[
-                appscaling.CfnScalingPolicy.StepAdjustmentProperty(scaling_adjustment=1, metric_interval_lower_bound=0)
-            ],
-        ),
-    )
-    alarm = cloudwatch.Alarm(
-        scope,
-        "NoCapacityAlarm",
-        alarm_description="A request found no copy of the model: add one (the way back from zero)",
+        target,
+        alarm_id="NoCapacityAlarm",
+        description="A request found no copy of the model: add one (the way back from zero)",
         metric=cloudwatch.Metric(
             namespace="AWS/SageMaker",
             metric_name="NoCapacityInvocationFailures",
@@ -147,9 +134,6 @@ def _scale_out_of_zero(
             statistic="Maximum",
             period=Duration.minutes(1),
         ),
-        threshold=1,
         evaluation_periods=1,
-        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        cooldown_s=60,
     )
-    alarm.node.default_child.alarm_actions = [step.ref]  # type: ignore[union-attr]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import AssetHashType, Duration, RemovalPolicy, Stack
+from aws_cdk import AssetHashType, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
@@ -29,6 +29,7 @@ from llm_contracts.manifest import MANIFEST_NAME, ManifestError, entry_for, read
 from llm_inference_cdk.nag import acknowledge
 from llm_inference_cdk.props import PropError
 from llm_inference_cdk.sdk_calls import function_role
+from llm_inference_cdk.storage import private_bucket
 
 #: The most one S3 CopyObject request copies.
 MAX_COPY_BYTES = 5 * 1000**3
@@ -188,21 +189,11 @@ class S3PrefixModelData(Construct, ModelData):
         manifest_sha = files[manifest_name]["sha256"]
         self.prefix = f"{manifest_sha}/"
 
-        self.bucket = s3.Bucket(
+        # Only copies of the CDK assets live here; the copy resources delete them first.
+        self.bucket = private_bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            enforce_ssl=True,
-            # Only copies of the CDK assets live here; the copy resources delete them first.
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        acknowledge(
-            self.bucket,
-            "AwsSolutions-S1",
-            "Holds only copies of this stack's CDK assets, written by its deployment and read by its "
-            "endpoint role; CloudTrail data events are the account's tool for auditing such reads",
+            holds="only copies of this stack's CDK assets, written by its deployment and read by its endpoint role",
         )
         role, log_group = function_role(
             self,

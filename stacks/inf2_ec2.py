@@ -20,30 +20,39 @@ from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.inf2.server import Inf2Server
 from llm_inference_cdk.model_data import ModelAsset
 from stacks.config import ConfigError, Inf2Settings
-from stacks.config.inf2 import settings_problems
+from stacks.config.inf2 import hub_model, model_source_problems, settings_problems
 
 
 def check_bundle(settings: Inf2Settings) -> None:
-    """The tensor-parallel rules over the model the bundle ships (its manifest records the
-    model's config.json facts) or, for a hub model, the table of known models; and the
-    bundle's serving.properties against the current settings."""
+    """The model settings against where the model comes from (the bundle ships it, or the
+    instance downloads a pinned hub commit); the tensor-parallel rules over the model the bundle
+    ships (its manifest records the model's config.json facts) or, for a hub model, the table of
+    known models; and the bundle's serving.properties against the current settings."""
     ms = settings.model_server
     manifest = read_manifest(settings.bundle.parent)
     model = manifest.get("model")
+    # A bundle that ships its model points model_id at its own folder.
+    bundled = str(model.get("name")) if isinstance(model, dict) and model.get("source") == "bundle" else None
+    problems = model_source_problems(ms, bundled=bundled)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    hub_id, revision = hub_model(ms)
     if isinstance(model, dict) and isinstance(model.get("facts"), dict):
         facts = ModelFacts.from_dict(model["facts"])
-        name = str(model.get("name", ms.model_id))
+        name = str(model.get("name", hub_id))
     else:
-        known = known_model(ms.model_id)
+        known = known_model(hub_id)
         if known is None:
-            raise ConfigError(unknown_model_message(ms.model_id))
-        facts, name = known, ms.model_id
+            raise ConfigError(unknown_model_message(hub_id))
+        facts, name = known, hub_id
     problems = settings_problems(settings, facts, model_id=name)
     built = manifest.get("serving_properties")
     if isinstance(built, dict):
-        # A bundle that ships its model points model_id at its own folder.
-        ships_model = isinstance(model, dict) and model.get("source") == "bundle"
-        wanted = serving_properties(ms, model_id=built.get("option.model_id", "") if ships_model else ms.model_id)
+        wanted = (
+            serving_properties(ms, model_id=built.get("option.model_id", ""))
+            if bundled is not None
+            else serving_properties(ms, model_id=hub_id, revision=revision)
+        )
         stale = stale_properties(built, wanted)
         if stale:
             problems.append(
@@ -78,7 +87,8 @@ class Inf2Stack(Stack):
             "ServerSecurityGroup",
             vpc=vpc,
             description="DJL Serving on inf2: no ingress unless inf2.ingress_cidr is set",
-            allow_all_outbound=True,
+            # The server adds the one egress rule the host needs (HTTPS).
+            allow_all_outbound=False,
         )
         self.server = Inf2Server(
             self,
@@ -157,8 +167,15 @@ class Inf2Stack(Stack):
                 else {"max_azs": 2}
             ),
             nat_gateways=1,
+            # The default security group loses its rules (CDK's custom resource revokes them): a
+            # resource that falls back on it gets no traffic at all.
+            restrict_default_security_group=True,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                # The public subnets hold the NAT gateway (its Elastic IP) alone: whatever else is
+                # launched there gets no public address.
+                ec2.SubnetConfiguration(
+                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24, map_public_ip_on_launch=False
+                ),
                 ec2.SubnetConfiguration(name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
             ],
             flow_logs={
@@ -175,4 +192,22 @@ class Inf2Stack(Stack):
                 )
             },
         )
+        self._restricting_function_logs(vpc)
         return vpc, ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+
+    def _restricting_function_logs(self, vpc: ec2.Vpc) -> None:
+        """The log group of CDK's function that restricts the default security group. Lambda
+        would make /aws/lambda/<its name> at its first call, which nothing deletes (CDK's provider
+        takes no log group): made here with a retention and deleted with the stack, before the
+        custom resource calls the function."""
+        provider = self.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        handler = provider.node.find_child("Handler")
+        assert isinstance(handler, CfnResource)
+        group = logs.LogGroup(
+            self,
+            "RestrictDefaultSgLogs",
+            log_group_name=f"/aws/lambda/{handler.ref}",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        vpc.node.find_child("RestrictDefaultSecurityGroupCustomResource").node.add_dependency(group)

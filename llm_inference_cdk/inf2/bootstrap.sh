@@ -3,7 +3,8 @@
 # to), and an operator may run it again at any time: every step converges, so a re-run
 # changes only what differs from the settings and never recompiles the model.
 # The stack prepends the settings (BUNDLE_URL, BUNDLE_SHA256, IMAGE_URI, REGION, LOG_GROUP,
-# PORT, LOAD_TIMEOUT_S), the systemd unit and its scripts (llm_inference_cdk/inf2/server.py).
+# PORT, LOAD_TIMEOUT_S, PUBLISH_ADDRESS, NAMESPACE, PROBE_REQUEST), the systemd units and their
+# scripts (llm_inference_cdk/inf2/server.py).
 # Every path it touches can be moved by a BOOTSTRAP_* variable; the defaults are the
 # instance's, and the stack sets none of them (tests/inf2/test_bootstrap_run.py runs the
 # script in a temporary folder that way).
@@ -18,10 +19,16 @@ RUN_SCRIPT=${BOOTSTRAP_RUN_SCRIPT:-/usr/local/bin/djl-serving-run}
 WAIT_SCRIPT=${BOOTSTRAP_WAIT_SCRIPT:-/usr/local/bin/djl-serving-wait}
 NEURON_DEVICES=${BOOTSTRAP_NEURON_DEVICES:-/dev/neuron*}
 RETRY_DELAY_S=${BOOTSTRAP_RETRY_DELAY_S:-10}
+METRICS_ENV_FILE=${BOOTSTRAP_METRICS_ENV_FILE:-/etc/default/llm-inference-metrics}
+METRICS_SCRIPT=${BOOTSTRAP_METRICS_SCRIPT:-/usr/local/bin/neuron-metrics}
+METRICS_UNIT_FILE=${BOOTSTRAP_METRICS_UNIT_FILE:-/etc/systemd/system/neuron-metrics.service}
+# Where cloud-init records the instance id (from the instance metadata): the metrics' dimension.
+INSTANCE_ID_FILE=${BOOTSTRAP_INSTANCE_ID_FILE:-/var/lib/cloud/data/instance-id}
 exec > >(tee -a "$LOG_FILE") 2>&1
 echo "bootstrap: start $(date -u +%FT%TZ)"
 
 : "${BUNDLE_URL:?}" "${BUNDLE_SHA256:?}" "${IMAGE_URI:?}" "${REGION:?}" "${LOG_GROUP:?}" "${PORT:?}" "${LOAD_TIMEOUT_S:?}"
+: "${PUBLISH_ADDRESS:?}" "${NAMESPACE:?}" "${PROBE_REQUEST:?}"
 
 MODEL_DIR="$ROOT/model"
 # On the instance's EBS volume: compiled graphs and the split checkpoint survive restarts.
@@ -31,6 +38,37 @@ LOG_DIR="$ROOT/logs"
 # One run at a time: a manual re-run must not race the boot-time one.
 exec 9>"$LOCK_FILE"
 flock --wait 900 9
+
+INSTANCE_ID=$(cat "$INSTANCE_ID_FILE" 2>/dev/null || true)
+if [[ ! "$INSTANCE_ID" =~ ^i-[0-9a-f]+$ ]]; then
+  echo "bootstrap: no instance id in $INSTANCE_ID_FILE (cloud-init writes it at boot)" >&2
+  exit 1
+fi
+
+# 0. The health check (a timer, every minute) and the Neuron metrics, with their own settings,
+#    before anything that may fail or take long: the host reports ServerHealthy 0 from its first
+#    minute, through the download, the pull and the load, and when a later step fails, so that
+#    the health alarm fires rather than waits for a first report (Inf2Server.health_alarm).
+#    A change there restarts the metrics, never the server.
+install -d -m 0755 "$ROOT"
+printf '%s' "$PROBE_REQUEST" >"$ROOT/probe-request.json.tmp"
+mv -f "$ROOT/probe-request.json.tmp" "$ROOT/probe-request.json"
+metrics="REGION=$REGION
+NAMESPACE=$NAMESPACE
+INSTANCE_ID=$INSTANCE_ID
+PORT=$PORT
+PROBE_FILE=$ROOT/probe-request.json"
+if [ "$(cat "$METRICS_ENV_FILE" 2>/dev/null || true)" != "$metrics" ]; then
+  printf '%s\n' "$metrics" >"$METRICS_ENV_FILE.tmp"
+  mv -f "$METRICS_ENV_FILE.tmp" "$METRICS_ENV_FILE"
+fi
+monitoring=$(cat "$METRICS_ENV_FILE" "$METRICS_SCRIPT" "$METRICS_UNIT_FILE" | sha256sum)
+systemctl daemon-reload
+systemctl enable --now djl-serving-health.timer neuron-metrics.service
+if [ "$(cat "$ROOT/monitoring.fingerprint" 2>/dev/null || true)" != "$monitoring" ]; then
+  systemctl restart neuron-metrics.service
+fi
+echo "$monitoring" >"$ROOT/monitoring.fingerprint"
 
 # retry ATTEMPTS COMMAND...: S3, ECR and the network are often not ready at first boot.
 retry() {
@@ -118,6 +156,7 @@ settings="IMAGE_URI=$IMAGE_URI
 REGION=$REGION
 LOG_GROUP=$LOG_GROUP
 PORT=$PORT
+PUBLISH_ADDRESS=$PUBLISH_ADDRESS
 LOAD_TIMEOUT_S=$LOAD_TIMEOUT_S
 MODEL_DIR=$MODEL_DIR
 CACHE_DIR=$CACHE_DIR
@@ -141,4 +180,5 @@ fi
 echo "$fingerprint" >"$ROOT/service.fingerprint"
 # The old server is stopping now (or has stopped); it read its model at load.
 rm -rf "$MODEL_DIR.old"
+
 echo "bootstrap: done $(date -u +%FT%TZ); follow the load with: journalctl -fu djl-serving"

@@ -4,10 +4,12 @@ into this class without loading the AWS CDK."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from llm_inference_cdk.props import PropError, integer, optional, prop, text, validate
+from llm_inference_cdk.props import Check, PropError, integer, optional, prop, text, validate
 
 INF2_INSTANCE = re.compile(r"^inf2\.(xlarge|8xlarge|24xlarge|48xlarge)$")
 #: The Neuron DLAMI with every framework, Ubuntu 22.04 (AWS publishes only ``latest``).
@@ -15,6 +17,16 @@ NEURON_DLAMI = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/im
 _SSM_PARAMETER = re.compile(r"^/[A-Za-z0-9_./-]+$")
 #: The widest public range that may reach the server: a site's or a VPN's egress block.
 WIDEST_PUBLIC_PREFIX = 24
+
+
+MAX_PROBE_BYTES = 1024
+
+
+def _json_object(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and len(value.encode()) <= MAX_PROBE_BYTES and isinstance(json.loads(value), dict)
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +51,12 @@ class Inf2ServerProps:
     #: Seconds the host waits for ``/ping`` after the container starts before it reports the
     #: server down: DJL opens its port only once every copy of the model has loaded.
     load_timeout_s: int = prop(4500, check=integer(60, 86_400))
+    #: The body of the request the host sends the server every minute to time an invocation (the
+    #: InvocationLatency metric): one new token, in the bundle's model.py's format (default).
+    probe_request: str = prop(
+        '{"text": ["Hello"], "max_new_tokens": 1}',
+        check=Check(_json_object, f"a JSON object of at most {MAX_PROBE_BYTES} bytes, the body of a request"),
+    )
 
     def __post_init__(self) -> None:
         validate(self)

@@ -4,7 +4,8 @@
 # RUN_DOCKER and RUN_NEURON_DEVICES move the docker binary and the device glob (the stack sets
 # neither; tests/inf2/test_instance.py runs the script against a stub docker that way).
 set -euo pipefail
-: "${IMAGE_URI:?}" "${REGION:?}" "${LOG_GROUP:?}" "${PORT:?}" "${MODEL_DIR:?}" "${CACHE_DIR:?}" "${LOG_DIR:?}"
+: "${IMAGE_URI:?}" "${REGION:?}" "${LOG_GROUP:?}" "${PORT:?}" "${PUBLISH_ADDRESS:?}" "${MODEL_DIR:?}" "${CACHE_DIR:?}"
+: "${LOG_DIR:?}"
 DOCKER=${RUN_DOCKER:-/usr/bin/docker}
 NEURON_DEVICES=${RUN_NEURON_DEVICES:-/dev/neuron*}
 
@@ -24,9 +25,21 @@ fi
 # the split checkpoint is complete does not download the model again.
 # DJL's model loading timeout is option.model_loading_timeout in the bundle's serving.properties;
 # the MODEL_LOADING_TIMEOUT variable is read only when that key is absent (PyEnv.java).
+# The port is published on PUBLISH_ADDRESS: 127.0.0.1 unless an ingress CIDR is configured (SSM
+# port forwarding connects to the host's loopback), so nothing else on the network reaches it.
+# The container runs with no capability and cannot gain one (setuid binaries included). Neuron
+# needs none: the devices come through --device (cgroup rules and device nodes that docker sets
+# up before the capabilities are dropped), and the Neuron runtime, a library in the server's own
+# process since Neuron SDK 2.x, asks for no capability in the Neuron docs' container examples
+# (docker run --device=/dev/neuron0 ...; IPC_LOCK was for the 1.x runtime daemon, neuron-rtd).
+# Nor does DJL need Docker's default set (djl-serving v0.29.0's pytorch-inf2.Dockerfile and
+# dockerd-entrypoint.sh): it runs as root, switches to no other user, and writes only where root
+# owns or anyone may (the mounts below, /tmp, the image's Python packages for requirements.txt).
 exec "$DOCKER" run --rm --name djl-serving \
   "${devices[@]}" \
-  -p "$PORT:8080" \
+  --cap-drop ALL \
+  --security-opt no-new-privileges \
+  -p "$PUBLISH_ADDRESS:$PORT:8080" \
   -v "$MODEL_DIR:/opt/ml/model:ro" \
   -v "$CACHE_DIR:/opt/ml/neuron-cache" \
   -v "$CACHE_DIR/hub-cache:/tmp/.cache" \

@@ -28,6 +28,10 @@ from llm_inference_cdk.model_data import ModelAsset
 from llm_inference_cdk.nag import acknowledge
 
 HOST_FILES = Path(__file__).resolve().parent
+#: Where the host publishes DJL's port: loopback alone, or every IPv4 address of the host.
+LOOPBACK, ANY_ADDRESS = "127.0.0.1", "0.0.0.0"  # noqa: S104 (only with an ingress CIDR, which the group enforces)
+#: EC2 refuses user data over 16 KB (the deploy fails; the local AWS does not check).
+USER_DATA_LIMIT = 16_384
 ROOT_DEVICE = "/dev/sda1"  # the root device name of the Ubuntu-based Neuron DLAMIs
 # cloud-init runs user data scripts once per instance by default; the bootstrap runs at
 # every boot instead, so a stop/start after a settings change (CloudFormation updates the
@@ -38,35 +42,104 @@ INSTALLED = (
     ("run-container.sh", "/usr/local/bin/djl-serving-run", "0755"),
     ("wait-ping.sh", "/usr/local/bin/djl-serving-wait", "0755"),
     ("djl-serving.service", "/etc/systemd/system/djl-serving.service", "0644"),
+    ("health-check.sh", "/usr/local/bin/djl-serving-health", "0755"),
+    ("djl-serving-health.service", "/etc/systemd/system/djl-serving-health.service", "0644"),
+    ("djl-serving-health.timer", "/etc/systemd/system/djl-serving-health.timer", "0644"),
+    ("neuron_metrics.py", "/usr/local/bin/neuron-metrics", "0755"),
+    ("neuron-metrics.service", "/etc/systemd/system/neuron-metrics.service", "0644"),
+)
+#: The CloudWatch namespace of the host's metrics (health check, Neuron metrics), per instance
+#: (dimension InstanceId); the role may put metrics in it alone.
+METRIC_NAMESPACE = "LLMInference/Inf2"
+#: What SSM Agent needs for Session Manager (shell and port forwarding): AWS's own
+#: Session-Manager-only policy (AWSCloud9SSMInstanceProfile) grants these five. Left out of
+#: AmazonSSMManagedInstanceCore: ssm:GetParameter(s) on every parameter of the account, documents,
+#: associations, inventory, patching and ec2messages:* (Run Command), none of which this host uses.
+SESSION_MANAGER_ACTIONS = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
 )
 
 
+def grant_session_manager(grantee: iam.IGrantable) -> iam.Grant:
+    """Let `grantee` (an instance's role) take SSM Session Manager sessions, and nothing else of
+    Systems Manager."""
+    # "*": these actions define no resource type in the Service Authorization Reference, so AWS
+    # accepts no narrower Resource. They take an ec2:SourceInstanceARN condition, but this role
+    # belongs to one instance, and naming it here would make the role's policy, which the
+    # instance waits for, wait for the instance.
+    return iam.Grant.add_to_principal(grantee=grantee, actions=list(SESSION_MANAGER_ACTIONS), resource_arns=["*"])
+
+
+def health_alarm_window(load_timeout_s: int) -> tuple[int, int]:
+    """(period, periods) of the health alarm: the fewest 5-minute periods (hour-long ones past a
+    day) that cover the load time with one period to spare; the alarm evaluates one period more
+    (Inf2Server.health_alarm), within CloudWatch's limit on what an alarm evaluates (a day of
+    periods under an hour, a week of longer ones)."""
+    for period_s, limit_s in ((300, 86_400), (3600, 604_800)):
+        periods = -(-load_timeout_s // period_s) + 1
+        if period_s * (periods + 1) <= limit_s:
+            return period_s, periods
+    raise ValueError(f"load_timeout_s={load_timeout_s} is longer than a health alarm can wait")
+
+
+def allow_host_egress(security_group: ec2.ISecurityGroup) -> None:
+    """What the host sends, all of it HTTPS: SSM (Session Manager), S3 (the bundle, and ECR's image
+    layers), ECR, CloudWatch Logs and metrics, and the Hugging Face hub (a bundle without its model
+    downloads it; the bundle's requirements come from PyPI), all through the NAT gateway. Nothing
+    else needs a rule: security groups do not filter the VPC's Amazon DNS resolver, the instance
+    metadata service or the Amazon Time Sync Service. Not allowed: Ubuntu's archive over HTTP
+    (unattended upgrades; the host is patched by moving to a newer DLAMI) and DNS servers other
+    than the VPC's (a VPC whose DHCP options name others needs a group of its own). A group that
+    allows all outbound traffic already lets this through."""
+    security_group.add_egress_rule(
+        ec2.Peer.any_ipv4(),
+        ec2.Port.tcp(443),
+        "HTTPS: SSM, S3, ECR, CloudWatch, the Hugging Face hub (AWS's and the hub's addresses are not fixed)",
+    )
+
+
+def installed_text(source: str) -> str:
+    """A host file as the user data carries it: without its comment lines (the first line, a
+    shebang, stays) and blank lines, for which EC2's 16 KB limit has no room; the files here keep
+    them."""
+    first, *rest = (HOST_FILES / source).read_text().splitlines()
+    kept = [line for line in rest if line.strip() and not line.lstrip().startswith("#")]
+    return "\n".join([first, *kept]) + "\n"
+
+
 def render_user_data(settings: Mapping[str, str]) -> str:
-    """The instance's shell script: settings, the systemd unit and its scripts, then
+    """The instance's shell script: settings, the systemd units and their scripts, then
     bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
     header = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
+    # put TARGET MODE: stdin to TARGET, replaced in one rename (a script may be running).
+    put = 'put() { cat >"$1.tmp" && chmod "$2" "$1.tmp" && mv -f "$1.tmp" "$1"; }\n'
     files = "".join(
-        f"cat > {target}.tmp <<'INSTALLED_FILE'\n{(HOST_FILES / source).read_text()}INSTALLED_FILE\n"
-        f"chmod {mode} {target}.tmp && mv -f {target}.tmp {target}\n"
+        f"put {target} {mode} <<'INSTALLED_FILE'\n{installed_text(source)}INSTALLED_FILE\n"
         for source, target, mode in INSTALLED
     )
-    body = (HOST_FILES / "bootstrap.sh").read_text().split("\n", 1)[1]
+    body = installed_text("bootstrap.sh").split("\n", 1)[1]
     return (
         "#!/bin/bash\nset -euo pipefail\n"
         + header
         + "install -d -m 0755 /usr/local/bin /etc/systemd/system\n"
+        + put
         + files
         + body
     )
 
 
 def user_data(script: str) -> ec2.UserData:
-    """A MIME multipart user data: the every-boot cloud-config, then the script."""
+    """A MIME multipart user data: the every-boot cloud-config, then the script, as it is (ASCII
+    text: base64, CDK's default for a part, would make it a third longer)."""
     multipart = ec2.MultipartUserData()
     multipart.add_part(
         ec2.MultipartBody.from_raw_body(content_type='text/cloud-config; charset="utf-8"', body=EVERY_BOOT)
     )
-    multipart.add_user_data_part(ec2.UserData.custom(script), ec2.MultipartBody.SHELL_SCRIPT, True)
+    multipart.add_part(ec2.MultipartBody.from_raw_body(content_type=ec2.MultipartBody.SHELL_SCRIPT, body=script))
     return multipart
 
 
@@ -77,10 +150,10 @@ class Inf2Server(Construct):
     :param bundle: the DJL model bundle (``serving.properties`` and the handler, or the model).
     :param image: the DJL LMI neuronx image (``djl_neuronx(version)`` or your own).
     :param props: instance type, AMI, volume, port, ingress and load timeout.
-    :param role: the instance's role (default: a new one that may use SSM Session Manager, read
-        the bundle, pull the image and write the server's logs; a given role gets those grants).
-    :param security_group: the instance's security group (default: a new one with no ingress
-        but `props.ingress_cidr`'s; a given one gets that rule too).
+    :param role: the instance's role (default: a new one; either way it gets the grants the host
+        needs: SSM Session Manager, the bundle's object, the image, the server's logs).
+    :param security_group: the instance's security group (default: a new one with no ingress but
+        `props.ingress_cidr`'s and no egress but HTTPS; a given one gets those rules too).
     """
 
     def __init__(
@@ -104,8 +177,9 @@ class Inf2Server(Construct):
             "SecurityGroup",
             vpc=vpc,
             description="DJL Serving on inf2: no ingress unless a CIDR is configured",
-            allow_all_outbound=True,
+            allow_all_outbound=False,
         )
+        allow_host_egress(self.security_group)
         if props.ingress_cidr is not None:
             self.security_group.add_ingress_rule(
                 ec2.Peer.ipv4(props.ingress_cidr), ec2.Port.tcp(props.port), "DJL Serving HTTP from the configured CIDR"
@@ -118,10 +192,18 @@ class Inf2Server(Construct):
             "Role",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="inf2 model server: SSM access, its bundle, its image, its logs",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
+        grant_session_manager(self.role)
         bundle.grant_read_object(self.role)
         self.log_group.grant_write(self.role)
+        # Not Metric.grant_put_metric_data, which allows every namespace: PutMetricData takes no
+        # resource, so the namespace condition is what scopes it.
+        iam.Grant.add_to_principal(
+            grantee=self.role,
+            actions=["cloudwatch:PutMetricData"],
+            resource_arns=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": METRIC_NAMESPACE}},
+        )
         self.image_uri: str = image.bind(self, self.role)
 
         script = render_user_data(
@@ -133,6 +215,11 @@ class Inf2Server(Construct):
                 "LOG_GROUP": self.log_group.log_group_name,
                 "PORT": str(props.port),
                 "LOAD_TIMEOUT_S": str(props.load_timeout_s),
+                # Without ingress only SSM port forwarding, which connects to the host's loopback,
+                # reaches the server; with it, the security group decides who does.
+                "PUBLISH_ADDRESS": LOOPBACK if props.ingress_cidr is None else ANY_ADDRESS,
+                "NAMESPACE": METRIC_NAMESPACE,
+                "PROBE_REQUEST": props.probe_request,
             }
         )
         # "Default": the instance keeps the logical id it had as a resource of the stack itself,
@@ -185,22 +272,88 @@ class Inf2Server(Construct):
             evaluation_periods=2,
         )
         self.recover_alarm.add_alarm_action(cw_actions.Ec2Action(cw_actions.Ec2InstanceAction.RECOVER))
+        #: The server is down past its load time (see :meth:`_health_alarm`); no actions: the
+        #: stack, or you, add them (``health_alarm.add_alarm_action``).
+        self.health_alarm: cloudwatch.Alarm = self._health_alarm()
         self._acknowledge()
 
     @property
     def instance_id(self) -> str:
         return self.instance.instance_id
 
-    def metric(self, metric_name: str, *, statistic: str = "Average", **options: Any) -> cloudwatch.Metric:
-        """An EC2 metric of the instance, per minute unless `options` say otherwise (detailed
-        monitoring is on)."""
+    def metric(
+        self, metric_name: str, *, statistic: str = "Average", namespace: str = "AWS/EC2", **options: Any
+    ) -> cloudwatch.Metric:
+        """A metric of the instance (dimension InstanceId): EC2's, or with `namespace`
+        METRIC_NAMESPACE one the host publishes; per minute unless `options` say otherwise
+        (detailed monitoring is on, and the host publishes every minute)."""
         options.setdefault("period", Duration.minutes(1))
         return cloudwatch.Metric(
-            namespace="AWS/EC2",
+            namespace=namespace,
             metric_name=metric_name,
             dimensions_map={"InstanceId": self.instance.instance_id},
             statistic=statistic,
             **options,
+        )
+
+    def metric_server_healthy(self, **options: Any) -> cloudwatch.Metric:
+        """1 when DJL Serving answered ``/ping`` in a period, else 0 (maximum of the host's check
+        every minute; 0 also while the model loads, and no data while the instance is stopped)."""
+        return self.metric("ServerHealthy", **{"statistic": "Maximum", "namespace": METRIC_NAMESPACE, **options})
+
+    def metric_invocation_latency(self, **options: Any) -> cloudwatch.Metric:
+        """Milliseconds a one-token request (`props.probe_request`) takes, sent by the host every
+        minute while the server is healthy (average)."""
+        return self.metric("InvocationLatency", **{"namespace": METRIC_NAMESPACE, **options})
+
+    def metric_neuroncore_utilization(self, **options: Any) -> cloudwatch.Metric:
+        """NeuronCore utilization, percent, over every NeuronCore of the instance (average; the
+        maximum is the busiest core's), from neuron-monitor."""
+        return self.metric("NeuronCoreUtilization", **{"namespace": METRIC_NAMESPACE, **options})
+
+    def metric_neuron_device_memory_used(self, **options: Any) -> cloudwatch.Metric:
+        """Bytes of Neuron device memory the server holds (maximum), from neuron-monitor."""
+        return self.metric(
+            "NeuronDeviceMemoryUsed", **{"statistic": "Maximum", "namespace": METRIC_NAMESPACE, **options}
+        )
+
+    def _health_alarm(self) -> cloudwatch.Alarm:
+        """ALARM when DJL Serving has not been healthy in any period of a window longer than its
+        load may take (`props.load_timeout_s`, at least one period more).
+
+        The host reports ServerHealthy every minute from the start of its bootstrap: 0 while it
+        downloads, pulls and loads (at most the load time: then systemd restarts the server) and
+        when a step fails, 1 once /ping answers. Missing data counts as breaching, but only once
+        the host has reported: FILL(healthy, 0) fills the periods without a report with 0 when
+        the alarm's query holds at least one report, and yields nothing when it holds none. So a
+        new instance, before its first report, is not evaluated (missing: the state is kept,
+        INSUFFICIENT_DATA at first), while a host that stops reporting (hung, stopped, lost its
+        network or credentials) is down like one that reports 0. The alarm evaluates one period
+        more than it needs breaching (M of M+1) so that its query still reaches the last report
+        when the last M periods have none; past that the state is kept (IGNORE), not set back to
+        OK by the absence of data. Plain BREACHING would be ALARM at creation: the periods before
+        the instance existed are missing too."""
+        period_s, periods = health_alarm_window(self.props.load_timeout_s)
+        period = Duration.seconds(period_s)
+        return cloudwatch.Alarm(
+            self,
+            "HealthAlarm",
+            alarm_description=(
+                f"DJL Serving has not answered /ping for {period_s * periods} s, longer than its load may take "
+                f"({self.props.load_timeout_s} s), or the host stopped reporting: the server is down "
+                "(journalctl -u djl-serving and -u djl-serving-health on the instance)"
+            ),
+            metric=cloudwatch.MathExpression(
+                expression="FILL(healthy, 0)",
+                using_metrics={"healthy": self.metric_server_healthy(period=period)},
+                period=period,
+                label="ServerHealthy, missing periods as 0",
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=periods + 1,
+            datapoints_to_alarm=periods,
+            treat_missing_data=cloudwatch.TreatMissingData.IGNORE,
         )
 
     def metric_status_check_failed_system(self, **options: Any) -> cloudwatch.Metric:
@@ -214,13 +367,10 @@ class Inf2Server(Construct):
     def _acknowledge(self) -> None:
         acknowledge(
             self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
-            "The AWS-maintained minimum for SSM Session Manager, which replaces SSH here",
-        )
-        acknowledge(
-            self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "ecr:GetAuthorizationToken supports no resource-level permission",
+            "Only actions that define no resource type take '*': ecr:GetAuthorizationToken, Session "
+            "Manager's ssm:UpdateInstanceInformation and ssmmessages channels, and cloudwatch:PutMetricData "
+            "(conditioned on the host's namespace)",
         )
         acknowledge(
             self.instance,

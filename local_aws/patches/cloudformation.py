@@ -1,5 +1,6 @@
-"""CloudFormation: change sets, stack parameters, replacement on update, and CDK's
-AwsCustomResource (Custom::AWS), where moto's CloudFormation differs from AWS's."""
+"""CloudFormation: change sets, stack parameters, replacement on update, and CDK's custom
+resources (AwsCustomResource's Custom::AWS, a Vpc's Custom::VpcRestrictDefaultSG), where moto's
+CloudFormation differs from AWS's."""
 
 from __future__ import annotations
 
@@ -580,3 +581,80 @@ def aws_custom_resources_make_their_calls() -> None:
 
     replace(cfn_parsing, "resource_class_from_type", resource_class_from_type)
     register_types(AwsSdkCallResource)
+
+
+# --- CDK's restrict_default_security_group ------------------------------------------------
+
+
+# The two rules AWS gives a VPC's default security group, as the handler writes them: all
+# traffic from the group itself in, all traffic out.
+def _default_ingress(group_id: str, account: str) -> dict[str, Any]:
+    itself = {"GroupId": group_id, "UserId": account}
+    return {"GroupId": group_id, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [itself]}]}
+
+
+def _default_egress(group_id: str) -> dict[str, Any]:
+    return {"GroupId": group_id, "IpPermissions": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]}
+
+
+def _ec2_call(action: str, parameters: dict[str, Any], region_name: str, *, unless: str) -> None:
+    """One EC2 call of the handler, which succeeds if it fails with error code `unless`."""
+    import botocore.exceptions
+
+    try:
+        _sdk_call({"service": "EC2", "action": action, "parameters": parameters}, region_name)
+    except botocore.exceptions.ClientError as e:
+        if e.response["Error"]["Code"] != unless:
+            raise
+
+
+class RestrictedDefaultSecurityGroup(EmulatedResource):
+    """Custom::VpcRestrictDefaultSG, what CDK's Vpc makes for ``restrict_default_security_group``:
+    its handler's EC2 calls (aws-cdk-lib, custom-resource-handlers/aws-ec2/
+    restrict-default-security-group-handler) against the local AWS. Create revokes the default
+    group's two default rules (a missing one is fine), Delete authorizes them again, an Update
+    that names another group does both."""
+
+    TYPE: ClassVar[str] = "Custom::VpcRestrictDefaultSG"
+
+    def __init__(self, group_id: str, account: str, region_name: str) -> None:
+        self.group_id, self.account, self.region_name = group_id, account, region_name
+
+    @property
+    def physical_resource_id(self) -> str:
+        return f"restrict-{self.group_id}"
+
+    @classmethod
+    def create(cls, name: str, properties: dict[str, Any], account_id: str, region_name: str) -> Any:
+        made = cls(properties["DefaultSecurityGroupId"], str(properties["Account"]), region_name)
+        # As the handler: a rule that is not there is fine (moto gives no default group the
+        # ingress rule from itself that AWS gives).
+        for action, rule in (
+            ("revokeSecurityGroupEgress", _default_egress(made.group_id)),
+            ("revokeSecurityGroupIngress", _default_ingress(made.group_id, made.account)),
+        ):
+            _ec2_call(action, rule, region_name, unless="InvalidPermission.NotFound")
+        return made
+
+    def replaced_by(self, properties: dict[str, Any]) -> bool:
+        return bool(properties["DefaultSecurityGroupId"] != self.group_id)
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        # moto deletes a stack's resources in no particular order, where CloudFormation deletes
+        # this one before the VPC it names: a group already gone with its VPC gets nothing back.
+        for action, rule in (
+            ("authorizeSecurityGroupIngress", _default_ingress(self.group_id, self.account)),
+            ("authorizeSecurityGroupEgress", _default_egress(self.group_id)),
+        ):
+            _ec2_call(action, rule, self.region_name, unless="InvalidGroup.NotFound")
+
+
+@patch(
+    """Custom::VpcRestrictDefaultSG (a CDK Vpc's restrict_default_security_group) leaves the VPC's
+    default security group without rules, and gives them back when it is deleted. Stock moto
+    invokes the provider's Lambda function, which needs Docker, and has no update or delete for
+    custom resources: the group keeps its rules. (Runs through the Custom:: types that
+    aws_custom_resources_make_their_calls maps.)"""
+)
+def default_security_groups_are_restricted() -> None:
+    register_types(RestrictedDefaultSecurityGroup)

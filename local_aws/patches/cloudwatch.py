@@ -1,17 +1,18 @@
-"""CloudWatch: the CloudFormation type of an alarm, which stock moto lacks (registered by
-``cloudformation.missing_resource_types_exist``)."""
+"""CloudWatch: the CloudFormation type of an alarm, single-metric or on metric math, which stock
+moto lacks (registered by ``cloudformation.missing_resource_types_exist``)."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from moto.cloudwatch.models import cloudwatch_backends
+from moto.cloudwatch.models import Dimension, Metric, MetricDataQuery, MetricStat, cloudwatch_backends
 
 from local_aws.patches.base import EmulatedResource
 
 
 class MetricAlarm(EmulatedResource):
-    """AWS::CloudWatch::Alarm (single-metric alarms), on moto's CloudWatch."""
+    """AWS::CloudWatch::Alarm, on moto's CloudWatch: a single metric, or the metric queries of a
+    math alarm (``Metrics``), which DescribeAlarms returns as AWS does."""
 
     TYPE: ClassVar[str] = "AWS::CloudWatch::Alarm"
     NAME_PROPERTY: ClassVar[str] = "AlarmName"
@@ -44,6 +45,7 @@ class MetricAlarm(EmulatedResource):
             description=p.get("AlarmDescription"),
             dimensions=p.get("Dimensions", []),
             alarm_actions=p.get("AlarmActions", []),
+            metric_data_queries=[_query(q) for q in p.get("Metrics", [])] or None,
             datapoints_to_alarm=p.get("DatapointsToAlarm"),
             extended_statistic=p.get("ExtendedStatistic"),
             ok_actions=p.get("OKActions", []),
@@ -66,3 +68,22 @@ class MetricAlarm(EmulatedResource):
 
     def delete(self, account_id: str, region_name: str) -> None:
         cloudwatch_backends[account_id][region_name].delete_alarms([self.alarm.name])
+
+
+def _query(q: dict[str, Any]) -> MetricDataQuery:
+    """One of a math alarm's metric queries, as moto's PutMetricAlarm reads it from the API."""
+    stat = q.get("MetricStat")
+    metric_stat = None
+    if stat is not None:
+        m = stat["Metric"]
+        dimensions = [Dimension(d["Name"], d["Value"]) for d in m.get("Dimensions", [])]
+        metric_stat = MetricStat(Metric(m["MetricName"], m["Namespace"], dimensions), str(stat["Period"]),
+                                 stat["Stat"], stat.get("Unit"))  # fmt: skip
+    return MetricDataQuery(
+        query_id=q["Id"],
+        label=q.get("Label"),  # type: ignore[arg-type]
+        period=str(q["Period"]) if "Period" in q else None,  # type: ignore[arg-type]
+        return_data=str(q.get("ReturnData", True)).lower(),
+        expression=q.get("Expression"),
+        metric_stat=metric_stat,
+    )

@@ -11,6 +11,7 @@ from moto.ec2.models.instances import Instance, MetadataOptions
 from moto.ec2.models.internet_gateways import InternetGateway
 from moto.ec2.models.nat_gateways import NatGateway
 from moto.ec2.models.route_tables import Route, RouteTable
+from moto.ec2.models.security_groups import SecurityGroup
 from moto.ec2.models.subnets import SubnetRouteTableAssociation
 from moto.ec2.models.vpn_gateway import VPCGatewayAttachment
 
@@ -127,3 +128,30 @@ def _apply_instance_properties(instance: Any, props: dict[str, Any], account_id:
 )
 def instance_properties_are_applied() -> None:
     wrap_create(Instance, prepare=_primary_interface, fix=_apply_instance_properties)
+
+
+# --- Security groups ------------------------------------------------------------------------------
+
+
+def _apply_egress(group: Any, props: dict[str, Any], account_id: str, region_name: str) -> None:
+    if "SecurityGroupEgress" not in props:
+        return  # the group keeps the rule every new group has: all traffic out
+    backend = _ec2(account_id, region_name)
+    made = [rule.id for rule in group.egress_rules]
+    if made:
+        backend.revoke_security_group_egress(group.id, "", "", "", [], security_rule_ids=made, vpc_id=group.vpc_id)
+    for rule in props["SecurityGroupEgress"]:
+        cidr = {"CidrIp": rule["CidrIp"], **({"Description": rule["Description"]} if "Description" in rule else {})}
+        backend.authorize_security_group_egress(
+            group.id, str(rule["IpProtocol"]), rule.get("FromPort"), rule.get("ToPort"), [cidr], vpc_id=group.vpc_id
+        )
+
+
+@patch(
+    """AWS::EC2::SecurityGroup's SecurityGroupEgress rules replace the rule a new group has (all
+    traffic out), as CloudFormation does when the property is given; CDK writes it for a group
+    made with allow_all_outbound=False. Stock moto ignores the property: every group lets all
+    traffic out."""
+)
+def security_group_egress_is_applied() -> None:
+    wrap_create(SecurityGroup, fix=_apply_egress)

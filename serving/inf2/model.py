@@ -22,6 +22,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,11 @@ REQUEST_KEYS = ("text", "seq_length", "max_new_tokens", "do_sample", "top_k", "t
 # transformers-neuronx names the precision `amp`; serving.properties uses DJL's names.
 AMP = {"fp16": "f16", "bf16": "bf16", "fp32": "f32"}
 INNER_MANIFEST = "manifest.json"
+#: The bundle's list of the hub files the handler downloads, with their sha256 and size (the
+#: builder's llm_contracts.inf2.HUB_FILES: the handler imports nothing of the project).
+HUB_FILES = "hub-files.json"
+#: What the hub's revisions must be: a commit, whose files never change (a branch can move).
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
 #: The marker of a finished cache entry: written after the entry's folder got its final name.
 COMPLETE = ".complete"
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -86,7 +92,7 @@ class ServerConfig:
     max_new_tokens: int = 64
     max_texts: int = 64
     compiled_graph_path: str | None = None
-    #: A hub revision (branch, tag or commit) for a hub model id; part of the cache keys.
+    #: The hub commit of a hub model id (refused unless a 40-character commit); part of the cache keys.
     revision: str | None = None
     #: How long DJL lets one call of the handler run before it restarts the worker.
     predict_timeout_s: int = DJL_DEFAULT_PREDICT_TIMEOUT_S
@@ -585,11 +591,76 @@ def dtype_argument(transformers_version: str) -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
-def _hub_options(config: ServerConfig) -> dict[str, str]:
-    return {"revision": config.revision} if config.revision and not Path(config.model_source).is_dir() else {}
+#: Downloads files of a hub repository at a commit: (repo id, commit, file names) -> their folder.
+Downloader = Callable[[str, str, Sequence[str]], str]
 
 
-def load_for_split(config: ServerConfig) -> Any:
+def hub_snapshot(repo_id: str, revision: str, names: Sequence[str]) -> str:
+    """The files `names` of `repo_id` at commit `revision`, downloaded by huggingface_hub into its
+    cache (the image's HF_HOME, which run-container.sh mounts from the volume): a file already
+    there is not downloaded again."""
+    from huggingface_hub import snapshot_download
+
+    return str(snapshot_download(repo_id=repo_id, revision=revision, allow_patterns=list(names)))
+
+
+def hub_file_list(config: ServerConfig) -> dict[str, dict[str, Any]]:
+    """The files of the hub model the bundle lists, with their sha256 and size; refuses a model
+    whose revision is no commit or whose files the bundle does not list."""
+    where = f"{config.model_id} (option.revision={config.revision!r})"
+    if not COMMIT.match(config.revision or ""):
+        raise SettingsError(
+            f"serving.properties option.revision={config.revision!r} is invalid: allowed is the 40-character "
+            f"commit of {config.model_id} whose files {HUB_FILES} lists (a branch or tag can move)"
+        )
+    path = Path(config.model_dir) / HUB_FILES
+    if not path.is_file():
+        raise SettingsError(f"{path} is missing: {where} is served only with the sha256 of its files; rebuild the "
+                            "bundle with python -m artifacts_builder inf2")  # fmt: skip
+    record = json.loads(path.read_text())
+    if (record.get("repo"), record.get("revision")) != (config.model_id, config.revision):
+        raise SettingsError(f"{path} lists {record.get('repo')}@{record.get('revision')}, not {where}: rebuild the "
+                            "bundle")  # fmt: skip
+    return dict(record["files"])
+
+
+def verify_hub_files(folder: Path, expected: Mapping[str, Mapping[str, Any]], *, where: str) -> None:
+    """Each file of `expected` in `folder` has its size and sha256; a file that does not is
+    deleted (with the cache's object it links to), so that the next load downloads it again."""
+    for name, entry in expected.items():
+        path = folder / name
+        if not path.is_file():
+            raise SettingsError(f"{name} of {where} was not downloaded; the next load tries again")
+        size = path.stat().st_size
+        digest = _sha256(path) if size == entry["size"] else None
+        if digest == entry["sha256"]:
+            continue
+        stored = path.resolve()
+        path.unlink()
+        stored.unlink(missing_ok=True)
+        found = f"sha256 {digest}" if digest is not None else f"{size} bytes"
+        raise SettingsError(
+            f"{name} of {where} has {found}, where the bundle lists sha256 {entry['sha256']} ({entry['size']} "
+            "bytes): refused and deleted, so that the next load downloads it again"
+        )
+
+
+def model_files(config: ServerConfig, *, weights: bool, download: Downloader = hub_snapshot) -> str:
+    """A folder that holds the model's files: the bundle's own model folder (verify_bundle checked
+    it), or for a hub model the files the bundle lists (`weights`: all of them, else the config's
+    and the tokenizer's), downloaded at its commit and each checked against its sha256."""
+    source = config.model_source
+    if Path(source).is_dir():
+        return source
+    assert config.revision is not None  # hub_file_list refuses a model without one
+    listed = hub_file_list(config)
+    names = sorted(n for n in listed if weights or not n.endswith((".safetensors", ".bin")))
+    folder = Path(download(config.model_id, config.revision, names))
+    verify_hub_files(folder, {n: listed[n] for n in names}, where=f"{config.model_id}@{config.revision}")
+    return str(folder)
+
+
+def load_for_split(config: ServerConfig, source: str | None = None) -> Any:
     """The transformers model, loaded straight in the serving precision (OPT-13B: ~26 GB of
     host memory, not ~52 GB in fp32). As the seed left them: the blocks' attention and MLP
     and the head in that precision, the rest (layer norms, position embeddings) in fp32;
@@ -600,7 +671,7 @@ def load_for_split(config: ServerConfig) -> Any:
 
     dtype = getattr(torch, TORCH_DTYPES[config.dtype])
     options: dict[str, Any] = {"low_cpu_mem_usage": True, dtype_argument(transformers.__version__): dtype}
-    model = AutoModelForCausalLM.from_pretrained(config.model_source, **options, **_hub_options(config))
+    model = AutoModelForCausalLM.from_pretrained(source or model_files(config, weights=True), **options)
     serving = {id(p) for p in model.lm_head.parameters()}
     for block in model.model.decoder.layers:
         for module in (block.self_attn, block.fc1, block.fc2):
@@ -640,7 +711,7 @@ def load_neuron(config: ServerConfig) -> TextGenerator:
     model.to_neuron()
     if hasattr(model, "save") and not is_complete(graphs):
         build_once(graphs, lambda folder: model.save(str(folder)), prune=True)
-    tokenizer = AutoTokenizer.from_pretrained(config.model_source, **_hub_options(config))
+    tokenizer = AutoTokenizer.from_pretrained(model_files(config, weights=False))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     generator = NeuronGenerator(model, pad_id=pad, eos_id=tokenizer.eos_token_id, batch_size=config.batch_size)
     service = TextGenerator(tokenizer, generator, config)
@@ -654,6 +725,8 @@ def load_service(
 ) -> TextGenerator:
     config = ServerConfig.from_properties(props)
     verify_bundle(Path(config.model_dir))
+    if not Path(config.model_source).is_dir():
+        hub_file_list(config)  # a hub model without a commit or without its files' sha256: refused now
     LOG.info("loading %s (tp=%d, n_positions=%d, batch=%d)", config.model_id, config.tensor_parallel_degree,
              config.n_positions, config.batch_size)  # fmt: skip
     return (loader or load_neuron)(config)

@@ -91,12 +91,25 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
 
     settings = project.read(section("project"))
     artifacts = settings.artifacts_dir
-    return AppConfig(
+    config = AppConfig(
         project=settings,
         gpt2=gpt2.read(section("gpt2"), artifacts),
         gptj=gptj.read(section("gptj"), artifacts),
         inf2=inf2.read(section("inf2"), artifacts),
     )
+    _check_zone_in_region(config)
+    return config
+
+
+def _check_zone_in_region(config: AppConfig) -> None:
+    """A zone of another region than the pinned one would fail the deployment (EC2 knows no such
+    zone there); an unpinned stack's region is only known at deploy time."""
+    zone, region = config.inf2.availability_zone, config.project.region
+    if zone is not None and region is not None and zone[:-1] != region:
+        raise ConfigError(
+            f"inf2.availability_zone={zone!r} is invalid: allowed is a zone of project.region {region} "
+            f"(such as {region}a), or unset project.region"
+        )
 
 
 def settings_of(section: str) -> set[str]:

@@ -10,7 +10,10 @@ from pathlib import Path
 
 from llm_contracts.aws import ECR_IMAGE
 from llm_contracts.inf2 import (
+    COMMIT,
+    DEFAULT_MODEL,
     NEURON_CORES,
+    PINNED_REVISIONS,
     ModelFacts,
     copies_loaded_in_turn,
     host_memory_problems,
@@ -37,7 +40,13 @@ class ModelServerSettings:
     The image, the entry point and any further property are settings, so the stack can
     move to the successor stack (NxD Inference, vLLM on Neuron) without code changes."""
 
-    model_id: str = "facebook/opt-13b"
+    #: The hub model the instance downloads (None: the model the bundle ships, else
+    #: facebook/opt-13b). A bundle that ships its model refuses any other.
+    model_id: str | None = None
+    #: The hub commit (40 hex digits) of `model_id` whose files the instance downloads and checks
+    #: against the sha256 the bundle lists (None: the commit pinned for facebook/opt-13b; required
+    #: for any other hub model, unset for a model the bundle ships).
+    model_revision: str | None = None
     #: NeuronCores that shard one copy of the model (rules: stacks/inf2_rules.py).
     tensor_parallel_degree: int = 8
     #: Longest sequence (prompt plus generated tokens) the compiled graphs accept.
@@ -82,6 +91,8 @@ class Inf2Settings:
     model_server: ModelServerSettings = field(default_factory=ModelServerSettings)
 
 
+#: A one-token request to DJL's own handlers (djl_python's input format).
+DJL_PROBE_REQUEST = '{"inputs": "Hello", "parameters": {"max_new_tokens": 1}}'
 #: Time for the container, DJL's JVM and the bundle's requirements before the first load begins.
 START_MARGIN_S = 900
 
@@ -125,6 +136,9 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
         Inf2ServerProps,
         only=["instance_type", "ami_ssm_parameter", "volume_size_gb", "port", "ingress_cidr"],
         load_timeout_s=copies * model_server.model_loading_timeout_s + START_MARGIN_S,
+        # The health check's request, in the handler's format: the bundle's model.py's, or that
+        # of DJL's own handlers.
+        probe_request=Inf2ServerProps.probe_request if model_server.entry_point == "model.py" else DJL_PROBE_REQUEST,
     )
     settings = Inf2Settings(
         server=server,
@@ -195,7 +209,13 @@ def _model_server(s: Section) -> ModelServerSettings:
         'a list of pinned pip requirements such as ["sentencepiece==0.2.0"] (the image pins the rest)',
     )
     return ModelServerSettings(
-        model_id=s.string("model_id", ms.model_id, pattern=_HF_MODEL_ID, what="a Hugging Face model id"),
+        model_id=s.optional_string("model_id", pattern=_HF_MODEL_ID, what="a Hugging Face model id"),
+        model_revision=s.optional_string(
+            "model_revision",
+            pattern=COMMIT,
+            what="a full commit hash of the model's hub repository (40 hex digits, such as "
+            f"{PINNED_REVISIONS[DEFAULT_MODEL]}): a branch or tag can move to other files",
+        ),
         # The Neuron rules (stacks/inf2_rules.py) say which degrees work; this bound only
         # keeps the number sane.
         tensor_parallel_degree=s.integer("tensor_parallel_degree", ms.tensor_parallel_degree, lo=1, hi=128),
@@ -238,3 +258,35 @@ def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: st
         )
         + host_memory_problems(facts, model_id=model_id, instance_type=settings.server.instance_type, dtype=ms.dtype)
     )
+
+
+def hub_model(ms: ModelServerSettings) -> tuple[str, str | None]:
+    """(model id, commit) of the hub model that a bundle without one makes the instance download
+    (commit None: none is set or pinned)."""
+    model_id = ms.model_id or DEFAULT_MODEL
+    return model_id, ms.model_revision or PINNED_REVISIONS.get(model_id)
+
+
+def model_source_problems(ms: ModelServerSettings, *, bundled: str | None) -> list[str]:
+    """`model_id` and `model_revision` against where the model comes from: the bundle, which
+    ships the model named `bundled`, or (`bundled` None) the hub, from a pinned commit."""
+    if bundled is None:
+        model_id, revision = hub_model(ms)
+        if revision is not None:
+            return []
+        return [
+            f"inf2.model_revision=None is invalid: allowed is the commit of {model_id} on the Hugging Face hub "
+            f"(40 hex digits) whose files the instance downloads; only {DEFAULT_MODEL} has one pinned by default"
+        ]
+    problems = []
+    if ms.model_id not in (None, bundled):
+        problems.append(
+            f"inf2.model_id={ms.model_id!r} is invalid: allowed is unset or {bundled!r}, the model the bundle "
+            f"ships (to serve {ms.model_id} from the hub, build the bundle without --tiny or --model-dir)"
+        )
+    if ms.model_revision is not None:
+        problems.append(
+            f"inf2.model_revision={ms.model_revision!r} is invalid: allowed is unset: the bundle ships its model "
+            f"({bundled}), which no hub revision names"
+        )
+    return problems

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,9 +19,10 @@ from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import file_entry, sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import NO_CHANGES, Cdk
-from local_aws.containers import running_containers
+from local_aws.containers import ContainerProcess, running_containers
 from stacks.config import AppConfig, load_config
 from tests.infra.helpers import ROOT, cdk_context, synthesize
+from tests.leaks import MARKER, marked
 
 #: Settings that the update step changes, one visible effect per stack.
 UPDATES = {"gptj.max_capacity": 3, "gpt2.max_capacity": 6, "inf2.volume_size_gb": 600}
@@ -262,6 +264,8 @@ def _gone(aws: LocalAws, resource_type: str, physical_id: str) -> bool:
         # prefix: both gone with the bucket, which is checked on its own.
         "AWS::S3::BucketPolicy": lambda: True,
         "Custom::AWS": lambda: True,
+        # Restricts the VPC's default security group: gone with the VPC, which is checked on its own.
+        "Custom::VpcRestrictDefaultSG": lambda: True,
         "AWS::Lambda::Function": lambda: _missing(
             lambda: aws.client("lambda").get_function(FunctionName=physical_id), "ResourceNotFoundException"
         ),
@@ -313,6 +317,14 @@ def deploy_reports_no_changes(cdk: Cdk, app: Path, name: str) -> None:
     assert events_after == events_before, "a deploy without changes must not touch the stack"
 
 
+def this_sessions_containers() -> list[ContainerProcess]:
+    """The live containers this test session started: other sessions on this host (another
+    checkout's tests) may be running containers of their own meanwhile."""
+    session = os.environ.get(MARKER)
+    ours = {p.pid for p in marked(session)} if session else None
+    return [c for c in running_containers() if ours is None or c.pid in ours]
+
+
 def deploy_update_destroy(
     cdk: Cdk, stack: str, base: Assembly, updated: Assembly, check: Callable[[Assembly], dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -327,5 +339,5 @@ def deploy_update_destroy(
     deployed = resources_of_stack(cdk.aws, stack)
     cdk.destroy(updated.path, [stack])
     assert_destroyed(cdk.aws, stack, deployed, updated.template(stack))
-    assert running_containers() == [], "deleting the endpoint stops its container"
+    assert this_sessions_containers() == [], "deleting the endpoint stops its container"
     return first, second

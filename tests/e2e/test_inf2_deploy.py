@@ -3,11 +3,14 @@ as AWS would report it, its AMI from the public SSM parameter, then a clean tear
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
 from llm_contracts.manifest import sha256_file
+from llm_inference_cdk.inf2.server import SESSION_MANAGER_ACTIONS
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from tests.e2e.helpers import (
@@ -19,6 +22,12 @@ from tests.e2e.helpers import (
 
 pytestmark = pytest.mark.e2e
 STACK = "Inf2Stack"
+
+
+def policy_document(response: dict[str, Any]) -> dict[str, Any]:
+    """GetRolePolicy's document, which the SDK may hand back URL-encoded."""
+    document = response["PolicyDocument"]
+    return json.loads(unquote(document)) if isinstance(document, str) else document  # type: ignore[no-any-return]
 
 
 def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[str, Any]:
@@ -46,22 +55,50 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     assert [g["GroupId"] for g in instance["SecurityGroups"]] == groups, "its own security group, only"
     (group,) = ec2.describe_security_groups(GroupIds=groups)["SecurityGroups"]
     assert group["IpPermissions"] == [], "no ingress unless inf2.ingress_cidr is set"
+    assert [(p["IpProtocol"], p.get("FromPort"), p.get("ToPort")) for p in group["IpPermissionsEgress"]] == [
+        ("tcp", 443, 443)
+    ], "HTTPS out, nothing else"
     vpcs = [physical for kind, physical in resources.values() if kind == "AWS::EC2::VPC"]
     assert [group["VpcId"], instance["VpcId"]] == vpcs * 2
+    # The VPC's default security group is left without rules (CDK's custom resource revoked them).
+    filters = [{"Name": "vpc-id", "Values": vpcs}, {"Name": "group-name", "Values": ["default"]}]
+    (default,) = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
+    assert (default["IpPermissions"], default["IpPermissionsEgress"]) == ([], [])
 
     iam = aws.client("iam")
     profile_name = instance["IamInstanceProfile"]["Arn"].rsplit("/", 1)[-1]
     (role,) = iam.get_instance_profile(InstanceProfileName=profile_name)["InstanceProfile"]["Roles"]
-    attached = iam.list_attached_role_policies(RoleName=role["RoleName"])["AttachedPolicies"]
-    assert [p["PolicyName"] for p in attached] == ["AmazonSSMManagedInstanceCore"]
+    # No AWS managed policy (AmazonSSMManagedInstanceCore reads every SSM parameter): Session
+    # Manager's five actions are in the role's own policy.
+    assert iam.list_attached_role_policies(RoleName=role["RoleName"])["AttachedPolicies"] == []
+    granted = {
+        action
+        for name in iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]
+        for statement in policy_document(iam.get_role_policy(RoleName=role["RoleName"], PolicyName=name))["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert set(SESSION_MANAGER_ACTIONS) <= granted and "cloudwatch:PutMetricData" in granted
+    assert not [a for a in granted if a.startswith(("ssm:Get", "ec2messages:"))]
 
-    (alarm,) = [
-        a
-        for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
-        if a["Dimensions"] == [{"Name": "InstanceId", "Value": instance["InstanceId"]}]
-    ]
-    assert alarm["MetricName"] == "StatusCheckFailed_System"
-    assert [a.split(":")[-1] for a in alarm["AlarmActions"]] == ["recover"]
+    def instance_metric(alarm: dict[str, Any]) -> str | None:
+        """The alarm's metric of this instance: its own, or the one its metric math reads."""
+        metrics = [alarm] + [q["MetricStat"]["Metric"] for q in alarm.get("Metrics", []) if "MetricStat" in q]
+        own = [{"Name": "InstanceId", "Value": instance["InstanceId"]}]
+        names = [m["MetricName"] for m in metrics if m.get("Dimensions") == own]
+        return names[0] if names else None
+
+    alarms = {instance_metric(a): a for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]}
+    alarms.pop(None, None)
+    assert set(alarms) == {"StatusCheckFailed_System", "ServerHealthy"}
+    assert [a.split(":")[-1] for a in alarms["StatusCheckFailed_System"]["AlarmActions"]] == ["recover"]
+    # The server's health alarm (its actions are left to whoever adds a topic): missing periods are
+    # 0 once the host has reported, over more than the load time.
+    health = alarms["ServerHealthy"]
+    assert (health["TreatMissingData"], health["AlarmActions"]) == ("ignore", [])
+    [expression] = [q["Expression"] for q in health["Metrics"] if "Expression" in q]
+    [stat] = [q["MetricStat"] for q in health["Metrics"] if "MetricStat" in q]
+    assert expression == "FILL(healthy, 0)" and stat["Metric"]["Namespace"] == "LLMInference/Inf2"
+    assert int(stat["Period"]) * health["DatapointsToAlarm"] > settings.server.load_timeout_s
 
     # The object the instance will download is, byte for byte, the bundle built here.
     url = assembly.asset_url(STACK, settings.bundle, aws)

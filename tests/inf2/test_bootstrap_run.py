@@ -3,8 +3,8 @@
 is swapped in.
 
 What runs is `render_user_data`'s script, as the instance gets it: the settings header,
-the installed unit and scripts, then bootstrap.sh unmodified. The rendering writes the
-unit and scripts to fixed absolute paths (/usr/local/bin, /etc/systemd/system) that only
+the installed units and scripts, then bootstrap.sh (each without its comment lines). The
+rendering writes the units and scripts to fixed absolute paths (/usr/local/bin, /etc/systemd/system) that only
 stacks/inf2_ec2.py could make configurable, so the test rewrites those paths, and only
 those, in the commands around the heredocs (the files' contents are kept). bootstrap.sh's
 own paths move through its BOOTSTRAP_* variables. Every path either could write outside
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_inference_cdk.inf2.server import HOST_FILES, INSTALLED, render_user_data
+from llm_inference_cdk.inf2.server import HOST_FILES, INSTALLED, installed_text, render_user_data
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in ("bash", "flock", "sha256sum", "tar")),
@@ -33,6 +33,7 @@ pytestmark = pytest.mark.skipif(
 
 BOOTSTRAP = HOST_FILES / "bootstrap.sh"
 IMAGE_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.29.0-neuronx-sdk2.19.1"
+PROBE_REQUEST = '{"text": ["Hello, it\'s me"], "max_new_tokens": 1}'
 HEREDOC_END = "INSTALLED_FILE"
 SYSTEM_PATH = re.compile(r"(?<![\w.:/-])/(?:usr|etc|opt|var|run|srv|home|root)/")
 
@@ -58,10 +59,10 @@ case "$1" in
 esac
 """,
     "systemctl": r"""
-case "$1" in
-  is-active) state=$(cat "$STUB_STATE/service" 2>/dev/null || echo inactive); echo "$state"
-             [ "$state" = active ] ;;
-  start|restart) echo active >"$STUB_STATE/service" ;;
+case "$1 ${*: -1}" in
+  "is-active djl-serving.service") state=$(cat "$STUB_STATE/service" 2>/dev/null || echo inactive)
+                                   echo "$state"; [ "$state" = active ] ;;
+  "start djl-serving.service"|"restart djl-serving.service") echo active >"$STUB_STATE/service" ;;
 esac
 """,
     "modprobe": "",
@@ -110,6 +111,9 @@ class Instance:
             "LOG_GROUP": "llm-inference-logs",
             "PORT": "8080",
             "LOAD_TIMEOUT_S": "4500",
+            "PUBLISH_ADDRESS": "127.0.0.1",
+            "NAMESPACE": "LLMInference/Inf2",
+            "PROBE_REQUEST": PROBE_REQUEST,
         }
         script = self.tmp / "user-data.sh"
         script.write_text(redirected(render_user_data(settings), self.tmp / "sysroot"))
@@ -122,8 +126,8 @@ class Instance:
 def redirected(rendered: str, sysroot: Path) -> str:
     """The rendered user data with the absolute paths of its own commands (not of the
     files it installs, nor of bootstrap.sh) moved under `sysroot`."""
-    body = BOOTSTRAP.read_text().split("\n", 1)[1]
-    assert rendered.endswith(body), "render_user_data no longer ends with bootstrap.sh as is"
+    body = installed_text("bootstrap.sh").split("\n", 1)[1]
+    assert rendered.endswith(body), "render_user_data no longer ends with bootstrap.sh (without its comments)"
     prefix, lines, in_heredoc = rendered[: -len(body)], [], False
     for line in prefix.splitlines(keepends=True):
         if in_heredoc:
@@ -170,7 +174,13 @@ def instance(tmp_path: Path) -> Instance:
         "BOOTSTRAP_WAIT_SCRIPT": targets["wait-ping.sh"],
         "BOOTSTRAP_NEURON_DEVICES": f"{dev}/neuron*",
         "BOOTSTRAP_RETRY_DELAY_S": "0",
+        "BOOTSTRAP_INSTANCE_ID_FILE": str(tmp_path / "cloud-instance-id"),
+        "BOOTSTRAP_METRICS_ENV_FILE": str(tmp_path / "etc" / "default" / "llm-inference-metrics"),
+        "BOOTSTRAP_METRICS_SCRIPT": targets["neuron_metrics.py"],
+        "BOOTSTRAP_METRICS_UNIT_FILE": targets["neuron-metrics.service"],
     }
+    # cloud-init's record of the instance id, which the metrics are published under.
+    (tmp_path / "cloud-instance-id").write_text("i-0123456789abcdef0\n")
     (tmp_path / "etc" / "default").mkdir(parents=True)
     # Every path bootstrap.sh would default to is moved: none of its writes leaves tmp_path.
     defaults = re.findall(r"\$\{(BOOTSTRAP_\w+):-", BOOTSTRAP.read_text())
@@ -185,8 +195,9 @@ def count(calls: list[str], prefix: str) -> int:
 
 
 def untouched_service(calls: list[str]) -> bool:
-    """No systemctl call but docker's own `enable --now`: the server is left as it is."""
-    return [c for c in calls if c.startswith("systemctl")] in ([], ["systemctl enable --now docker"])
+    """No systemctl call on DJL Serving's unit: the server is left as it is (the monitoring,
+    enabled first, and docker may be)."""
+    return not [c for c in calls if c.startswith("systemctl") and "djl-serving.service" in c]
 
 
 V1 = {
@@ -217,14 +228,23 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     assert calls.count(f"docker pull {IMAGE_URI}") == 1
     env_file = Path(instance.env["BOOTSTRAP_ENV_FILE"]).read_text().splitlines()
     assert f"IMAGE_URI={IMAGE_URI}" in env_file and "LOAD_TIMEOUT_S=4500" in env_file
+    assert "PUBLISH_ADDRESS=127.0.0.1" in env_file  # run-container.sh publishes DJL's port there
     assert f"MODEL_DIR={instance.model}" in env_file and f"CACHE_DIR={instance.root / 'neuron-cache'}" in env_file
     assert "systemctl enable --now docker" in calls
     assert "systemctl enable djl-serving.service" in calls
     assert calls.count("systemctl restart --no-block djl-serving.service") == 1
+    # The health check's timer and the Neuron metrics, with their settings.
+    metrics_env = Path(instance.env["BOOTSTRAP_METRICS_ENV_FILE"]).read_text().splitlines()
+    probe = instance.root / "probe-request.json"
+    assert metrics_env == ["REGION=us-east-1", "NAMESPACE=LLMInference/Inf2", "INSTANCE_ID=i-0123456789abcdef0",
+                           "PORT=8080", f"PROBE_FILE={probe}"]  # fmt: skip
+    assert probe.read_text() == PROBE_REQUEST
+    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls
+    assert calls.count("systemctl restart neuron-metrics.service") == 1
     # The unit and its scripts are installed, with their contents, before the bootstrap.
     for source, target, mode in INSTALLED:
         installed = Path(under(instance.tmp / "sysroot", target))
-        assert installed.read_text() == (HOST_FILES / source).read_text()
+        assert installed.read_text() == installed_text(source)
         assert oct(installed.stat().st_mode & 0o777) == f"0o{mode.lstrip('0')}"
     assert "bootstrap: done" in first.stdout and "2 devices" in first.stdout
     assert "bootstrap: done" in (instance.tmp / "bootstrap.log").read_text()
@@ -243,6 +263,7 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     assert count(calls, "systemctl restart") == 0 and count(calls, "systemctl start") == 0, calls
     assert f"docker image inspect {IMAGE_URI}" in calls
     assert instance.model.stat().st_ino == model_inode and contents(instance.model) == V1
+    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls  # started if stopped
     assert Path(instance.env["BOOTSTRAP_ENV_FILE"]).stat().st_mtime_ns == env_mtime
     assert graph.read_bytes() == b"compiled"
 
@@ -270,7 +291,8 @@ def test_a_bundle_with_another_sha256_is_refused_and_the_previous_model_stays(in
     assert contents(instance.model) == V1
     assert (instance.root / "bundle.sha256").read_text() == f"{sha}\n"
     leftovers = {p.name for p in instance.root.iterdir()} - {"model", "neuron-cache", "logs"}
-    assert leftovers == {"bundle.tar.gz", "bundle.sha256", "service.fingerprint"}
+    assert leftovers == {"bundle.tar.gz", "bundle.sha256", "service.fingerprint",
+                         "probe-request.json", "monitoring.fingerprint"}  # fmt: skip
 
 
 def test_a_bundle_that_does_not_extract_leaves_the_previous_model(instance: Instance) -> None:
@@ -343,6 +365,16 @@ def test_no_neuron_device_fails_after_trying_the_driver(instance: Instance) -> N
     result, calls = instance.run("bundle-v1.tar.gz", sha)
     assert result.returncode == 1
     assert "modprobe neuron" in calls and f"no {instance.tmp}/dev/neuron* device" in result.stdout
+    assert count(calls, "aws") == 0 and untouched_service(calls), calls
+    # The health check is on already: the host reports the server down, and the alarm fires.
+    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls
+
+
+def test_an_instance_id_cloud_init_did_not_record_fails_before_anything(instance: Instance) -> None:
+    Path(instance.env["BOOTSTRAP_INSTANCE_ID_FILE"]).write_text("")
+    sha = instance.publish("bundle-v1.tar.gz", V1)
+    result, calls = instance.run("bundle-v1.tar.gz", sha)
+    assert result.returncode == 1 and "no instance id in" in result.stdout
     assert count(calls, "aws") == 0 and count(calls, "systemctl") == 0
 
 

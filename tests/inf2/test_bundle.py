@@ -8,10 +8,14 @@ import sys
 import tarfile
 from pathlib import Path
 
-from artifacts_builder.inf2 import run
-from llm_contracts.manifest import read_manifest, sha256_file, verify_files
+import pytest
 
-from .helpers import ROOT, builder_args
+from artifacts_builder import inf2 as inf2_builder
+from artifacts_builder.inf2 import run
+from llm_contracts.inf2 import DEFAULT_MODEL, HUB_FILES, PINNED_REVISIONS
+from llm_contracts.manifest import file_entry, read_manifest, sha256_file, verify_files
+
+from .helpers import ROOT, FakeHub, builder_args
 
 
 def members(bundle: Path) -> dict[str, bytes]:
@@ -52,7 +56,71 @@ def test_the_same_settings_give_the_same_bundle(tiny_artifacts: Path, tmp_path: 
     assert sha256_file(tmp_path / "inf2" / "bundle.tar.gz") == sha256_file(tiny_artifacts / "inf2" / "bundle.tar.gz")
 
 
-def test_hub_bundle_renders_overrides_and_extra_properties(tmp_path: Path) -> None:
+@pytest.fixture
+def opt_13b_hub(tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
+    """The hub, answering for facebook/opt-13b at its pinned commit (with a tiny model's files)."""
+    hub = FakeHub(tiny_model_dir, into=tmp_path, repo=DEFAULT_MODEL, commit=PINNED_REVISIONS[DEFAULT_MODEL])
+    monkeypatch.setattr(inf2_builder, "hub_api", lambda: hub)
+    return hub
+
+
+def test_a_hub_bundle_pins_the_commit_and_lists_each_file_sha256(opt_13b_hub: FakeHub, tmp_path: Path) -> None:
+    assert run(builder_args(tmp_path / "out")) == 0
+    files = members(tmp_path / "out" / "inf2" / "bundle.tar.gz")
+    commit = PINNED_REVISIONS[DEFAULT_MODEL]
+    props = properties(files["serving.properties"])
+    assert props["option.model_id"] == DEFAULT_MODEL and props["option.revision"] == commit
+    listed = json.loads(files[HUB_FILES])
+    assert (listed["repo"], listed["revision"]) == (DEFAULT_MODEL, commit)
+    repo = opt_13b_hub.folder
+    # What the server loads, in one format of weights: no README, no TensorFlow or Flax copies.
+    wanted = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"}
+    assert set(listed["files"]) == wanted & {p.name for p in repo.iterdir()}
+    assert listed["files"] == {name: file_entry(repo / name) for name in listed["files"]}
+    # The weights' sha256 is the hub's own (Git LFS names its objects by it): not downloaded here.
+    assert "model.safetensors" not in opt_13b_hub.downloads and "config.json" in opt_13b_hub.downloads
+    assert HUB_FILES in json.loads(files["manifest.json"])["files"]  # verified with the bundle at load
+    assert read_manifest(tmp_path / "out" / "inf2")["model"]["revision"] == commit
+
+
+def test_the_commit_must_be_what_the_hub_has(tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    commit = PINNED_REVISIONS[DEFAULT_MODEL]
+    hub = FakeHub(tiny_model_dir, into=tmp_path, repo=DEFAULT_MODEL, commit=commit, resolves_to="f" * 40)
+    monkeypatch.setattr(inf2_builder, "hub_api", lambda: hub)
+    assert run(builder_args(tmp_path / "out")) == 2
+    assert f"inf2.model_revision='{commit}' is invalid: the hub resolves it to 'ffff" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        # Another hub model: its commit is required (only facebook/opt-13b's is pinned).
+        (["inf2.model_id=facebook/opt-1.3b"], "inf2.model_revision=None is invalid: allowed is the commit of "
+                                              "facebook/opt-1.3b on the Hugging Face hub"),
+        # A branch can move: a commit is required.
+        (["inf2.model_revision=main"], "inf2.model_revision='main' is invalid: allowed is a full commit hash"),
+    ],
+)  # fmt: skip
+def test_a_hub_model_needs_a_commit(
+    given: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [arg for setting in given for arg in ("-c", setting)]
+    assert run(builder_args(tmp_path, *args)) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "inf2" / "bundle.tar.gz").exists()
+
+
+def test_a_bundled_model_refuses_a_model_id_of_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(builder_args(tmp_path, "--tiny", "-c", f"inf2.model_id={DEFAULT_MODEL}")) == 2
+    assert (
+        f"inf2.model_id='{DEFAULT_MODEL}' is invalid: allowed is unset or 'tiny-random-opt', the model the bundle ships"
+        in capsys.readouterr().err
+    )
+
+
+def test_hub_bundle_renders_overrides_and_extra_properties(opt_13b_hub: FakeHub, tmp_path: Path) -> None:
     extra = json.dumps({"option.context_length_estimate": "128"})
     code = run(builder_args(tmp_path, "-c", "inf2.tensor_parallel_degree=4", "-c", f"inf2.extra_properties={extra}",
                             "-c", 'inf2.requirements=["sentencepiece==0.2.0"]'))  # fmt: skip
@@ -66,6 +134,7 @@ def test_hub_bundle_renders_overrides_and_extra_properties(tmp_path: Path) -> No
     assert read_manifest(tmp_path / "inf2")["model"] == {
         "source": "hub",
         "name": "facebook/opt-13b",
+        "revision": PINNED_REVISIONS[DEFAULT_MODEL],
         "facts": read_manifest(tmp_path / "inf2")["model"]["facts"],
     }
 

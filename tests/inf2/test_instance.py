@@ -69,7 +69,7 @@ def test_rendered_user_data_passes_shellcheck(user_data_parts: dict[str, str]) -
 
 
 @needs_shellcheck
-@pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh"])
+@pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh", "health-check.sh"])
 def test_each_installed_script_passes_shellcheck(name: str) -> None:
     # The user data carries these inside heredocs, where shellcheck does not look.
     result = subprocess.run(["shellcheck", str(HOST_FILES / name)], capture_output=True, text=True, check=False)
@@ -84,6 +84,7 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
         "export BUNDLE_URL='s3://",
         "/djl-inference:0.29.0-neuronx-sdk2.19.1'",
         "export LOAD_TIMEOUT_S=11700",  # 3 copies of OPT-13B (24 NeuronCores / degree 8) x 3600 s + 900 s
+        "export PUBLISH_ADDRESS=127.0.0.1",  # no inf2.ingress_cidr: DJL's port on loopback alone
         "flock --wait",  # one run at a time
         "modprobe neuron",  # the Neuron driver
         "systemctl enable --now docker",  # docker from the DLAMI
@@ -92,16 +93,35 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
         "aws ecr get-login-password",  # ECR login
         'retry 5 docker pull "$IMAGE_URI"',  # the pinned image
         'CACHE_DIR="$ROOT/neuron-cache"',  # compiled graphs on the volume
-        "cat > /usr/local/bin/djl-serving-run.tmp",
-        "cat > /usr/local/bin/djl-serving-wait.tmp",
-        "cat > /etc/systemd/system/djl-serving.service.tmp",
+        "put /usr/local/bin/djl-serving-run 0755",
+        "put /usr/local/bin/djl-serving-wait 0755",
+        "put /etc/systemd/system/djl-serving.service 0644",
+        "put /usr/local/bin/djl-serving-health 0755",
+        "put /usr/local/bin/neuron-metrics 0755",
+        "put /etc/systemd/system/djl-serving-health.timer 0644",
         "systemctl enable djl-serving.service",
         "systemctl restart --no-block djl-serving.service",
+        "systemctl enable --now djl-serving-health.timer neuron-metrics.service",
     ]
     positions = [script.find(step) for step in steps]
     assert all(p >= 0 for p in positions), [s for s, p in zip(steps, positions, strict=True) if p < 0]
-    # The unit and scripts are in place before the bootstrap enables them.
-    assert positions[-5] < positions[-2]
+    # The units and scripts are in place before the bootstrap enables them.
+    assert max(positions[-9:-3]) < positions[-3]
+
+
+def test_user_data_fits_ec2s_limit(user_data_parts: dict[str, str], tiny_template: dict[str, Any]) -> None:
+    """EC2 refuses user data over 16 KB and the deploy fails (the local AWS does not check): the
+    script goes as it is (no base64) and the files it installs without their comments, and what
+    a deploy resolves into the header (the bundle's URL, the image, the log group) has room."""
+    from llm_inference_cdk.inf2.server import INSTALLED, USER_DATA_LIMIT, installed_text
+
+    [instance] = of_type(tiny_template, "AWS::EC2::Instance")
+    size = len(base64.b64decode(resolve(instance["Properties"]["UserData"])))
+    assert size < USER_DATA_LIMIT - 1024, size
+    script = user_data_parts["text/x-shellscript"]
+    for source, _, _ in INSTALLED:
+        text = installed_text(source)
+        assert text in script and not [line for line in text.splitlines()[1:] if line.lstrip().startswith("#")]
 
 
 @pytest.fixture
@@ -201,7 +221,36 @@ def container_env(tmp_path: Path) -> dict[str, str]:
     docker.chmod(0o755)
     env = {k: str(tmp_path / k.lower()) for k in ("MODEL_DIR", "CACHE_DIR", "LOG_DIR")}
     return {**env, "IMAGE_URI": "djl-inference:0.29.0-neuronx-sdk2.19.1", "REGION": "us-east-1", "LOG_GROUP": "g",
-            "PORT": "8080", "RUN_DOCKER": str(docker), "RUN_NEURON_DEVICES": f"{dev}/neuron*"}  # fmt: skip
+            "PORT": "8080", "PUBLISH_ADDRESS": "127.0.0.1", "RUN_DOCKER": str(docker),
+            "RUN_NEURON_DEVICES": f"{dev}/neuron*"}  # fmt: skip
+
+
+def values_of(args: list[str], option: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args) if arg == option]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "0.0.0.0"])
+def test_run_container_publishes_on_the_given_address_and_drops_privileges(tmp_path: Path, address: str) -> None:
+    env = {**container_env(tmp_path), "PUBLISH_ADDRESS": address, "PORT": "9000"}
+    result = run_script("run-container.sh", **env)
+    assert result.returncode == 0, result.stderr
+    args = (tmp_path / "docker-args").read_text().splitlines()
+    # Loopback unless an ingress CIDR is set: SSM port forwarding reaches 127.0.0.1 on the host.
+    assert values_of(args, "-p") == [f"{address}:9000:8080"]
+    # No capability at all (the Neuron devices come through --device), and no way to gain one.
+    assert values_of(args, "--cap-drop") == ["ALL"] and values_of(args, "--cap-add") == []
+    assert values_of(args, "--security-opt") == ["no-new-privileges"]
+    assert "--privileged" not in args
+    # Options come before the image: docker run passes whatever follows it to the container.
+    assert args.index("--cap-drop") < args.index(env["IMAGE_URI"])
+
+
+def test_run_container_needs_the_publish_address(tmp_path: Path) -> None:
+    env = container_env(tmp_path)
+    del env["PUBLISH_ADDRESS"]
+    result = run_script("run-container.sh", **env)
+    assert result.returncode != 0 and "PUBLISH_ADDRESS" in result.stderr
+    assert not (tmp_path / "docker-args").exists()
 
 
 def test_run_container_keeps_the_hub_cache_on_the_volume(tmp_path: Path) -> None:
@@ -242,8 +291,13 @@ def test_instance_is_closed_and_hardened_by_default(tiny_template: dict[str, Any
     assert template["Properties"]["LaunchTemplateData"]["MetadataOptions"]["HttpTokens"] == "required"
     [volume] = instance["Properties"]["BlockDeviceMappings"]
     assert volume["Ebs"]["Encrypted"] is True and volume["Ebs"]["VolumeSize"] == 512
-    [alarm] = of_type(tiny_template, "AWS::CloudWatch::Alarm")
-    assert alarm["Properties"]["MetricName"] == "StatusCheckFailed_System"
+    # The system-status alarm on its metric, the server's health alarm on metric math over its own.
+    alarms = {
+        a["Properties"].get("MetricName") or a["Properties"]["Metrics"][1]["MetricStat"]["Metric"]["MetricName"]: a
+        for a in of_type(tiny_template, "AWS::CloudWatch::Alarm")
+    }
+    assert set(alarms) == {"StatusCheckFailed_System", "ServerHealthy"}
+    alarm = alarms["StatusCheckFailed_System"]
     assert ":automate:" in json.dumps(alarm["Properties"]["AlarmActions"]) and "ec2:recover" in json.dumps(
         alarm["Properties"]["AlarmActions"]
     )
@@ -257,6 +311,18 @@ def test_synthesis_refuses_a_bundle_built_from_other_settings(
 ) -> None:
     with pytest.raises(ConfigError, match=r"inf2.bundle=.*option.n_positions: bundle '512', settings '256'.*rebuild"):
         synth_inf2(tiny_artifacts, **{"inf2.n_positions": 256})
+
+
+def test_synthesis_refuses_a_model_id_other_than_the_bundled_model(
+    synth_inf2: Callable[..., dict[str, Any]], tiny_artifacts: Path
+) -> None:
+    # The bundle ships its model: a hub model id would be ignored by the instance, so it is refused.
+    with pytest.raises(ConfigError) as err:
+        synth_inf2(tiny_artifacts, **{"inf2.model_id": "facebook/opt-6.7b"})
+    assert str(err.value) == (
+        "inf2.model_id='facebook/opt-6.7b' is invalid: allowed is unset or 'tiny-random-opt', the model the bundle "
+        "ships (to serve facebook/opt-6.7b from the hub, build the bundle without --tiny or --model-dir)"
+    )
 
 
 def test_synthesis_checks_the_bundled_model_heads(

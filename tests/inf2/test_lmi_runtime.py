@@ -8,6 +8,7 @@ and how they differ from the image)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -19,8 +20,9 @@ import pytest
 
 from artifacts_builder.inf2 import run
 from artifacts_builder.legacy_tokenizer import TokenizerFormatError, legacy_tokenizer_json
+from llm_contracts.inf2 import HUB_FILES
 
-from .helpers import ROOT, builder_args
+from .helpers import COMMIT, ROOT, FakeHub, builder_args, hub_cache
 
 DRIVER = Path(__file__).with_name("lmi_driver.py")
 LMI310 = ROOT / ".venv-lmi310" / "bin" / "python"
@@ -28,13 +30,15 @@ LMI = ROOT / ".venv-lmi" / "bin" / "python"
 PROMPTS = ["Hello, I am a language model,", "Welcome to Amazon Elastic Compute Cloud,", "naïve café ✓ 0123 ###"]
 
 
-def drive(python: Path, spec: dict[str, Any], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+def drive(
+    python: Path, spec: dict[str, Any], *, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     if not python.exists():
         venv = python.parents[1].name
         pytest.fail(f"{python} is missing: build the environment pinned to the LMI image with "
                     f"`make {venv}/.installed` (make test does it first)")  # fmt: skip
     proc = subprocess.run([str(python), str(DRIVER)], input=json.dumps(spec), capture_output=True, text=True,
-                          timeout=600, cwd=ROOT, check=False)  # fmt: skip
+                          timeout=600, cwd=ROOT, check=False, env={**os.environ, **(env or {})})  # fmt: skip
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
@@ -155,3 +159,40 @@ def test_the_handler_serves_the_bundle_under_the_image_transformers(model_py: Mo
     assert [r["status"] for r in batch] == [200, 200, 200]  # DJL's static batching: the batch's status
     assert batch[0]["body"]["outputs"] == expected[:2] and batch[2]["body"]["outputs"] == expected[2:]
     assert batch[1]["body"]["code"] == 400 and "seq_length=65" in batch[1]["body"]["error"]
+
+
+@pytest.mark.slow
+def test_a_hub_model_is_downloaded_checked_and_served_under_the_image_huggingface_hub(
+    model_py: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler's real download (huggingface_hub's snapshot_download, the image's 0.24.5) of a
+    hub model at the bundle's commit, from a hub cache, offline; then a tampered weight file."""
+    from artifacts_builder import inf2 as inf2_builder
+
+    # The hub repository: the tiny model as a bundle ships it (its tokenizer readable by 0.19.1).
+    assert run(builder_args(tmp_path / "tiny", "--tiny")) == 0
+    model = unpack(tmp_path / "tiny" / "inf2" / "bundle.tar.gz", tmp_path / "tiny-bundle") / "model"
+    hub = FakeHub(model, into=tmp_path, repo="facebook/opt-125m")
+    monkeypatch.setattr(inf2_builder, "hub_api", lambda: hub)
+    settings = {"model_id": hub.repo, "model_revision": COMMIT, "tensor_parallel_degree": 4, "n_positions": 64}
+    assert run(builder_args(tmp_path / "out", *[a for k, v in settings.items() for a in ("-c", f"inf2.{k}={v}")])) == 0
+    bundle = unpack(tmp_path / "out" / "inf2" / "bundle.tar.gz", tmp_path / "opt-ml-model")
+    listed = json.loads((bundle / HUB_FILES).read_text())["files"]
+    cache = tmp_path / "hf-home" / "hub"
+    snapshot = hub_cache(cache, repo=hub.repo, commit=COMMIT, files={n: hub.folder / n for n in listed})
+    request = {"text": PROMPTS[:2], "max_new_tokens": 6, "do_sample": False}
+    spec = {"mode": "handler", "bundle_dir": str(bundle), "cache_dir": str(tmp_path / "cache"), "batches": [[request]]}
+    offline = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+
+    got = result(drive(LMI, spec, env=offline))
+    assert got["versions"]["huggingface_hub"] == "0.24.5"
+    [[answer]] = got["responses"]
+    assert answer["status"] == 200 and answer["body"]["outputs"] == greedy_alone(model_py, model, PROMPTS[:2], 6)
+
+    # A weight file that differs from the bundle's sha256: the load fails, and the file is gone.
+    shutil.rmtree(tmp_path / "cache")
+    blob = (snapshot / "model.safetensors").resolve()
+    blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
+    failed = drive(LMI, spec, check=False, env=offline)
+    assert failed.returncode != 0 and "model.safetensors of facebook/opt-125m@" in failed.stderr
+    assert "refused and deleted" in failed.stderr and not blob.exists()

@@ -323,23 +323,24 @@ def test_a_warm_up_that_fails_fails_the_model_load(
 
 @pytest.mark.parametrize(("raw", "named"), [(b"{not json", "not valid UTF-8 JSON"), (b'{"text": 5}', "text=5")])
 def test_handle_answers_bad_requests_with_400(
-    model_py: ModuleType, djl_python: ModuleType, served: list[Any], raw: bytes, named: str
+    model_py: ModuleType, djl_python: ModuleType, served: list[Any], raw: bytes, named: str, tmp_path: Path
 ) -> None:
-    djl_python.load(model_py.handle, serving_properties(Path("/nonexistent")), "/nonexistent")
-    [response] = djl_python.predict(model_py.handle, [djl_python.Input.request(raw)], "/nonexistent")
+    # A model folder (the load is stubbed): a hub model id would need its commit and files' sha256.
+    djl_python.load(model_py.handle, serving_properties(tmp_path), str(tmp_path))
+    [response] = djl_python.predict(model_py.handle, [djl_python.Input.request(raw)], str(tmp_path))
     assert response.status == 400
     assert response.headers["content-type"] == "application/json"
     assert named in response.json()["error"] and response.json()["message"] == "Bad Request"
 
 
 def test_a_djl_batch_answers_each_request_in_its_body(
-    model_py: ModuleType, djl_python: ModuleType, served: list[Any]
+    model_py: ModuleType, djl_python: ModuleType, served: list[Any], tmp_path: Path
 ) -> None:
     # DJL 0.29.0's static batching gives each request the batch's status and headers (fake_djl.predict
     # follows PyPredictor.batchPredict): a refused request of a batch reads its refusal in its body.
-    djl_python.load(model_py.handle, serving_properties(Path("/nonexistent")), "/nonexistent")
+    djl_python.load(model_py.handle, serving_properties(tmp_path), str(tmp_path))
     good, bad, pair = djl_python.predict(
-        model_py.handle, [{"text": "Hello", "max_new_tokens": 3}, {"text": 7}, {"text": ["a", "b"]}], "/nonexistent"
+        model_py.handle, [{"text": "Hello", "max_new_tokens": 3}, {"text": 7}, {"text": ["a", "b"]}], str(tmp_path)
     )
     assert [r.status for r in (good, bad, pair)] == [200, 200, 200]
     assert len(good.json()["outputs"]) == 1 and len(pair.json()["outputs"]) == 2

@@ -132,11 +132,39 @@ def test_synthesis_reads_head_counts_from_the_bundled_config(tmp_path: Path) -> 
         check_bundle(settings(bundle=str(bundle), tensor_parallel_degree=8))
 
 
+COMMIT = "a45aa65bbeb77c1558bc99bedc6779195462dab0"
+
+
 def test_synthesis_needs_facts_for_an_unknown_hub_model(tmp_path: Path) -> None:
     bundle = bundle_manifest(tmp_path)
     with pytest.raises(ConfigError, match=r"inf2.model_id='acme/secret-7b'.*--model-dir"):
-        check_bundle(settings(bundle=str(bundle), model_id="acme/secret-7b"))
-    check_bundle(settings(bundle=str(bundle), model_id="facebook/opt-6.7b", tensor_parallel_degree=4))
+        check_bundle(settings(bundle=str(bundle), model_id="acme/secret-7b", model_revision=COMMIT))
+    check_bundle(settings(bundle=str(bundle), model_id="facebook/opt-6.7b", model_revision=COMMIT,
+                          tensor_parallel_degree=4))  # fmt: skip
+
+
+def test_synthesis_refuses_a_hub_model_without_a_commit(tmp_path: Path) -> None:
+    bundle = bundle_manifest(tmp_path)
+    with pytest.raises(ConfigError, match=r"^inf2.model_revision=None is invalid: allowed is the commit of "
+                                          r"facebook/opt-6.7b on the Hugging Face hub \(40 hex digits\)"):  # fmt: skip
+        check_bundle(settings(bundle=str(bundle), model_id="facebook/opt-6.7b", tensor_parallel_degree=4))
+    check_bundle(settings(bundle=str(bundle)))  # facebook/opt-13b: its commit is pinned
+    with pytest.raises(ConfigError, match=r"^inf2.model_revision='main' is invalid: allowed is a full commit hash"):
+        settings(model_revision="main")
+
+
+def test_synthesis_refuses_settings_a_bundled_model_would_ignore(tmp_path: Path) -> None:
+    facts = KNOWN_MODELS["facebook/opt-125m"]
+    bundle = bundle_manifest(tmp_path, model={"source": "bundle", "name": "my-opt", "facts": facts.as_dict()})
+    check_bundle(settings(bundle=str(bundle), tensor_parallel_degree=4))
+    check_bundle(settings(bundle=str(bundle), tensor_parallel_degree=4, model_id="my-opt"))
+    with pytest.raises(ConfigError) as err:
+        check_bundle(settings(bundle=str(bundle), tensor_parallel_degree=4, model_id="facebook/opt-13b"))
+    assert str(err.value).startswith("inf2.model_id='facebook/opt-13b' is invalid: allowed is unset or 'my-opt', "
+                                     "the model the bundle ships")  # fmt: skip
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=rf"^inf2.model_revision='{COMMIT}' is invalid: allowed is unset"):
+        check_bundle(settings(bundle=str(bundle), tensor_parallel_degree=4, model_revision=COMMIT))
 
 
 def test_model_server_settings_are_checked() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from stacks.config import PROJECT_ROOT, ConfigError, load_config
+from stacks.config.inf2 import hub_model
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts
 
 
@@ -25,7 +27,9 @@ def test_defaults_are_the_documented_ones() -> None:
     assert cfg.inf2.server.instance_type == "inf2.48xlarge"
     assert cfg.inf2.server.volume_size_gb == 512
     assert cfg.inf2.server.ingress_cidr is None
-    assert cfg.inf2.model_server.model_id == "facebook/opt-13b"
+    # Unset: the bundle's own model, else facebook/opt-13b from the hub at its pinned commit.
+    assert (cfg.inf2.model_server.model_id, cfg.inf2.model_server.model_revision) == (None, None)
+    assert hub_model(cfg.inf2.model_server) == ("facebook/opt-13b", "e515202d1e7750da62d245fbccb2723b9c1790f5")
     assert cfg.inf2.model_server.tensor_parallel_degree == 8
     assert cfg.gpt2.endpoint.alarms.latency_ms == 600  # the seed's bar
     # NVMe instance types reject VolumeSizeInGB: none is set for them.
@@ -199,6 +203,18 @@ def test_endpoint_modes_read_their_own_settings_and_refuse_the_others() -> None:
         assert str(error.value) == message
 
 
+def test_a_zone_of_another_region_than_the_pinned_one_is_refused() -> None:
+    pinned = {"project.region": "eu-west-1", "project.account": "123456789012"}
+    assert config(**pinned, **{"inf2.availability_zone": "eu-west-1b"}).inf2.availability_zone == "eu-west-1b"
+    assert config(**{"inf2.availability_zone": "us-east-1a"}).inf2.availability_zone == "us-east-1a"
+    with pytest.raises(ConfigError) as error:
+        config(**pinned, **{"inf2.availability_zone": "us-east-1a"})
+    assert str(error.value) == (
+        "inf2.availability_zone='us-east-1a' is invalid: allowed is a zone of project.region eu-west-1 (such as "
+        "eu-west-1a), or unset project.region"
+    )
+
+
 def test_one_gptj_worker_per_gpu() -> None:
     cfg = config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
     assert cfg.gptj.model_server_workers == 4
@@ -285,3 +301,10 @@ def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path) -> No
 )
 def test_private_ranges_and_narrow_public_ones_may_reach_the_model_server(cidr: str) -> None:
     assert config(**{"inf2.ingress_cidr": cidr}).inf2.server.ingress_cidr == cidr
+
+
+def test_the_probe_request_follows_the_handler() -> None:
+    # The bundle's model.py takes {"text": ...}; DJL's own handlers take {"inputs": ..., "parameters": ...}.
+    assert json.loads(config().inf2.server.probe_request) == {"text": ["Hello"], "max_new_tokens": 1}
+    djl = config(**{"inf2.entry_point": "djl_python.transformers_neuronx"}).inf2.server.probe_request
+    assert json.loads(djl) == {"inputs": "Hello", "parameters": {"max_new_tokens": 1}}

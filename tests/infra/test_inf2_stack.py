@@ -9,6 +9,12 @@ from aws_cdk.assertions import Match
 
 from tests.infra.helpers import Synthesized, actions_of, policy_statements, resources_of
 
+EXISTING_VPC = {
+    "inf2.vpc_id": "vpc-0123456789abcdef0",
+    "inf2.subnet_id": "subnet-0a1b2c3d",
+    "inf2.availability_zone": "us-east-1a",
+}
+
 
 @pytest.fixture(scope="module")
 def default(synth: Callable[..., Synthesized]) -> Synthesized:
@@ -21,6 +27,57 @@ def test_new_vpc_with_private_subnets_and_flow_logs(default: Synthesized) -> Non
     template.has_resource_properties("AWS::EC2::VPC", {"CidrBlock": "10.42.0.0/16"})
     template.resource_count_is("AWS::EC2::NatGateway", 1)
     template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL"})
+
+
+def test_only_the_nat_gateway_is_public(default: Synthesized) -> None:
+    template = default.template_json("Inf2Stack")
+    subnets = resources_of(template, "AWS::EC2::Subnet").values()
+    # Public subnets hold the NAT gateway alone: nothing launched there gets a public address.
+    assert [s["Properties"]["MapPublicIpOnLaunch"] for s in subnets] == [False] * 4
+    # The one public address is the NAT gateway's.
+    [address] = resources_of(template, "AWS::EC2::EIP")
+    [nat] = resources_of(template, "AWS::EC2::NatGateway").values()
+    assert nat["Properties"]["AllocationId"] == {"Fn::GetAtt": [address, "AllocationId"]}
+
+
+def test_the_default_security_group_is_left_without_rules(default: Synthesized) -> None:
+    template = default.template_json("Inf2Stack")
+    [vpc] = resources_of(template, "AWS::EC2::VPC")
+    [restrict] = resources_of(template, "Custom::VpcRestrictDefaultSG").values()
+    assert restrict["Properties"]["DefaultSecurityGroupId"] == {"Fn::GetAtt": [vpc, "DefaultSecurityGroup"]}
+
+
+def test_the_restricting_function_logs_to_a_group_the_stack_deletes(default: Synthesized) -> None:
+    # Lambda would make /aws/lambda/<name> at the first call, and nothing would ever delete it.
+    template = default.template_json("Inf2Stack")
+    [handler] = [k for k in resources_of(template, "AWS::Lambda::Function") if "RestrictDefaultSG" in k]
+    [(name, group)] = [
+        (k, g)
+        for k, g in resources_of(template, "AWS::Logs::LogGroup").items()
+        if g["Properties"].get("LogGroupName") == {"Fn::Join": ["", ["/aws/lambda/", {"Ref": handler}]]}
+    ]
+    assert group["DeletionPolicy"] == "Delete" and group["Properties"]["RetentionInDays"] > 0
+    [restrict] = resources_of(template, "Custom::VpcRestrictDefaultSG").values()
+    assert name in restrict["DependsOn"], "the group exists before the function's first call"
+
+
+def test_an_existing_vpc_keeps_its_default_security_group(synth: Callable[..., Synthesized]) -> None:
+    template = synth(**EXISTING_VPC).template_json("Inf2Stack")
+    assert not resources_of(template, "Custom::VpcRestrictDefaultSG")
+
+
+def test_the_instance_sends_https_only(default: Synthesized, synth: Callable[..., Synthesized]) -> None:
+    https = {
+        "CidrIp": "0.0.0.0/0",
+        "Description": Match.string_like_regexp("SSM.*S3.*ECR.*CloudWatch.*Hugging Face"),
+        "FromPort": 443,
+        "IpProtocol": "tcp",
+        "ToPort": 443,
+    }
+    for result in (default, synth(**{"inf2.ingress_cidr": "203.0.113.0/24"}), synth(**EXISTING_VPC)):
+        result.template("Inf2Stack").has_resource_properties(
+            "AWS::EC2::SecurityGroup", {"SecurityGroupEgress": [https]}
+        )
 
 
 def test_instance(default: Synthesized) -> None:
@@ -96,13 +153,7 @@ def test_a_configured_cidr_reaches_the_model_port_only(synth: Callable[..., Synt
 
 
 def test_existing_vpc_by_id_without_lookup(synth: Callable[..., Synthesized]) -> None:
-    result = synth(
-        **{
-            "inf2.vpc_id": "vpc-0123456789abcdef0",
-            "inf2.subnet_id": "subnet-0a1b2c3d",
-            "inf2.availability_zone": "us-east-1a",
-        }
-    )
+    result = synth(**EXISTING_VPC)
     template = result.template_json("Inf2Stack")
     assert not resources_of(template, "AWS::EC2::VPC")
     assert not resources_of(template, "AWS::EC2::NatGateway")
@@ -118,9 +169,8 @@ def test_instance_role(default: Synthesized) -> None:
     assert len(roles) == 1
     role = next(iter(roles.values()))["Properties"]
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
-    assert role["ManagedPolicyArns"] == [
-        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSSMManagedInstanceCore"]]}
-    ]
+    # No AmazonSSMManagedInstanceCore: it reads every SSM parameter; Session Manager needs five actions.
+    assert "ManagedPolicyArns" not in role
     name = next(iter(roles))
     statements = [
         s
@@ -132,6 +182,8 @@ def test_instance_role(default: Synthesized) -> None:
     assert by_action["s3:GetObject"]["Resource"]["Fn::Join"][1][-1].endswith(".gz")
     assert "ecr:BatchGetImage" in by_action and by_action["ecr:BatchGetImage"]["Resource"] != "*"
     assert {"logs:CreateLogStream", "logs:PutLogEvents"} <= set(by_action)
+    assert by_action["ssmmessages:OpenDataChannel"]["Resource"] == "*"  # Session Manager
+    assert not [a for a in by_action if a.startswith(("ssm:Get", "ssm:List", "ec2messages:"))]
     template_instance_profile = resources_of(template, "AWS::IAM::InstanceProfile")
     assert len(template_instance_profile) == 1
 
@@ -155,6 +207,18 @@ def test_system_status_alarm_recovers_the_instance(default: Synthesized) -> None
             "AlarmActions": [{"Fn::Join": ["", Match.array_with([":automate:", ":ec2:recover"])]}],
         },
     )
+
+
+def test_the_server_health_alarm_covers_the_load_time(default: Synthesized) -> None:
+    server = default.stacks["Inf2Stack"].server
+    template = default.template_json("Inf2Stack")
+    alarms = resources_of(template, "AWS::CloudWatch::Alarm")
+    props = alarms[default.stacks["Inf2Stack"].resolve(server.health_alarm.node.default_child.logical_id)]["Properties"]
+    # LOAD_TIMEOUT_S is 11700 s (3 copies x 3600 s + 900 s): 40 periods of 5 minutes, of 41.
+    [healthy] = [m for m in props["Metrics"] if "MetricStat" in m]
+    assert healthy["MetricStat"]["Period"] * props["DatapointsToAlarm"] == 12_000 and props["EvaluationPeriods"] == 41
+    assert healthy["MetricStat"]["Metric"]["Dimensions"] == [{"Name": "InstanceId", "Value": {"Ref": "Server7E7D21FA"}}]
+    assert "AlarmActions" not in props and "OKActions" not in props  # the stack-wide topic is added elsewhere
 
 
 def test_outputs(default: Synthesized) -> None:

@@ -17,7 +17,7 @@ from stacks.config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLO
 from tests.infra.helpers import ROOT
 
 #: Sections whose table README keeps in the `| key | default ... |` form.
-TABLES = {"project": ["project"], "gpt2` and `gptj": ["gpt2", "gptj"]}
+TABLES = {"project": ["project"], "gpt2` and `gptj": ["gpt2", "gptj"], "inf2": ["inf2"]}
 
 
 def tables() -> dict[str, dict[str, str]]:
@@ -70,7 +70,8 @@ def documented(cell: str, value: Any) -> bool:
         return value == PROJECT_ROOT / literal
     if isinstance(value, str):
         return value == literal
-    return bool(json.loads(literal) == value)
+    # A list setting is held as a tuple (frozen settings).
+    return bool(json.loads(literal) == (list(value) if isinstance(value, tuple) else value))
 
 
 CASES = [(section, key, cell) for section, rows in tables().items() for key, cell in rows.items()]
@@ -85,7 +86,7 @@ def test_readme_default_is_the_codes(section: str, key: str, cell: str) -> None:
         assert documented(cell, value), f"README says {section}.{key} defaults to {cell}; the code says {value!r}"
 
 
-@pytest.mark.parametrize("section", ["project", "gpt2", "gptj"])
+@pytest.mark.parametrize("section", ["project", "gpt2", "gptj", "inf2"])
 def test_every_setting_of_a_section_is_in_its_table(section: str) -> None:
     """The keys the configuration reads are the keys README lists: a setting missing from the
     table would be one nobody finds, one missing from the code a promise it does not keep."""

@@ -23,8 +23,18 @@ VARIANTS = {
     },
     "async": {"gptj.endpoint_mode": "async", "gpt2.endpoint_mode": "async"},
 }
-# Actions that AWS allows on no narrower resource than "*".
-STAR_ONLY_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+# Actions that AWS allows on no narrower resource than "*" (the Service Authorization Reference
+# defines no resource type for them).
+STAR_ONLY_ACTIONS = {
+    "ecr:GetAuthorizationToken",
+    "cloudwatch:PutMetricData",
+    # SSM Session Manager on the inf2 host
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+}
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))

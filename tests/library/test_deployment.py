@@ -8,33 +8,21 @@ from typing import Any
 
 import pytest
 from aws_cdk import ArnFormat, Stack
-from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from llm_inference_cdk import (
     AlarmProps,
     AutoscalingProps,
-    ContainerImage,
     DeploymentProps,
     EndpointProps,
-    ModelData,
     PropError,
     SageMakerEndpoint,
 )
-
-IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
+from tests.library import helpers
 
 
 def synthesized(**props: Any) -> tuple[Stack, SageMakerEndpoint, Template]:
-    stack = Stack()
-    made = SageMakerEndpoint(
-        stack,
-        "Endpoint",
-        image=ContainerImage.from_uri(IMAGE_URI),
-        model_data=ModelData.from_bucket(s3.Bucket.from_bucket_name(stack, "Models", "my-models"), "m/model.tar.gz"),
-        props=EndpointProps(**{"instance_type": "ml.g5.xlarge", **props}),
-    )
-    return stack, made, Template.from_stack(stack)
+    return helpers.synthesized(**props)
 
 
 def alarm_arn(stack: Stack, name: str) -> str:

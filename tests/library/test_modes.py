@@ -9,39 +9,26 @@ from typing import Any
 import pytest
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
 from llm_inference_cdk import (
     AlarmProps,
     AsyncInferenceProps,
     AutoscalingProps,
-    ContainerImage,
     EndpointProps,
     InferenceComponentProps,
-    ModelData,
     PropError,
     SageMakerEndpoint,
 )
-
-IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
+from tests.library import helpers
 
 
 def synthesized(**props: Any) -> tuple[Stack, SageMakerEndpoint, Template]:
-    stack, made = built(**props)
-    return stack, made, Template.from_stack(stack)
+    return helpers.synthesized(**{"instance_type": "ml.g5.2xlarge", "alarms": AlarmProps(latency_ms=800), **props})
 
 
 def built(**props: Any) -> tuple[Stack, SageMakerEndpoint]:
-    stack = Stack()
-    made = SageMakerEndpoint(
-        stack,
-        "Endpoint",
-        image=ContainerImage.from_uri(IMAGE_URI),
-        model_data=ModelData.from_bucket(s3.Bucket.from_bucket_name(stack, "Models", "my-models"), "m/model.tar.gz"),
-        props=EndpointProps(**{"instance_type": "ml.g5.2xlarge", "alarms": AlarmProps(latency_ms=800), **props}),
-    )
-    return stack, made
+    return helpers.built(**{"instance_type": "ml.g5.2xlarge", "alarms": AlarmProps(latency_ms=800), **props})
 
 
 def component(**props: Any) -> InferenceComponentProps:

@@ -27,19 +27,7 @@ from llm_inference_cdk import (
     SageMakerEndpoint,
     huggingface_inference,
 )
-
-IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
-
-
-def endpoint(stack: Stack, **props: Any) -> SageMakerEndpoint:
-    bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
-    return SageMakerEndpoint(
-        stack,
-        "Endpoint",
-        image=ContainerImage.from_uri(IMAGE_URI),
-        model_data=ModelData.from_bucket(bucket, "gpt2/model.tar.gz"),
-        props=EndpointProps(**{"instance_type": "ml.g5.xlarge", **props}),
-    )
+from tests.library.helpers import IMAGE_URI, endpoint
 
 
 def statements(template: Template) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from moto.sagemaker.models import FakeEndpointConfig
@@ -183,12 +184,54 @@ def custom_resource_call(aws: LocalAws) -> object:
     return failed, created, keys()
 
 
+def default_security_group_rules(aws: LocalAws) -> tuple[list[object], list[object]]:
+    """(ingress, egress) of the default security group of the one VPC that is not the default VPC."""
+    ec2 = client(aws, "ec2")
+    (vpc,) = [v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"] if not v["IsDefault"]]
+    filters = [{"Name": "vpc-id", "Values": [vpc]}, {"Name": "group-name", "Values": ["default"]}]
+    (group,) = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
+
+    def rules(permissions: list[dict[str, Any]]) -> list[object]:
+        return sorted(
+            (p["IpProtocol"], [r["CidrIp"] for r in p.get("IpRanges", [])], [g["GroupId"] == group["GroupId"]
+             for g in p.get("UserIdGroupPairs", [])])
+            for p in permissions
+        )  # fmt: skip
+
+    return rules(group["IpPermissions"]), rules(group["IpPermissionsEgress"])
+
+
+def default_security_group_restricted(aws: LocalAws) -> object:
+    """CDK's restrict_default_security_group on a VPC (Custom::VpcRestrictDefaultSG): whether the
+    creation fails, the default group's (ingress, egress) rules then, and once an update has
+    removed the custom resource. (Its provider function is not deployed here: stock moto would
+    invoke it, which needs Docker.)"""
+    vpc = resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16")
+    restrict = resource(
+        "Custom::VpcRestrictDefaultSG",
+        ServiceToken="arn:aws:lambda:us-east-1:123456789012:function:provider",
+        DefaultSecurityGroupId=get_att("Vpc", "DefaultSecurityGroup"),
+        Account="123456789012",
+    )
+    failed = create_stack(aws, "stack", resources(Vpc=vpc, Restrict=restrict))
+    restricted = default_security_group_rules(aws)
+    if failed:
+        return failed, restricted
+    update_stack(aws, "stack", resources(Vpc=vpc))
+    return failed, restricted, default_security_group_rules(aws)
+
+
 # --- Resource types stock moto lacks ----------------------------------------------------------
 
 SCALABLE = {
     "ServiceNamespace": "sagemaker",
     "ResourceId": "endpoint/e/variant/v",
     "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+}
+UP_METRIC = {
+    "Metric": {"Namespace": "N", "MetricName": "Up", "Dimensions": [{"Name": "InstanceId", "Value": "i-1"}]},
+    "Period": 300,
+    "Stat": "Maximum",
 }
 AUTOSCALING_AND_ALARM = resources(
     Target=resource("AWS::ApplicationAutoScaling::ScalableTarget", MinCapacity=1, MaxCapacity=2, **SCALABLE),
@@ -213,12 +256,25 @@ AUTOSCALING_AND_ALARM = resources(
         Threshold=1,
         ComparisonOperator="GreaterThanOrEqualToThreshold",
     ),
+    MathAlarm=resource(
+        "AWS::CloudWatch::Alarm",
+        AlarmName="down",
+        Metrics=[
+            {"Id": "e", "Expression": "FILL(m, 0)", "ReturnData": True},
+            {"Id": "m", "ReturnData": False, "MetricStat": UP_METRIC},
+        ],
+        EvaluationPeriods=3,
+        DatapointsToAlarm=2,
+        Threshold=1,
+        ComparisonOperator="LessThanThreshold",
+    ),
 )
 
 
 def autoscaling_and_alarm(aws: LocalAws) -> object:
-    """An endpoint variant's scalable target, its scaling policy and an alarm: how many of each
-    the account has once the stack is created, then once it is deleted."""
+    """An endpoint variant's scalable target, its scaling policy and two alarms (one on metric
+    math): how many of each the account has once the stack is created, then once it is deleted,
+    and the math alarm's queries as DescribeAlarms returns them."""
     scaling = client(aws, "application-autoscaling")
     cloudwatch = client(aws, "cloudwatch")
 
@@ -229,10 +285,15 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
             len(cloudwatch.describe_alarms()["MetricAlarms"]),
         )
 
+    def queries() -> list[tuple[str, object]]:
+        alarms = cloudwatch.describe_alarms(AlarmNames=["down"])["MetricAlarms"]
+        return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"])
+                for alarm in alarms for q in alarm["Metrics"]]  # fmt: skip
+
     create_stack(aws, "stack", AUTOSCALING_AND_ALARM)
-    created = counts()
+    created, math = counts(), queries()
     delete_stack(aws, "stack")
-    return created, counts()
+    return created, math, counts()
 
 
 # --- EC2 ---------------------------------------------------------------------------------------------
@@ -340,6 +401,29 @@ def instance_launched(aws: LocalAws) -> object:
         instance["MetadataOptions"]["HttpTokens"],
         instance["Monitoring"]["State"],
     )
+
+
+def security_group_egress(aws: LocalAws) -> object:
+    """A security group whose template lists its egress rules (HTTPS only): the rules it has."""
+    template = resources(
+        Vpc=resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16"),
+        Sg=resource(
+            "AWS::EC2::SecurityGroup",
+            GroupDescription="https out",
+            VpcId=ref("Vpc"),
+            SecurityGroupEgress=[
+                {"CidrIp": "0.0.0.0/0", "Description": "https", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
+            ],
+        ),
+    )
+    create_stack(aws, "stack", template)
+    (group,) = client(aws, "ec2").describe_security_groups(GroupIds=[physical_ids(aws, "stack")["Sg"]])[
+        "SecurityGroups"
+    ]
+    return [
+        (p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), [r["CidrIp"] for r in p["IpRanges"]])
+        for p in group["IpPermissionsEgress"]
+    ]
 
 
 # --- SageMaker, IAM, S3 -----------------------------------------------------------------------------
@@ -734,10 +818,20 @@ SCENARIOS: dict[str, Scenario] = {
     "unmodifiable_resources_are_replaced": Scenario(log_group_replaced, aws=([3], 3, 3), stock=([1], None, None)),
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
     "missing_resource_types_exist": Scenario(
-        autoscaling_and_alarm, aws=((1, 1, 1), (0, 0, 0)), stock=((0, 0, 0), (0, 0, 0))
+        autoscaling_and_alarm,
+        aws=((1, 1, 2), [("e", "FILL(m, 0)"), ("m", "Up")], (0, 0, 0)),
+        stock=((0, 0, 0), [], (0, 0, 0)),
     ),
     "aws_custom_resources_make_their_calls": Scenario(
         custom_resource_call, aws=(None, ["k"], []), stock=("ResourceNotFoundException", [], [])
+    ),
+    "default_security_groups_are_restricted": Scenario(
+        default_security_group_restricted,
+        aws=(None, ([], []), ([("-1", [], [True])], [("-1", ["0.0.0.0/0"], [])])),
+        stock=("ResourceNotFoundException", ([], [("-1", ["0.0.0.0/0"], [])])),
+    ),
+    "security_group_egress_is_applied": Scenario(
+        security_group_egress, aws=[("tcp", 443, 443, ["0.0.0.0/0"])], stock=[("-1", None, None, ["0.0.0.0/0"])]
     ),
     "vpc_resources_are_deleted": Scenario(
         vpc_teardown,

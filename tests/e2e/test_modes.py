@@ -1,0 +1,148 @@
+"""The endpoint modes deployed with the real CDK CLI on the local AWS: GPT-J as an inference
+component that may scale to zero answers through InferenceComponentName, and GPT-2 as an async
+endpoint answers an InvokeEndpointAsync through S3 and its success topic. What only AWS can
+show (the copies going to zero and coming back) is checked here as deployed policies and alarms."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from local_aws import LocalAws
+from local_aws.cdk import Cdk
+from local_aws.containers import running_containers
+from tests.e2e.helpers import assembly_of, resources_of_stack, update_check
+from tests.e2e.test_invoke_endpoint import SEED_GPTJ_PROMPT
+
+pytestmark = pytest.mark.e2e
+
+
+def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
+    bootstrapped: Cdk, local_aws: LocalAws, tmp_path: Path, e2e_artifacts: Path
+) -> None:
+    assembly = assembly_of(
+        tmp_path / "cdk.out",
+        local_aws,
+        e2e_artifacts,
+        **{"gptj.endpoint_mode": "inference-component", "gptj.min_copies": 0},
+    )
+    bootstrapped.deploy(assembly.path, ["GptjStack"])
+    try:
+        outputs = local_aws.stack_outputs("GptjStack")
+        endpoint, component = outputs["EndpointName"], outputs["InferenceComponentName"]
+        sagemaker, runtime = local_aws.client("sagemaker"), local_aws.client("sagemaker-runtime")
+        described = sagemaker.describe_inference_component(InferenceComponentName=component)
+        assert described["InferenceComponentStatus"] == "InService"
+        assert described["EndpointName"] == endpoint
+        # The update check reads the model the component runs.
+        assert update_check(local_aws, "GptjStack") == described["Specification"]["ModelName"]
+        request = {"inputs": SEED_GPTJ_PROMPT, "parameters": {"max_new_tokens": 8}}
+        answer = runtime.invoke_endpoint(
+            EndpointName=endpoint,
+            InferenceComponentName=component,
+            Body=json.dumps(request).encode(),
+            ContentType="application/json",
+        )
+        (generated,) = json.loads(answer["Body"].read())
+        assert generated["generated_text"].startswith(SEED_GPTJ_PROMPT)
+        with pytest.raises(ClientError) as unnamed:
+            runtime.invoke_endpoint(EndpointName=endpoint, Body=b"{}", ContentType="application/json")
+        assert "Inference Component Name header is required" in unnamed.value.response["Error"]["Message"]
+        # Scale to zero and the way back, as deployed: copies from 0, instances from 0, and the
+        # alarm on requests that found no copy whose action is the step policy adding one.
+        scaling = local_aws.client("application-autoscaling")
+        (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+        assert (target["ResourceId"], target["MinCapacity"]) == (f"inference-component/{component}", 0)
+        policies = scaling.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+        step = next(p for p in policies if p["PolicyType"] == "StepScaling")
+        alarms = local_aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+        back = next(a for a in alarms if a["MetricName"] == "NoCapacityInvocationFailures")
+        assert back["AlarmActions"] == [step["PolicyARN"]]
+        config = sagemaker.describe_endpoint_config(
+            EndpointConfigName=sagemaker.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
+        )
+        (variant,) = config["ProductionVariants"]
+        assert variant["ManagedInstanceScaling"]["MinInstanceCount"] == 0 and "ModelName" not in variant
+    finally:
+        bootstrapped.destroy(assembly.path, ["GptjStack"])
+    assert not local_aws.client("sagemaker").list_inference_components()["InferenceComponents"]
+    assert not running_containers()
+
+
+def wait_for_object(aws: LocalAws, *urls: str, timeout_s: float = 120) -> tuple[str, bytes]:
+    """The first of `urls` (s3://bucket/key) to exist, and its body."""
+    s3 = aws.client("s3")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for url in urls:
+            bucket, _, key = url.removeprefix("s3://").partition("/")
+            try:
+                return url, s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            except ClientError:
+                continue
+        time.sleep(0.2)
+    raise AssertionError(f"nothing at {urls} after {timeout_s} s")
+
+
+def subscribed_queue(aws: LocalAws, topic_arn: str) -> str:
+    sqs = aws.client("sqs")
+    queue = sqs.create_queue(QueueName="async-results")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    aws.client("sns").subscribe(
+        TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    return str(queue)
+
+
+def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
+    bootstrapped: Cdk, local_aws: LocalAws, tmp_path: Path, e2e_artifacts: Path
+) -> None:
+    assembly = assembly_of(tmp_path / "cdk.out", local_aws, e2e_artifacts, **{"gpt2.endpoint_mode": "async"})
+    bootstrapped.deploy(assembly.path, ["Gpt2Stack"])
+    try:
+        outputs = local_aws.stack_outputs("Gpt2Stack")
+        endpoint, bucket = outputs["EndpointName"], outputs["AsyncBucket"]
+        sagemaker = local_aws.client("sagemaker")
+        config = sagemaker.describe_endpoint_config(
+            EndpointConfigName=sagemaker.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
+        )
+        notify: dict[str, Any] = config["AsyncInferenceConfig"]["OutputConfig"]["NotificationConfig"]
+        results = subscribed_queue(local_aws, notify["SuccessTopic"])
+        s3, runtime = local_aws.client("s3"), local_aws.client("sagemaker-runtime")
+        s3.put_object(Bucket=bucket, Key="input/seed.json", Body=json.dumps({"input": "amazon"}).encode())
+        s3.put_object(Bucket=bucket, Key="input/broken.json", Body=b'{"input": ')
+        answered = runtime.invoke_endpoint_async(
+            EndpointName=endpoint, InputLocation=f"s3://{bucket}/input/seed.json", ContentType="application/json"
+        )
+        failed = runtime.invoke_endpoint_async(
+            EndpointName=endpoint, InputLocation=f"s3://{bucket}/input/broken.json", ContentType="application/json"
+        )
+        assert answered["OutputLocation"].startswith(f"s3://{bucket}/output/")
+        url, body = wait_for_object(local_aws, answered["OutputLocation"], answered["FailureLocation"])
+        assert url == answered["OutputLocation"]
+        (output,) = json.loads(body)["outputs"]
+        assert output["input"] == "amazon" and output["completions"]
+        url, body = wait_for_object(local_aws, failed["OutputLocation"], failed["FailureLocation"])
+        assert url == failed["FailureLocation"] and url.startswith(f"s3://{bucket}/failure/")
+        assert b"400" in body
+        messages = local_aws.client("sqs").receive_message(QueueUrl=results, MaxNumberOfMessages=10)["Messages"]
+        (done,) = [json.loads(m["Body"]) for m in messages]
+        assert done["invocationStatus"] == "Completed" and done["inferenceId"] == answered["InferenceId"]
+        # Scaling on the backlog from zero instances, and the alarm that starts the first one.
+        scaling = local_aws.client("application-autoscaling")
+        (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+        assert target["MinCapacity"] == 0
+        alarms = local_aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+        assert any(a["MetricName"] == "HasBacklogWithoutCapacity" for a in alarms)
+        deployed = resources_of_stack(local_aws, "Gpt2Stack")
+    finally:
+        bootstrapped.destroy(assembly.path, ["Gpt2Stack"])
+    # The bucket held requests and answers: the stack emptied and deleted it.
+    assert ("AWS::S3::Bucket", bucket) in deployed.values()
+    assert bucket not in {b["Name"] for b in local_aws.client("s3").list_buckets()["Buckets"]}
+    assert not running_containers()

@@ -1,0 +1,36 @@
+"""A SageMakerEndpoint in a bare Stack(), as a user of the library writes one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
+
+from llm_inference_cdk import ContainerImage, EndpointProps, ModelData, SageMakerEndpoint
+
+IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
+
+
+def endpoint(stack: Stack, **props: Any) -> SageMakerEndpoint:
+    """The endpoint of `props` (on ml.g5.xlarge unless they say otherwise), its image by URI and
+    its model data in the caller's bucket."""
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
+    return SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        image=ContainerImage.from_uri(IMAGE_URI),
+        model_data=ModelData.from_bucket(bucket, "gpt2/model.tar.gz"),
+        props=EndpointProps(**{"instance_type": "ml.g5.xlarge", **props}),
+    )
+
+
+def built(**props: Any) -> tuple[Stack, SageMakerEndpoint]:
+    stack = Stack()
+    return stack, endpoint(stack, **props)
+
+
+def synthesized(**props: Any) -> tuple[Stack, SageMakerEndpoint, Template]:
+    stack, made = built(**props)
+    return stack, made, Template.from_stack(stack)
