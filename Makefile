@@ -8,6 +8,11 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 ARTIFACTS ?= artifacts
 PORT ?= 8080
+# make loadtest: the endpoint, the request file and the levels (see `python -m loadtest --help`).
+ENDPOINT ?=
+REQUEST ?= loadtest/requests/gpt2.json
+CONCURRENCY ?= 1 4 16
+SECONDS ?= 30
 # The venv first on PATH: its tools (ruff, mypy, pytest) and the CDK CLI from node_modules.
 export PATH := $(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 # Node 20 runs jsii fine today; its end-of-life banner would bury our own output.
@@ -15,13 +20,14 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_CLI_NOTICES := false
 
-.PHONY: help setup system-deps artifacts synth demo test lint serve-gpt2 bench clean
+.PHONY: help setup system-deps artifacts synth demo test lint serve-gpt2 bench loadtest clean
 
 help:
 	@echo "make demo        set up, build tiny artifacts, deploy and destroy the three stacks on a local AWS"
 	@echo "make test        set up, lint, and run every test"
 	@echo "make serve-gpt2  serve the GPT-2 container code on the host (PORT=$(PORT))"
 	@echo "make bench       run the benchmarks under bench/"
+	@echo "make loadtest    load-test a SageMaker endpoint: ENDPOINT=<name> [REQUEST=<json file>] [CONCURRENCY=\"1 4 16\"] [SECONDS=30]"
 	@echo "make lint        ruff, mypy and hadolint"
 
 # Debian packages the tests and the demo run for real (nginx, shellcheck, systemd-analyze, curl,
@@ -118,7 +124,7 @@ test: lint .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk bench app.py
+	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
 	@# The serving code, each under the Python of the image it runs in.
 	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
 	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py
@@ -136,6 +142,16 @@ bench: setup
 	$(BIN)/python -m bench.gpt2_bounds
 	$(BIN)/python -m bench.gpt2_stall
 	$(BIN)/python -m bench.gptj_load
+	$(BIN)/python -m bench.gpt2_endpoint
+
+# Any endpoint boto3 reaches: AWS through the standard credential chain, or the local AWS with the
+# exports `python -m local_aws` prints. Report in build/loadtest/<endpoint>-<time>/.
+loadtest: setup
+	@if [ -z "$(ENDPOINT)" ]; then \
+	  echo "ENDPOINT is not set: make loadtest ENDPOINT=<endpoint name> [REQUEST=<json file>] [CONCURRENCY=\"1 4 16\"] [SECONDS=30]" >&2; \
+	  exit 2; \
+	fi
+	$(BIN)/python -m loadtest --endpoint '$(ENDPOINT)' --request '$(REQUEST)' --concurrency $(CONCURRENCY) --seconds $(SECONDS)
 
 clean:
 	rm -rf cdk.out $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache

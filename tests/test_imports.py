@@ -10,7 +10,16 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("llm_contracts", "llm_inference_cdk", "stacks", "artifacts_builder", "serving", "local_aws", "bench")
+PACKAGES = (
+    "llm_contracts",
+    "llm_inference_cdk",
+    "stacks",
+    "artifacts_builder",
+    "serving",
+    "local_aws",
+    "loadtest",
+    "bench",
+)
 #: What each package may import of the others (app.py and tests are above them all).
 ALLOWED = {
     "llm_contracts": set(),
@@ -21,7 +30,9 @@ ALLOWED = {
     # The builder runs the serving code for its parity gates, and reads the app's settings.
     "artifacts_builder": {"llm_contracts", "llm_inference_cdk", "stacks", "serving"},
     "local_aws": {"llm_contracts", "llm_inference_cdk", "stacks", "serving"},
-    "bench": {"llm_contracts", "artifacts_builder", "serving", "local_aws", "stacks"},
+    # A client of any SageMaker endpoint, on AWS or the local AWS: boto3, nothing of the project.
+    "loadtest": set(),
+    "bench": {"llm_contracts", "artifacts_builder", "serving", "local_aws", "stacks", "loadtest"},
 }
 
 

@@ -74,6 +74,18 @@ def invoke(aws: LocalAws, stack: str, request: Any, **kwargs: Any) -> Any:
     return json.loads(answer["Body"].read())
 
 
+def loadtest(aws: LocalAws, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m loadtest ARGS` as a user runs it, pointed at the local AWS by its exports."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadtest", *args],
+        cwd=ROOT,
+        env=aws.environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def update_check(aws: LocalAws, stack: str) -> str:
     """The value of the stack's update check: the endpoint config the endpoint ran after the
     last update CloudFormation completed."""

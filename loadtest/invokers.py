@@ -1,0 +1,87 @@
+"""What one request is: an :class:`Invoker` sends it and returns once its answer is in, or raises.
+
+The runner times each call, so an invoker that waits for more than one round trip (an
+asynchronous endpoint: InvokeEndpointAsync, then polling the output location) measures
+end-to-end latency the same way; its errors go through :func:`loadtest.stats.classify`.
+Each client thread gets its own invoker from an :data:`InvokerFactory`, called in the main
+thread before the level starts (building boto3 clients concurrently is not thread-safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from botocore.config import Config
+
+from loadtest.request import Request
+
+#: Above SageMaker's own 60 s limit on an invocation, so that its timeout (a ModelError) is what
+#: a slow model gives, not ours.
+DEFAULT_READ_TIMEOUT_S = 70.0
+CONNECT_TIMEOUT_S = 10.0
+
+
+class Invoker(Protocol):
+    def __call__(self) -> None: ...
+
+
+InvokerFactory = Callable[[], Invoker]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the requests go to: an endpoint, or one inference component of it."""
+
+    endpoint: str
+    inference_component: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"endpoint": self.endpoint, "inference_component": self.inference_component}
+
+
+def client_config(concurrency: int, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> Config:
+    """A client that never retries: a throttled or failed request is counted, not hidden behind
+    a retry's latency. Each thread has its own client, which holds one connection at a time; the
+    pool is still sized to the concurrency so that an invoker sharing one client (a poller of
+    asynchronous results) cannot queue behind it."""
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": 1},
+        max_pool_connections=max(10, concurrency),
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=read_timeout_s,
+    )
+
+
+class SageMakerInvoker:
+    """InvokeEndpoint with the request file's body and headers; the answer is read in full."""
+
+    def __init__(self, client: Any, target: Target, request: Request) -> None:
+        self.client = client
+        self.arguments: dict[str, Any] = {
+            "EndpointName": target.endpoint,
+            "Body": request.body,
+            "ContentType": request.content_type,
+        }
+        optional = {
+            "Accept": request.accept,
+            "CustomAttributes": request.custom_attributes,
+            "InferenceComponentName": target.inference_component,
+        }
+        self.arguments.update({key: value for key, value in optional.items() if value is not None})
+
+    def __call__(self) -> None:
+        answer = self.client.invoke_endpoint(**self.arguments)
+        answer["Body"].read()
+
+
+def sagemaker_invokers(
+    target: Target, request: Request, config: Config, session: Any | None = None, region: str | None = None
+) -> InvokerFactory:
+    """Invokers of InvokeEndpoint, each with its own sagemaker-runtime client of `session` (default:
+    a new boto3 session: the standard credential chain, AWS_REGION, AWS_ENDPOINT_URL)."""
+    import boto3
+
+    session = session or boto3.session.Session(region_name=region)
+    return lambda: SageMakerInvoker(session.client("sagemaker-runtime", config=config), target, request)
