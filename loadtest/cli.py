@@ -21,7 +21,14 @@ from typing import Any, NoReturn, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from loadtest import metrics
-from loadtest.invokers import DEFAULT_READ_TIMEOUT_S, Target, client_config, sagemaker_invokers
+from loadtest.invokers import (
+    DEFAULT_READ_TIMEOUT_S,
+    Target,
+    async_invokers,
+    client_config,
+    sagemaker_invokers,
+    split_s3_url,
+)
 from loadtest.report import markdown, write
 from loadtest.request import Request, RequestFileError, load_request
 from loadtest.runner import LevelRun, ProgressLine, level_line, run_level, warm_up
@@ -79,6 +86,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="folder for report.json, report.md, report.png "
                    "(default: build/loadtest/<endpoint>-<UTC time>)")  # fmt: skip
     p.add_argument("--inference-component", help="send to this inference component of the endpoint")
+    p.add_argument(
+        "--async",
+        dest="async_input",
+        nargs="?",
+        const="",
+        metavar="S3_PREFIX",
+        help="the endpoint is asynchronous: put the request's body once under S3_PREFIX (default: input/ of the "
+        "bucket of the endpoint's output path), send InvokeEndpointAsync and poll the output location; the "
+        "latency is end to end, queueing included, and --read-timeout bounds the wait",
+    )
     p.add_argument("--region", help="AWS region (default: AWS_DEFAULT_REGION, AWS_REGION, else the profile's)")
     p.add_argument("--read-timeout", type=POSITIVE_SECONDS, default=DEFAULT_READ_TIMEOUT_S,
                    help=f"seconds a request may wait for its answer (default: {DEFAULT_READ_TIMEOUT_S:g})")  # fmt: skip
@@ -141,11 +158,47 @@ def _in_service(kind: str, name: str, status: str | None, reason: str | None) ->
         raise TargetError(f"{kind} {name!r} is {status}{because}, not InService: load-test it once it is InService")
 
 
+def async_config(sagemaker: Any, endpoint: str) -> dict[str, Any] | None:
+    """The endpoint's AsyncInferenceConfig (None: a real-time endpoint)."""
+    described = sagemaker.describe_endpoint(EndpointName=endpoint)
+    config = sagemaker.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+    return config.get("AsyncInferenceConfig") or None
+
+
+def input_location(args: argparse.Namespace, sagemaker: Any, s3: Any, request: Request) -> str | None:
+    """Where the asynchronous requests' body is (put there now), or None for a real-time target;
+    TargetError when --async and the endpoint disagree."""
+    config = async_config(sagemaker, args.endpoint)
+    if args.async_input is None:
+        if config is not None:
+            raise TargetError(f"endpoint {args.endpoint!r} is asynchronous: pass --async (and an S3 prefix for the "
+                              "requests if its output bucket is not the place)")  # fmt: skip
+        return None
+    if config is None:
+        raise TargetError(f"endpoint {args.endpoint!r} has no AsyncInferenceConfig: leave out --async")
+    prefix = args.async_input
+    if not prefix:
+        bucket, _ = split_s3_url(config["OutputConfig"]["S3OutputPath"].rstrip("/") + "/")
+        prefix = f"s3://{bucket}/input/"
+    try:
+        bucket, key = split_s3_url(prefix if prefix.endswith("/") else f"{prefix}/")
+    except ValueError as exc:
+        raise TargetError(f"--async {prefix!r}: {exc}") from None
+    key = f"{key}loadtest-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.body"
+    try:
+        s3.put_object(Bucket=bucket, Key=key, Body=request.body, ContentType=request.content_type)
+    except ClientError as exc:
+        raise TargetError(f"cannot put the request at s3://{bucket}/{key}: {exc}") from None
+    return f"s3://{bucket}/{key}"
+
+
 def prepare(args: argparse.Namespace) -> tuple[Request, Target, Any, list[str]]:
     """Everything checked before the first request: the request file, the AWS session, the target."""
     import boto3
 
     request = load_request(args.request)
+    if args.async_input is not None and args.inference_component:
+        raise TargetError("--async and --inference-component: an asynchronous endpoint has no inference components")
     target = Target(args.endpoint, args.inference_component)
     try:
         # boto3 reads AWS_DEFAULT_REGION only; the other SDKs and the CDK read AWS_REGION.
@@ -154,13 +207,20 @@ def prepare(args: argparse.Namespace) -> tuple[Request, Target, Any, list[str]]:
         sagemaker = session.client("sagemaker")
     except (BotoCoreError, ValueError) as exc:  # no region, or one that makes no valid URL
         raise TargetError(f"cannot make a SageMaker client ({exc}): set AWS_REGION or pass --region") from None
-    return request, target, session, check_target(sagemaker, target)
+    variants = check_target(sagemaker, target)
+    args.input_location = input_location(args, sagemaker, session.client("s3"), request)
+    return request, target, session, variants
 
 
 def run_levels(
     args: argparse.Namespace, session: Any, target: Target, request: Request, stream: TextIO
 ) -> list[LevelRun]:
-    factory = sagemaker_invokers(target, request, client_config(max(args.concurrency), args.read_timeout), session)
+    config = client_config(max(args.concurrency), args.read_timeout)
+    factory = (
+        async_invokers(target, request, config, args.input_location, session, args.read_timeout)
+        if args.input_location
+        else sagemaker_invokers(target, request, config, session)
+    )
     warm_up(factory, args.warmup)
     runs = []
     for concurrency in args.concurrency:

@@ -85,3 +85,97 @@ def sagemaker_invokers(
 
     session = session or boto3.session.Session(region_name=region)
     return lambda: SageMakerInvoker(session.client("sagemaker-runtime", config=config), target, request)
+
+
+#: How often an asynchronous request's output and failure locations are looked at.
+ASYNC_POLL_S = 0.2
+
+
+class AsyncFailure(Exception):
+    """SageMaker wrote the request's failure (its FailureLocation) instead of an answer."""
+
+
+class AsyncTimeout(TimeoutError):
+    """Neither the answer nor the failure appeared within the read timeout."""
+
+
+class AsyncInvoker:
+    """InvokeEndpointAsync of the request file's body (put once at `input_location`), then the
+    output and failure locations polled until one of them exists: the time taken is the
+    request's end-to-end latency, queueing included. A failure raises AsyncFailure with what
+    SageMaker wrote; none within `timeout_s` raises AsyncTimeout."""
+
+    def __init__(
+        self,
+        runtime: Any,
+        s3: Any,
+        target: Target,
+        request: Request,
+        input_location: str,
+        *,
+        timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        poll_s: float = ASYNC_POLL_S,
+    ) -> None:
+        self.runtime, self.s3, self.timeout_s, self.poll_s = runtime, s3, timeout_s, poll_s
+        self.arguments: dict[str, Any] = {
+            "EndpointName": target.endpoint,
+            "InputLocation": input_location,
+            "ContentType": request.content_type,
+            # SageMaker's limit on working on it: as long as the client waits, within 1 to 3600 s.
+            "InvocationTimeoutSeconds": max(1, min(3600, int(timeout_s))),
+        }
+        optional = {"Accept": request.accept, "CustomAttributes": request.custom_attributes}
+        self.arguments.update({key: value for key, value in optional.items() if value is not None})
+
+    def __call__(self) -> None:
+        import time
+
+        answer = self.runtime.invoke_endpoint_async(**self.arguments)
+        output, failure = answer["OutputLocation"], answer.get("FailureLocation")
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            if self._exists(output):
+                return
+            if failure and self._exists(failure):
+                raise AsyncFailure(self._read(failure)[:300])
+            if time.monotonic() > deadline:
+                raise AsyncTimeout(f"no answer at {output} after {self.timeout_s:g} s")
+            time.sleep(self.poll_s)
+
+    def _exists(self, url: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_s3_url(url)
+        try:
+            self.s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def _read(self, url: str) -> str:
+        bucket, key = split_s3_url(url)
+        return str(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode(errors="replace"))
+
+
+def split_s3_url(url: str) -> tuple[str, str]:
+    """(bucket, key) of s3://bucket/key; ValueError for anything else."""
+    if not url.startswith("s3://") or "/" not in url[5:]:
+        raise ValueError(f"{url!r} is not an S3 URI such as s3://bucket/key")
+    bucket, _, key = url[5:].partition("/")
+    return bucket, key
+
+
+def async_invokers(
+    target: Target, request: Request, config: Config, input_location: str, session: Any, timeout_s: float
+) -> InvokerFactory:
+    """Invokers of InvokeEndpointAsync, each with its own sagemaker-runtime and S3 clients."""
+    return lambda: AsyncInvoker(
+        session.client("sagemaker-runtime", config=config),
+        session.client("s3", config=config),
+        target,
+        request,
+        input_location,
+        timeout_s=timeout_s,
+    )

@@ -9,6 +9,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
+from loadtest.invokers import AsyncFailure
+
 #: Error codes AWS answers a throttled request with (botocore's own list, for every service:
 #: botocore.retries.standard.ThrottledRetryableChecker), and SageMaker's.
 THROTTLING_CODES = frozenset(
@@ -50,8 +52,10 @@ def classify(exc: BaseException) -> str:
     """The kind of a failed request: ``throttling``, ``ModelError <the container's status>``,
     ``timeout`` (ours, or SageMaker's 60 s limit: a ModelError of status 0), or ``other (<code or
     exception>)``."""
-    if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
+    if isinstance(exc, ReadTimeoutError | ConnectTimeoutError | TimeoutError):
         return TIMEOUT
+    if isinstance(exc, AsyncFailure):
+        return "async failure"
     if not isinstance(exc, ClientError):
         return f"other ({type(exc).__name__})"
     response: dict[str, Any] = exc.response

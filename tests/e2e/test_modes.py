@@ -16,10 +16,22 @@ from botocore.exceptions import ClientError
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.containers import running_containers
-from tests.e2e.helpers import assembly_of, resources_of_stack, update_check
+from tests.e2e.helpers import assembly_of, loadtest, resources_of_stack, update_check
 from tests.e2e.test_invoke_endpoint import SEED_GPTJ_PROMPT
 
 pytestmark = pytest.mark.e2e
+
+
+def load_test(aws: LocalAws, tmp_path: Path, request: dict[str, Any], *args: str) -> dict[str, Any]:
+    """A short `python -m loadtest` run (levels 1 and 2, two seconds each); its report."""
+    (tmp_path / "request.json").write_text(json.dumps({"content_type": "application/json", "body": request}))
+    result = loadtest(aws, "--request", str(tmp_path / "request.json"), "--concurrency", "1", "2", "--seconds", "2",
+                      "--metrics-wait", "0", "--warmup", "1", "--out", str(tmp_path / "load"), *args)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads((tmp_path / "load" / "report.json").read_text())
+    for level in report["levels"]:
+        assert level["successes"] > 0 and level["errors"] == {}, level
+    return report
 
 
 def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
@@ -53,6 +65,9 @@ def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
         with pytest.raises(ClientError) as unnamed:
             runtime.invoke_endpoint(EndpointName=endpoint, Body=b"{}", ContentType="application/json")
         assert "Inference Component Name header is required" in unnamed.value.response["Error"]["Message"]
+        # The load tester drives the component by its name.
+        report = load_test(local_aws, tmp_path, request, "--endpoint", endpoint, "--inference-component", component)
+        assert report["target"] == {"endpoint": endpoint, "inference_component": component}
         # Scale to zero and the way back, as deployed: copies from 0, instances from 0, and the
         # alarm on requests that found no copy whose action is the step policy adding one.
         scaling = local_aws.client("application-autoscaling")
@@ -133,6 +148,12 @@ def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
         messages = local_aws.client("sqs").receive_message(QueueUrl=results, MaxNumberOfMessages=10)["Messages"]
         (done,) = [json.loads(m["Body"]) for m in messages]
         assert done["invocationStatus"] == "Completed" and done["inferenceId"] == answered["InferenceId"]
+        # The load tester submits, polls the output location and times the whole way; it refuses
+        # to call the async endpoint as a real-time one.
+        report = load_test(local_aws, tmp_path, {"input": "amazon"}, "--endpoint", endpoint, "--async")
+        assert all(level["latency_ms"]["p50"] > 0 for level in report["levels"])
+        refused = loadtest(local_aws, "--endpoint", endpoint, "--request", str(tmp_path / "request.json"))
+        assert refused.returncode == 2 and "is asynchronous: pass --async" in refused.stderr
         # Scaling on the backlog from zero instances, and the alarm that starts the first one.
         scaling = local_aws.client("application-autoscaling")
         (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]

@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from botocore.retries.standard import ThrottledRetryableChecker
 
-from loadtest.invokers import SageMakerInvoker, Target
+from loadtest.invokers import AsyncFailure, AsyncInvoker, AsyncTimeout, SageMakerInvoker, Target
 from loadtest.request import Request
 from loadtest.stats import THROTTLING_CODES, classify, error_message, latency_summary, percentile
 from tests.loadtest.helpers import SAGEMAKER_TIMEOUT, Canned, CannedRuntime, aws_error, model_error, ok
@@ -108,3 +108,49 @@ def test_an_answer_is_a_success() -> None:
     assert path == "/endpoints/e/invocations"
     assert headers["X-Amzn-SageMaker-Inference-Component"] == "component-1"
     assert headers["Content-Type"] == "application/json"
+
+
+class _Runtime:
+    def invoke_endpoint_async(self, **arguments: object) -> dict[str, str]:
+        self.arguments = arguments
+        return {"OutputLocation": "s3://b/output/1.out", "FailureLocation": "s3://b/failure/1-error.out"}
+
+
+class _S3:
+    """Objects appear after `after` looks, at the locations in `written`."""
+
+    def __init__(self, written: dict[str, bytes], after: int = 2) -> None:
+        self.written, self.after, self.looks = written, after, 0
+
+    def head_object(self, Bucket: str, Key: str) -> dict[str, object]:
+        self.looks += 1
+        if self.looks > self.after and f"s3://{Bucket}/{Key}" in self.written:
+            return {}
+        raise ClientError({"Error": {"Code": "404", "Message": "Not Found"}}, "HeadObject")
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, object]:
+        import io
+
+        return {"Body": io.BytesIO(self.written[f"s3://{Bucket}/{Key}"])}
+
+
+def async_invoker(s3: _S3, timeout_s: float = 5.0) -> tuple[AsyncInvoker, _Runtime]:
+    runtime = _Runtime()
+    request = Request(body=b"{}", content_type="application/json", accept=None, custom_attributes=None)
+    invoker = AsyncInvoker(runtime, s3, Target("e"), request, "s3://b/input/r.body", timeout_s=timeout_s, poll_s=0)
+    return invoker, runtime
+
+
+def test_an_async_request_waits_for_its_answer_and_counts_its_failure_or_timeout() -> None:
+    invoker, runtime = async_invoker(_S3({"s3://b/output/1.out": b"answer"}))
+    invoker()
+    assert runtime.arguments["InputLocation"] == "s3://b/input/r.body"
+    assert runtime.arguments["InvocationTimeoutSeconds"] == 5
+    failing, _ = async_invoker(_S3({"s3://b/failure/1-error.out": b"Received client error (400)"}))
+    with pytest.raises(AsyncFailure) as failed:
+        failing()
+    assert classify(failed.value) == "async failure" and "400" in error_message(failed.value)
+    silent, _ = async_invoker(_S3({}), timeout_s=0.05)
+    with pytest.raises(AsyncTimeout) as waited:
+        silent()
+    assert classify(waited.value) == "timeout"
