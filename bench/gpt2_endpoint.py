@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -317,6 +318,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    # A timeout's or a user's SIGTERM unwinds through LocalAws's exit, which stops the endpoints'
+    # containers (their own process groups: a signal to this process alone would leave them).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     document = {"command": " ".join(["python", "-m", "bench.gpt2_endpoint", *(argv or sys.argv[1:])]), **measure(args)}
     (args.out_dir / f"{args.name}.json").write_text(json.dumps(document, indent=2) + "\n")
     reports = document["reports"]
