@@ -82,9 +82,21 @@ def test_readme_documents_every_option() -> None:
 
 def test_make_loadtest_passes_its_variables_on() -> None:
     """`make -n` prints the commands without running them: the last is the load tester's."""
+    # Run as a user's make, not as a child of `make test` (which would print its directory).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     result = subprocess.run(
-        ["make", "-n", "loadtest", "ENDPOINT=my-endpoint", "REQUEST=r.json", "CONCURRENCY=2 8", "SECONDS=5"],
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "loadtest",
+            "ENDPOINT=my-endpoint",
+            "REQUEST=r.json",
+            "CONCURRENCY=2 8",
+            "SECONDS=5",
+        ],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
