@@ -43,9 +43,11 @@ class AsyncOutput(Construct):
         iam.Grant.add_to_principal(
             grantee=role, actions=["s3:GetObject"], resource_arns=[self.bucket.arn_for_objects(f"{INPUT_PREFIX}*")]
         )
+        # AWS's async prerequisites: an answer may be a multipart upload, which SageMaker aborts
+        # when it fails.
         iam.Grant.add_to_principal(
             grantee=role,
-            actions=["s3:PutObject"],
+            actions=["s3:PutObject", "s3:AbortMultipartUpload"],
             resource_arns=[
                 self.bucket.arn_for_objects(f"{OUTPUT_PREFIX}*"),
                 self.bucket.arn_for_objects(f"{FAILURE_PREFIX}*"),
@@ -94,7 +96,15 @@ class AsyncOutput(Construct):
         )
 
     def grant_read_results(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let `grantee` read answers and failures."""
+        """Let `grantee` read answers and failures, and list those two prefixes: without
+        s3:ListBucket, S3 answers a look at an answer not written yet with 403, not 404, and a
+        caller polling for it could not tell waiting from being refused."""
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:ListBucket"],
+            resource_arns=[self.bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{OUTPUT_PREFIX}*", f"{FAILURE_PREFIX}*"]}},
+        )
         return iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["s3:GetObject"],

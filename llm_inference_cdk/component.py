@@ -34,10 +34,12 @@ def add_component(
     ic = sagemaker.CfnInferenceComponent
     return ic(
         scope,
-        "Component",
-        # A name of our own: CloudFormation returns only the ARN, and scaling, metrics and
-        # invocations need the name. Derived from the endpoint's path, which holds the instance
-        # type: a new endpoint (a new type) gets a new component, as its replacement needs.
+        # The instance type in the id, as in the endpoint's: a new type makes a new endpoint and,
+        # with it, a new component (CloudFormation would update the old one in place, and an
+        # inference component cannot move to another endpoint).
+        f"Component-{props.instance_type.removeprefix('ml.')}",
+        # A name of our own: scaling, metrics and invocations need the name, and it is known at
+        # synthesis (from the endpoint's path, so a new endpoint's component has a new name).
         inference_component_name=component_name(endpoint),
         endpoint_name=endpoint.attr_endpoint_name,
         variant_name=props.variant_name,
@@ -66,11 +68,15 @@ def component_name(endpoint: sagemaker.CfnEndpoint) -> str:
 def component_deployment(
     deployment: DeploymentProps, alarm_names: list[str]
 ) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
-    """A component is updated one copy at a time, each baked, rolled back on `alarm_names`."""
+    """A component is updated in rolling batches of `rolling_batch_percent` of its copies (at
+    least one; SageMaker takes 5 to 50 percent of the copy count), each baked, rolled back on
+    `alarm_names`."""
     ic = sagemaker.CfnInferenceComponent
     return ic.InferenceComponentDeploymentConfigProperty(
         rolling_update_policy=ic.InferenceComponentRollingUpdatePolicyProperty(
-            maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(type="COPY_COUNT", value=1),
+            maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(
+                type="CAPACITY_PERCENT", value=deployment.rolling_batch_percent
+            ),
             wait_interval_in_seconds=deployment.wait_interval_s,
             maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_s,
         ),

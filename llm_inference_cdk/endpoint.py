@@ -126,9 +126,10 @@ class SageMakerEndpoint(Construct):
             retain_all_variant_properties=True,
         )
         self.endpoint_name: str = self.endpoint.attr_endpoint_name
-        self.endpoint_arn: str = Stack.of(self).format_arn(
-            service="sagemaker", resource="endpoint", resource_name=self.endpoint_name
-        )
+        # The ARN SageMaker reports (Ref), not one formatted from the name: SageMaker writes the
+        # name in lower case in its ARNs, and IAM compares ARNs case-sensitively, so a policy on
+        # an ARN of the generated (mixed-case) name would deny every call.
+        self.endpoint_arn: str = self.endpoint.ref
         #: The inference component (inference-component mode only), its name and ARN.
         self.inference_component: sagemaker.CfnInferenceComponent | None = None
         self.component_name: str | None = None
@@ -193,12 +194,8 @@ class SageMakerEndpoint(Construct):
                 grantee=grantee, actions=["sagemaker:InvokeEndpointAsync"], resource_arns=[self.endpoint_arn]
             )
         arns = [self.endpoint_arn]
-        if self.component_name is not None:
-            arns.append(
-                Stack.of(self).format_arn(
-                    service="sagemaker", resource="inference-component", resource_name=self.component_name
-                )
-            )
+        if self.inference_component is not None:
+            arns.append(self.inference_component.attr_inference_component_arn)
         return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=arns)
 
     def grant_read_results(self, grantee: iam.IGrantable) -> iam.Grant:
@@ -593,9 +590,7 @@ class SageMakerEndpoint(Construct):
                 action="describeInferenceComponent",
                 parameters={"InferenceComponentName": self.component_name},
                 field="Specification.ModelName",
-                arn=Stack.of(self).format_arn(
-                    service="sagemaker", resource="inference-component", resource_name=self.component_name
-                ),
+                arn=self.inference_component.attr_inference_component_arn,
                 resource=self.inference_component,
             )
         return _Watched(

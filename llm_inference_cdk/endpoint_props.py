@@ -186,7 +186,8 @@ class InferenceComponentProps:
     target_invocations_per_copy: int = prop(check=integer(1, 100_000))
     #: Fewest instances managed scaling keeps (None: 0 with ``min_copies=0``, else 1).
     min_instances: int | None = prop(None, check=optional(integer(0, 1000)))
-    #: Most instances managed scaling may start (None: ``max_copies``, one copy per instance).
+    #: Most instances managed scaling may start (None: ``max_copies`` + 1: one copy per instance,
+    #: and room for the new copy of a rolling update).
     max_instances: int | None = prop(None, check=optional(integer(1, 1000)))
     #: Seconds after a scale-in of copies before the next (default 300).
     scale_in_cooldown_s: int = prop(300, check=integer(0, 86_400))
@@ -210,7 +211,9 @@ class InferenceComponentProps:
 
     @property
     def most_instances(self) -> int:
-        return self.max_instances if self.max_instances is not None else self.max_copies
+        # One more than one copy per instance needs: a rolling update starts a new copy before
+        # it stops an old one, which at max_copies needs an instance more.
+        return self.max_instances if self.max_instances is not None else self.max_copies + 1
 
     @property
     def scales_to_zero(self) -> bool:
@@ -314,17 +317,13 @@ class EndpointProps:
                 f"unset for {self.instance_type}: its family has NVMe instance storage and SageMaker rejects "
                 "VolumeSizeInGB",
             )
-        scaling = self.autoscaling
-        if scaling is not None:
+        bounds = self.instance_bounds
+        if bounds is not None:
             if family in instances.BURSTABLE_FAMILIES:
                 raise invalid(self, "instance_type", "a type that is not burstable: SageMaker does not autoscale t2/t3")
-            count = self.initial_instance_count
-            if count is not None and not scaling.min_capacity <= count <= scaling.max_capacity:
-                raise invalid(
-                    self,
-                    "initial_instance_count",
-                    f"between min_capacity ({scaling.min_capacity}) and max_capacity ({scaling.max_capacity})",
-                )
+            count, (fewest, most, low, high) = self.initial_instance_count, bounds
+            if count is not None and not max(1, fewest) <= count <= most:
+                raise invalid(self, "initial_instance_count", f"between {low} ({max(1, fewest)}) and {high} ({most})")
         self._check_mode()
         self._check_deployment()
 
@@ -357,6 +356,20 @@ class EndpointProps:
                     f"at least {needed}: {component.max_copies} copies of {component.accelerators} GPU(s) take "
                     f"{needed} {self.instance_type}",
                 )
+
+    @property
+    def instance_bounds(self) -> tuple[int, int, str, str] | None:
+        """(fewest, most, and the props that set them) of the instances scaling keeps; None
+        without scaling."""
+        if self.autoscaling is not None:
+            return self.autoscaling.min_capacity, self.autoscaling.max_capacity, "min_capacity", "max_capacity"
+        if self.inference_component is not None:
+            ic = self.inference_component
+            return ic.fewest_instances, ic.most_instances, "inference_component.min_instances", "its max_instances"
+        if self.async_inference is not None:
+            queued = self.async_inference
+            return queued.min_instances, queued.max_instances, "async_inference.min_instances", "its max_instances"
+        return None
 
     @property
     def mode(self) -> str:

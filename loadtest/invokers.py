@@ -123,6 +123,9 @@ class AsyncInvoker:
             "ContentType": request.content_type,
             # SageMaker's limit on working on it: as long as the client waits, within 1 to 3600 s.
             "InvocationTimeoutSeconds": max(1, min(3600, int(timeout_s))),
+            # A request the client gave up on must not stay queued (6 hours by default) ahead of
+            # the next level's.
+            "RequestTTLSeconds": max(60, min(21_600, int(timeout_s))),
         }
         optional = {"Accept": request.accept, "CustomAttributes": request.custom_attributes}
         self.arguments.update({key: value for key, value in optional.items() if value is not None})

@@ -443,11 +443,6 @@ class InferenceComponentResource(EmulatedResource):
         _wait_component(ic, _deploy_component(ic, properties["Specification"], None))
         return cls(ic)
 
-    def replaced_by(self, properties: dict[str, Any]) -> bool:
-        ic = self.ic
-        named = properties.get("InferenceComponentName") or ic.name
-        return (named, properties["EndpointName"]) != (ic.name, ic.endpoint_name)
-
     @classmethod
     def update_from_cloudformation_json(
         cls,
@@ -457,16 +452,16 @@ class InferenceComponentResource(EmulatedResource):
         account_id: str,
         region_name: str,
     ) -> Any:
+        # Every property updates in place (the resource's schema has no create-only property):
+        # UpdateInferenceComponent, InService again once the new model rolled out, or rolled back.
         properties = cloudformation_json["Properties"]
-        if original_resource.replaced_by(properties):
-            original_resource.delete(account_id, region_name)
-            return cls.create(new_resource_name, properties, account_id, region_name)
         ic = original_resource.ic
+        ic.endpoint_name = str(properties["EndpointName"])
+        ic.variant_name = str(properties.get("VariantName") or ic.variant_name)
         ic.copies = int((properties.get("RuntimeConfig") or {}).get("CopyCount", ic.copies))
         hosted = HOSTING.find(ic.hosting_key)
         running = hosted.live.config_name if hosted is not None and hosted.live is not None else None
         if properties["Specification"].get("ModelName") != running:
-            # UpdateInferenceComponent: InService again once rolled out, or rolled back.
             _wait_component(ic, _deploy_component(ic, properties["Specification"], properties.get("DeploymentConfig")))
         return original_resource
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Mapping
@@ -21,6 +22,8 @@ from local_aws.containers import Container
 from local_aws.patches.base import patch, replace
 from local_aws.patches.sagemaker import components
 from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, NotInService
+
+log = logging.getLogger("local_aws.sagemakerruntime")
 
 #: SageMaker's largest InvokeEndpoint payload.
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
@@ -133,6 +136,10 @@ def _forward(
 
 # --- Asynchronous inference ----------------------------------------------------------------------
 
+#: Requests an async endpoint works on at once when its config sets no
+#: MaxConcurrentInvocationsPerInstance (SageMaker chooses; one instance here).
+DEFAULT_ASYNC_CONCURRENCY = 4
+
 #: SageMaker's default and largest InvocationTimeoutSeconds of an async request.
 ASYNC_TIMEOUT_S, ASYNC_MAX_TIMEOUT_S = 900, 3600
 
@@ -150,6 +157,8 @@ class AsyncRequest:
     failure_location: str
     success_topic: str | None
     error_topic: str | None
+    #: Requests the endpoint works on at once (its MaxConcurrentInvocationsPerInstance).
+    concurrency: int
 
 
 def _async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
@@ -182,6 +191,9 @@ def _async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
         failure_location=f"{output.get('S3FailurePath', output['S3OutputPath']).rstrip('/')}/{inference_id}-error.out",
         success_topic=notify.get("SuccessTopic"),
         error_topic=notify.get("ErrorTopic"),
+        concurrency=int(
+            (config.get("ClientConfig") or {}).get("MaxConcurrentInvocationsPerInstance") or DEFAULT_ASYNC_CONCURRENCY
+        ),
     )
 
 
@@ -190,48 +202,79 @@ def _split_s3(url: str) -> tuple[str, str]:
     return bucket, key
 
 
+_queues: dict[tuple[tuple[str, str, str], int], threading.BoundedSemaphore] = {}
+_queues_lock = threading.Lock()
+
+
+def _queue(key: tuple[str, str, str], concurrency: int) -> threading.BoundedSemaphore:
+    """The endpoint's queue: at most `concurrency` of its requests are worked on at once, the
+    others wait their turn (the endpoint's one instance: queueing is part of an async latency)."""
+    with _queues_lock:
+        return _queues.setdefault((key, concurrency), threading.BoundedSemaphore(concurrency))
+
+
 def _answer_async(request: AsyncRequest) -> None:
-    """What SageMaker does with a queued request: the input read from S3, sent to the
-    container, its answer written to the output location (or the reason to the failure
-    location) and announced on the success (or error) topic."""
+    """What SageMaker does with a queued request: once the endpoint takes it, the input read
+    from S3, sent to the container, its answer written to the output location (or the reason to
+    the failure location) and announced on the success (or error) topic. A request whose
+    account is gone meanwhile (the local AWS reset or stopped) is dropped with a warning."""
     account, region, name = request.key
     s3 = s3_backends[account][get_partition(region)]
     received = datetime.now(UTC)
+    with _queue(request.key, request.concurrency):
+        try:
+            answer = _invoke_async(request, s3)
+            location, data, topic, reason = request.output_location, answer, request.success_topic, None
+        except Exception as exc:  # every failure is the request's, reported where SageMaker reports it
+            location, data, topic = request.failure_location, str(exc).encode(), request.error_topic
+            reason = str(exc)
     try:
-        bucket, key = _split_s3(request.input_location)
-        body = bytes(s3.get_object(bucket, key).value)  # type: ignore[union-attr]
-        with HOSTING.route(request.key) as (_variant, container):
-            sent = (
-                {"X-Amzn-SageMaker-Custom-Attributes": request.custom_attributes} if request.custom_attributes else {}
-            )
-            answer = container.invoke(
-                body, content_type=request.content_type, accept=request.accept, headers=sent, timeout=request.timeout_s
-            )
-        if answer.status >= 400:
-            raise _Failed(f"Received client error ({answer.status}) from model: {answer.body.decode(errors='replace')}")
-        location, data, topic, status = request.output_location, answer.body, request.success_topic, "Completed"
-    except Exception as exc:  # every failure is the request's, reported where SageMaker reports it
-        location, data, topic, status = request.failure_location, str(exc).encode(), request.error_topic, "Failed"
-    out_bucket, out_key = _split_s3(location)
-    s3.put_object(out_bucket, out_key, data)
-    if topic:
-        notification = {
-            "awsRegion": region,
-            "eventTime": datetime.now(UTC).isoformat(),
-            "receivedTime": received.isoformat(),
-            "invocationStatus": status,
-            "requestParameters": {
-                "contentType": request.content_type,
-                "endpointName": name,
-                "inputLocation": request.input_location,
-            },
-            "responseParameters": {"contentType": request.accept or "", "outputLocation": location},
-            "inferenceId": request.inference_id,
-            "eventVersion": "1.0",
-            "eventSource": "aws:sagemaker",
-            "eventName": "InferenceResult",
-        }
-        sns_backends[account][region].publish(json.dumps(notification), arn=topic)
+        out_bucket, out_key = _split_s3(location)
+        s3.put_object(out_bucket, out_key, data)
+        if topic:
+            notification = _notification(request, received, location, reason)
+            sns_backends[account][region].publish(json.dumps(notification), arn=topic)
+    except Exception as exc:  # a background thread: nothing above it to tell
+        log.warning("async request %s of %s dropped: %s", request.inference_id, name, exc)
+
+
+def _invoke_async(request: AsyncRequest, s3: Any) -> bytes:
+    bucket, key = _split_s3(request.input_location)
+    body = bytes(s3.get_object(bucket, key).value)
+    with HOSTING.route(request.key) as (_variant, container):
+        attributes = request.custom_attributes
+        sent = {"X-Amzn-SageMaker-Custom-Attributes": attributes} if attributes else {}
+        answer = container.invoke(
+            body, content_type=request.content_type, accept=request.accept, headers=sent, timeout=request.timeout_s
+        )
+    if answer.status >= 400:
+        raise _Failed(f"Received client error ({answer.status}) from model: {answer.body.decode(errors='replace')}")
+    return bytes(answer.body)
+
+
+def _notification(request: AsyncRequest, received: datetime, location: str, reason: str | None) -> dict[str, Any]:
+    """The message SageMaker publishes on the success or error topic (its documented success
+    message; a failure adds the reason)."""
+    _, region, name = request.key
+    found: dict[str, Any] = {
+        "awsRegion": region,
+        "eventTime": datetime.now(UTC).isoformat(),
+        "receivedTime": received.isoformat(),
+        "invocationStatus": "Failed" if reason is not None else "Completed",
+        "requestParameters": {
+            "contentType": request.content_type,
+            "endpointName": name,
+            "inputLocation": request.input_location,
+        },
+        "responseParameters": {"contentType": request.accept or "", "outputLocation": location},
+        "inferenceId": request.inference_id,
+        "eventVersion": "1.0",
+        "eventSource": "aws:sagemaker",
+        "eventName": "InferenceResult",
+    }
+    if reason is not None:
+        found["failureReason"] = reason
+    return found
 
 
 class _Failed(Exception):
@@ -252,6 +295,7 @@ def async_invocations_answer_through_s3() -> None:
         request = _async_request(self, name)
         if not isinstance(request, AsyncRequest):
             return request
+        # A daemon: a request still queued when the local AWS stops is lost with its instance.
         threading.Thread(
             target=_answer_async, args=(request,), name=f"async-{request.inference_id}", daemon=True
         ).start()

@@ -351,7 +351,9 @@ def test_copy_role_writes_only_to_the_model_bucket(default: Synthesized) -> None
     assert function["Properties"]["Role"] == {"Fn::GetAtt": [copy_role, "Arn"]}
     # The same function (one per stack) reads the endpoint after an update, with that role.
     (describe,) = [s for s in statements if "sagemaker:DescribeEndpoint" in actions_of(s)]
-    assert "endpoint/" in json.dumps(describe["Resource"])
+    # The endpoint's ARN as SageMaker reports it (Ref): its ARNs write the name in lower case.
+    (endpoint,) = resources_of(template, "AWS::SageMaker::Endpoint")
+    assert describe["Resource"] == {"Ref": endpoint}
     assert "LogGroup" in function["Properties"]["LoggingConfig"]
 
 

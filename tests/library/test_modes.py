@@ -59,7 +59,8 @@ def test_a_component_that_scales_to_zero_and_back() -> None:
     (variant,) = config["ProductionVariants"]
     # The variant names no model: the component carries it; the config names the role.
     assert "ModelName" not in variant
-    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
+    # Up to one instance per copy, and one more for the new copy of a rolling update.
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 3}
     assert variant["InitialInstanceCount"] == 1  # SageMaker creates no endpoint of zero instances
     assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
     assert "ExecutionRoleArn" in config
@@ -116,7 +117,8 @@ def test_component_updates_roll_copy_by_copy_on_the_endpoints_alarms() -> None:
     _, made, template = synthesized(inference_component=component())
     ic = only(template, "AWS::SageMaker::InferenceComponent")
     policy = ic["DeploymentConfig"]["RollingUpdatePolicy"]
-    assert policy["MaximumBatchSize"] == {"Type": "COPY_COUNT", "Value": 1}
+    # The deployment's rolling batch (25 percent: one copy of up to four), within SageMaker's 5 to 50.
+    assert policy["MaximumBatchSize"] == {"Type": "CAPACITY_PERCENT", "Value": 25}
     names = [a["AlarmName"] for a in ic["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
     assert len(names) == len(made.rollback_alarms) == 3
     # The endpoint itself takes no update policy: the component's rolls the model.
@@ -136,8 +138,10 @@ def test_component_metrics_and_invocations_are_the_components() -> None:
     made.grant_invoke(user)
     template = Template.from_stack(stack)
     (grant,) = [s for s in statements(template) if s["Action"] == "sagemaker:InvokeEndpoint"]
-    resources = json.dumps(grant["Resource"])
-    assert f"inference-component/{made.component_name}" in resources and ":endpoint/" in resources
+    # The ARNs SageMaker reports (it lower-cases names in its ARNs; IAM compares them as written).
+    endpoint_id = stack.resolve(made.endpoint_arn)["Ref"]
+    component_id = stack.resolve(made.inference_component.ref)["Ref"]  # type: ignore[union-attr]
+    assert grant["Resource"] == [{"Ref": endpoint_id}, {"Fn::GetAtt": [component_id, "InferenceComponentArn"]}]
 
 
 SCALING = AutoscalingProps(min_capacity=1, max_capacity=2, target_invocations_per_instance=10)
@@ -158,12 +162,21 @@ SCALING = AutoscalingProps(min_capacity=1, max_capacity=2, target_invocations_pe
             {"inference_component": component(), "async_inference": AsyncInferenceProps(max_instances=2)},
             "an endpoint has one mode",
         ),
+        (
+            {"inference_component": component(), "initial_instance_count": 5},
+            "initial_instance_count=5 is invalid: allowed is between inference_component.min_instances (1) and its "
+            "max_instances (3)",
+        ),
+        (
+            {"async_inference": AsyncInferenceProps(max_instances=2), "instance_type": "ml.t2.medium"},
+            "SageMaker does not autoscale t2/t3",
+        ),
     ],
-    ids=["gpus", "cpus", "memory", "ic-autoscaling", "async-autoscaling", "two-modes"],
+    ids=["gpus", "cpus", "memory", "ic-autoscaling", "async-autoscaling", "two-modes", "ic-count", "async-t2"],
 )
 def test_a_component_that_cannot_fit_or_a_second_mode_is_refused(given: dict[str, Any], message: str) -> None:
     with pytest.raises(PropError) as refused:
-        EndpointProps(instance_type="ml.g5.2xlarge", **given)
+        EndpointProps(**{"instance_type": "ml.g5.2xlarge", **given})
     assert message in str(refused.value)
     assert "\n" not in str(refused.value)
 
@@ -226,7 +239,10 @@ def test_async_grants_submit_and_reading_results_to_whom_the_user_names() -> Non
     assert caller_actions == ["s3:PutObject", "sagemaker:InvokeEndpointAsync"]
     (put,) = [s for s in by_role[caller_id] if s["Action"] == "s3:PutObject"]
     assert "/input/*" in json.dumps(put["Resource"])
-    (read,) = by_role[reader_id]
+    listing, read = by_role[reader_id]
+    # Listing the two prefixes: a poll of an answer not written yet is a 404, not a 403.
+    assert listing["Action"] == "s3:ListBucket"
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["output/*", "failure/*"]}}
     assert read["Action"] == "s3:GetObject"
     assert "/output/*" in json.dumps(read["Resource"]) and "/failure/*" in json.dumps(read["Resource"])
     assert "/input/" not in json.dumps(read["Resource"])

@@ -132,8 +132,11 @@ def test_grant_invoke_names_this_endpoint_alone() -> None:
     caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
     made.grant_invoke(caller)
     (grant,) = [s for s in statements(Template.from_stack(stack)) if s["Action"] == "sagemaker:InvokeEndpoint"]
-    assert "endpoint/" in json.dumps(grant["Resource"])
-    assert stack.resolve(made.endpoint_arn) == stack.resolve(grant["Resource"]) or grant["Resource"] != "*"
+    # The endpoint's own ARN as SageMaker reports it (Ref): SageMaker writes the generated,
+    # mixed-case name in lower case in its ARNs, and IAM compares ARNs case-sensitively, so an
+    # ARN formatted from the name would deny every call.
+    (endpoint_id,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint")
+    assert grant["Resource"] == {"Ref": endpoint_id} == stack.resolve(made.endpoint_arn)
 
 
 @pytest.mark.parametrize(
