@@ -610,9 +610,11 @@ def echo_stack(**environment: str) -> Template:
 
 
 def endpoint_in_a_stack(aws: LocalAws) -> object:
-    """A stack whose endpoint's container answers /ping after half a second: the endpoint's
-    status when the stack is created; and whether a stack whose container exits is created."""
-    create_stack(aws, "stack", echo_stack(ECHO_PING_AFTER_S="0.5"))
+    """A stack whose endpoint's container answers /ping after two seconds: the endpoint's
+    status when the stack is created; and whether a stack whose container exits is created.
+    (Two seconds, not less: on a loaded host stock moto's stack creation and the status call
+    took over half a second, and the endpoint was InService already.)"""
+    create_stack(aws, "stack", echo_stack(ECHO_PING_AFTER_S="2"))
     name = physical_ids(aws, "stack")["Endpoint"].rsplit("/", 1)[-1]
     created = endpoint_status(aws, name)
     return created, create_stack(aws, "broken", echo_stack(ECHO_EXIT_CODE="3"))
