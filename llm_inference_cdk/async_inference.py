@@ -14,7 +14,7 @@ from constructs import Construct
 from llm_inference_cdk.alarm_topic import AlarmTopic
 from llm_inference_cdk.endpoint_props import AsyncInferenceProps
 from llm_inference_cdk.nag import acknowledge
-from llm_inference_cdk.scaling import out_of_zero
+from llm_inference_cdk.scaling import VARIANT_INSTANCES, out_of_zero, target_tracking
 from llm_inference_cdk.storage import private_bucket
 
 INPUT_PREFIX, OUTPUT_PREFIX, FAILURE_PREFIX = "input/", "output/", "failure/"
@@ -121,32 +121,22 @@ def scale_backlog(
     """Target tracking of the queue per instance between min_instances and max_instances; with
     min_instances=0, a step policy on HasBacklogWithoutCapacity starts the first instance
     (SageMaker's async autoscaling guide)."""
-    target = appscaling.CfnScalableTarget(
+    policy = appscaling.CfnScalingPolicy
+    target = target_tracking(
         scope,
         "BacklogScaling",
-        service_namespace="sagemaker",
-        scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-        resource_id=f"endpoint/{endpoint_name}/variant/{variant_name}",
-        min_capacity=props.min_instances,
-        max_capacity=props.max_instances,
-    )
-    policy = appscaling.CfnScalingPolicy
-    policy(
-        scope,
         "BacklogScalingPolicy",
+        dimension=VARIANT_INSTANCES,
+        resource_id=f"endpoint/{endpoint_name}/variant/{variant_name}",
+        bounds=(props.min_instances, props.max_instances),
         policy_name="BacklogPerInstance",
-        policy_type="TargetTrackingScaling",
-        scaling_target_id=target.ref,
-        target_tracking_scaling_policy_configuration=policy.TargetTrackingScalingPolicyConfigurationProperty(
-            target_value=float(props.target_backlog_per_instance),
-            customized_metric_specification=policy.CustomizedMetricSpecificationProperty(
-                metric_name="ApproximateBacklogSizePerInstance",
-                namespace="AWS/SageMaker",
-                dimensions=[policy.MetricDimensionProperty(name="EndpointName", value=endpoint_name)],
-                statistic="Average",
-            ),
-            scale_in_cooldown=props.scale_in_cooldown_s,
-            scale_out_cooldown=props.scale_out_cooldown_s,
+        target_value=props.target_backlog_per_instance,
+        cooldowns_s=(props.scale_in_cooldown_s, props.scale_out_cooldown_s),
+        custom_metric=policy.CustomizedMetricSpecificationProperty(
+            metric_name="ApproximateBacklogSizePerInstance",
+            namespace="AWS/SageMaker",
+            dimensions=[policy.MetricDimensionProperty(name="EndpointName", value=endpoint_name)],
+            statistic="Average",
         ),
     )
     if props.min_instances == 0:

@@ -11,7 +11,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from llm_inference_cdk.endpoint_props import DeploymentProps, EndpointProps, InferenceComponentProps
-from llm_inference_cdk.scaling import out_of_zero
+from llm_inference_cdk.scaling import out_of_zero, target_tracking
 
 #: The scalable dimension of a component's copies.
 COPY_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
@@ -94,32 +94,20 @@ def scale_copies(
     """Target tracking of invocations per copy between min_copies and max_copies; with
     min_copies=0, a step policy on NoCapacityInvocationFailures adds the first copy back (target
     tracking cannot: with no copy there is no per-copy metric to track)."""
-    target = appscaling.CfnScalableTarget(
+    target = target_tracking(
         scope,
         "CopyScaling",
-        service_namespace="sagemaker",
-        scalable_dimension=COPY_DIMENSION,
+        "CopyScalingPolicy",
+        dimension=COPY_DIMENSION,
         resource_id=f"inference-component/{component.inference_component_name!s}",
-        min_capacity=props.min_copies,
-        max_capacity=props.max_copies,
+        bounds=(props.min_copies, props.max_copies),
+        policy_name="InvocationsPerCopy",
+        target_value=props.target_invocations_per_copy,
+        cooldowns_s=(props.scale_in_cooldown_s, props.scale_out_cooldown_s),
+        predefined_metric="SageMakerInferenceComponentInvocationsPerCopy",
     )
     # Named as written, not referenced: the component must exist before its copies can scale.
     target.add_dependency(component)
-    appscaling.CfnScalingPolicy(
-        scope,
-        "CopyScalingPolicy",
-        policy_name="InvocationsPerCopy",
-        policy_type="TargetTrackingScaling",
-        scaling_target_id=target.ref,
-        target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-            target_value=float(props.target_invocations_per_copy),
-            predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
-                predefined_metric_type="SageMakerInferenceComponentInvocationsPerCopy"
-            ),
-            scale_in_cooldown=props.scale_in_cooldown_s,
-            scale_out_cooldown=props.scale_out_cooldown_s,
-        ),
-    )
     if props.scales_to_zero:
         _scale_out_of_zero(scope, component, target)
     return target

@@ -33,6 +33,7 @@ from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
 from llm_inference_cdk.nag import acknowledge, nag_arn
 from llm_inference_cdk.props import invalid
+from llm_inference_cdk.scaling import VARIANT_INSTANCES, target_tracking
 from llm_inference_cdk.sdk_calls import function_role
 
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
@@ -405,30 +406,17 @@ class SageMakerEndpoint(Construct):
             raise invalid(
                 props, "min_capacity", f"at most the initial instance count ({count}), with max_capacity at least it"
             )
-        # No RoleARN: Application Auto Scaling uses its SageMaker service-linked role.
-        self.scalable_target = appscaling.CfnScalableTarget(
+        self.scalable_target = target_tracking(
             self,
             "ScalableTarget",
-            service_namespace="sagemaker",
-            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-            resource_id=f"endpoint/{self.endpoint_name}/variant/{self.variant_name}",
-            min_capacity=props.min_capacity,
-            max_capacity=props.max_capacity,
-        )
-        appscaling.CfnScalingPolicy(
-            self,
             "ScalingPolicy",
+            dimension=VARIANT_INSTANCES,
+            resource_id=f"endpoint/{self.endpoint_name}/variant/{self.variant_name}",
+            bounds=(props.min_capacity, props.max_capacity),
             policy_name="InvocationsPerInstance",
-            policy_type="TargetTrackingScaling",
-            scaling_target_id=self.scalable_target.ref,
-            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-                target_value=float(props.target_invocations_per_instance),
-                predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
-                    predefined_metric_type="SageMakerVariantInvocationsPerInstance"
-                ),
-                scale_in_cooldown=props.scale_in_cooldown_s,
-                scale_out_cooldown=props.scale_out_cooldown_s,
-            ),
+            target_value=props.target_invocations_per_instance,
+            cooldowns_s=(props.scale_in_cooldown_s, props.scale_out_cooldown_s),
+            predefined_metric="SageMakerVariantInvocationsPerInstance",
         )
         return self.scalable_target
 

@@ -315,14 +315,14 @@ def lay_out(
     ``CompressionType: None`` (every object under the prefix, its key past the prefix as its
     path). `read(bucket, key)` and `keys(bucket, prefix)` reach S3."""
     if "ModelDataUrl" in model_data:
-        bucket, key = _split(model_data["ModelDataUrl"])
+        bucket, key = split_s3_url(model_data["ModelDataUrl"])
         with tarfile.open(fileobj=io.BytesIO(read(bucket, key)), mode="r:gz") as tar:
             tar.extractall(folder, filter="data")
         return
     source = model_data.get("ModelDataSource", {}).get("S3DataSource")
     if source is None:
         return  # no model data: an image that carries its model
-    bucket, prefix = _split(source["S3Uri"])
+    bucket, prefix = split_s3_url(source["S3Uri"])
     if source.get("CompressionType", "None") != "None" or source.get("S3DataType") != "S3Prefix":
         bucket_key = (bucket, prefix)
         with tarfile.open(fileobj=io.BytesIO(read(*bucket_key)), mode="r:gz") as tar:
@@ -336,7 +336,8 @@ def lay_out(
         target.write_bytes(read(bucket, key))
 
 
-def _split(url: str) -> tuple[str, str]:
+def split_s3_url(url: str) -> tuple[str, str]:
+    """(bucket, key) of ``s3://bucket/key``."""
     bucket, _, key = url.removeprefix("s3://").partition("/")
     return bucket, key
 

@@ -67,24 +67,25 @@ def model_network_isolation_is_kept() -> None:
 def _variants(backend: Any, config_name: str) -> list[VariantSpec]:
     """The containers an endpoint config asks for, read from moto's backend."""
     config = backend.endpoint_configs[config_name]
-    specs = []
-    for variant in config.production_variants:
-        if "ModelName" not in variant:
-            continue  # the instances of inference components, which bring their own models
-        model = backend._models[variant["ModelName"]]
-        container = dict(model.primary_container or {})
-        specs.append(
-            VariantSpec(
-                variant=variant["VariantName"],
-                image=str(container.get("Image", "")),
-                environment={str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
-                model_data={k: container[k] for k in ("ModelDataUrl", "ModelDataSource") if k in container},
-                startup_timeout_s=int(
-                    variant.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S
-                ),
-            )
-        )
-    return specs
+    return [
+        _spec(backend._models[variant["ModelName"]], variant["VariantName"], variant)
+        for variant in config.production_variants
+        # A variant without a model holds the instances of inference components, which bring theirs.
+        if "ModelName" in variant
+    ]
+
+
+def _spec(model: Any, variant: str, startup: Mapping[str, Any]) -> VariantSpec:
+    """What the runtime starts for `model` on `variant`, with the startup timeout `startup`
+    (a production variant, or a component's StartupParameters) sets."""
+    container = dict(model.primary_container or {})
+    return VariantSpec(
+        variant=variant,
+        image=str(container.get("Image", "")),
+        environment={str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
+        model_data={k: container[k] for k in ("ModelDataUrl", "ModelDataSource") if k in container},
+        startup_timeout_s=int(startup.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S),
+    )
 
 
 def _fetch(account_id: str, region_name: str) -> Any:
@@ -371,15 +372,7 @@ def _deploy_component(
     if model is None:
         arn = arn_formatter("model", model_name, account, region)
         raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
-    container = dict(model.primary_container or {})
-    startup = specification.get("StartupParameters") or {}
-    spec = VariantSpec(
-        variant=ic.variant_name,
-        image=str(container.get("Image", "")),
-        environment={str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
-        model_data={k: container[k] for k in ("ModelDataUrl", "ModelDataSource") if k in container},
-        startup_timeout_s=int(startup.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S),
-    )
+    spec = _spec(model, ic.variant_name, specification.get("StartupParameters") or {})
 
     def settled(hosted: HostedEndpoint) -> None:
         ic.status, ic.failure_reason = hosted.status, hosted.failure_reason

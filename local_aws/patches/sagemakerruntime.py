@@ -21,7 +21,7 @@ from moto.utilities.utils import get_partition
 from local_aws.containers import Container
 from local_aws.patches.base import patch, replace
 from local_aws.patches.sagemaker import components
-from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, NotInService
+from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, NotInService, split_s3_url
 
 log = logging.getLogger("local_aws.sagemakerruntime")
 
@@ -90,11 +90,11 @@ def invocations_reach_the_container() -> None:
 def _target(key: tuple[str, str, str], component: str | None) -> tuple[str, str, str]:
     """The runtime key an invocation goes to: the endpoint's, or its component's."""
     account, region, name = key
-    if HOSTING.find(key) is None:
+    hosted = HOSTING.find(key)
+    if hosted is None:
         raise EndpointNotFound(name)
     if component is None:
-        hosted = HOSTING.find(key)
-        if hosted is not None and hosted.live is not None and not hosted.live.containers:
+        if hosted.live is not None and not hosted.live.containers:
             raise LookupError(
                 "Inference Component Name header is required for endpoints to which you plan to deploy inference "
                 "components. Please include Inference Component Name header or consider using SageMaker models."
@@ -197,11 +197,6 @@ def _async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
     )
 
 
-def _split_s3(url: str) -> tuple[str, str]:
-    bucket, _, key = url.removeprefix("s3://").partition("/")
-    return bucket, key
-
-
 _queues: dict[tuple[tuple[str, str, str], int], threading.BoundedSemaphore] = {}
 _queues_lock = threading.Lock()
 
@@ -229,7 +224,7 @@ def _answer_async(request: AsyncRequest) -> None:
             location, data, topic = request.failure_location, str(exc).encode(), request.error_topic
             reason = str(exc)
     try:
-        out_bucket, out_key = _split_s3(location)
+        out_bucket, out_key = split_s3_url(location)
         s3.put_object(out_bucket, out_key, data)
         if topic:
             notification = _notification(request, received, location, reason)
@@ -239,7 +234,7 @@ def _answer_async(request: AsyncRequest) -> None:
 
 
 def _invoke_async(request: AsyncRequest, s3: Any) -> bytes:
-    bucket, key = _split_s3(request.input_location)
+    bucket, key = split_s3_url(request.input_location)
     body = bytes(s3.get_object(bucket, key).value)
     with HOSTING.route(request.key) as (_variant, container):
         attributes = request.custom_attributes

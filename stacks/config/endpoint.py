@@ -53,11 +53,11 @@ ASYNC_KEYS = {
     "max_instances": "async_max_instances",
     "target_backlog_per_instance": "async_target_backlog",
 }
-#: Each mode's scaling props and their keys.
-_MODE_PROPS: dict[str, tuple[type[Any], dict[str, str]]] = {
-    "realtime": (AutoscalingProps, {}),
-    "inference-component": (InferenceComponentProps, COMPONENT_KEYS),
-    "async": (AsyncInferenceProps, ASYNC_KEYS),
+#: Each mode's scaling props, their keys, and the EndpointProps field that holds them.
+_MODE_PROPS: dict[str, tuple[type[Any], dict[str, str], str]] = {
+    "realtime": (AutoscalingProps, {}, "autoscaling"),
+    "inference-component": (InferenceComponentProps, COMPONENT_KEYS, "inference_component"),
+    "async": (AsyncInferenceProps, ASYNC_KEYS, "async_inference"),
 }
 TOPIC_ARN = optional(text(SNS_TOPIC_ARN, what="an SNS topic ARN: arn:aws:sns:<region>:<account>:<topic>"))
 ALARM_EMAIL = optional(EMAIL)
@@ -65,7 +65,7 @@ ALARM_EMAIL = optional(EMAIL)
 
 def mode_keys(mode: str) -> set[str]:
     """The cdk.json keys of `mode`'s scaling props."""
-    cls, keys = _MODE_PROPS[mode]
+    cls, keys, _ = _MODE_PROPS[mode]
     return {keys.get(f.name, f.name) for f in dataclasses.fields(cls)}
 
 
@@ -81,15 +81,14 @@ def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> EndpointProp
                     section.get(key),
                     f"unset in {mode} mode: it is a setting of {section.key('endpoint_mode')}={other}",
                 )
-    cls, keys = _MODE_PROPS[mode]
+    cls, keys, field = _MODE_PROPS[mode]
     # The modes' props share field names (min_instances): their defaults go by cdk.json key.
     mode_defaults = {
         f.name: defaults[keys.get(f.name, f.name)]
         for f in dataclasses.fields(cls)
         if keys.get(f.name, f.name) in defaults
     }
-    field = {"realtime": "autoscaling", "inference-component": "inference_component", "async": "async_inference"}
-    scaling = {field[mode]: read_props(section, cls, keys=keys, defaults=mode_defaults)}
+    scaling = {field: read_props(section, cls, keys=keys, defaults=mode_defaults)}
     alarms = read_props(section, AlarmProps, keys=ALARM_KEYS, defaults=defaults)
     deployment = read_props(section, DeploymentProps, keys=DEPLOYMENT_KEYS, defaults=defaults)
     try:
