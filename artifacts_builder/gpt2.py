@@ -8,7 +8,8 @@ that concatenates it. ``--cpu-precision int8`` replaces the fp32 graph for
 ONNX Runtime by a weight-only int8 one (twice as fast per token on a CPU, where a decode step
 is bound by reading the weights); ``--cpu-precision int8-dynamic`` by one whose activations are
 int8 too, which keeps that speed for a lone request and batches like fp32 on a CPU with int8
-dot products (VNNI). Before anything deployable is written the parity gate runs
+dot products (VNNI): 8-bit weights for a target CPU with one, 7-bit weights for one without
+(``--target-instance-type``, by default the build host). Before anything deployable is written the parity gate runs
 the serving backends themselves against PyTorch on fixed prompts; a failure exits non-zero
 and leaves the output folder as it was.
 """
@@ -29,6 +30,7 @@ from typing import Any
 
 from artifacts_builder.gpt2_cpu_graph import export_shared_kv, trace_to_onnx
 from artifacts_builder.tarball import pack_directory
+from llm_contracts import instances
 from llm_contracts.manifest import library_versions, write_manifest
 
 COMPONENT = "gpt2"
@@ -48,7 +50,11 @@ CPU_PRECISIONS = ("fp32", "int8", "int8-dynamic")
 INT8_QUANTIZATION = {"method": "MatMulNBits", "bits": 8, "block_size": 32, "symmetric": True, "accuracy_level": 4}
 #: ONNX Runtime's dynamic quantization of every linear layer and the LM head: int8 weights with
 #: one scale per output column, uint8 activations with one scale per tensor computed at each call
-#: (MatMulInteger, fused to DynamicQuantizeMatMul). On 2 cores with VNNI a 16-row decode step
+#: (MatMulInteger, fused to DynamicQuantizeMatMul). The weights take 8 bits for a CPU with an int8
+#: dot product and 7 (``reduce_range``) for one without: its kernels add pairs of uint8 x int8
+#: products in int16 (VPMADDUBSW), and only |w| <= 64 keeps 2 x 255 x |w| below 2**15, so that a
+#: 7-bit graph computes the same integers on every CPU (ONNX Runtime's quantization guide
+#: recommends reduce_range on CPUs without VNNI). On 2 cores with VNNI a 16-row decode step
 #: costs 2.2x a 1-row one, against 2.7x for MatMulNBits, whose per-block activation scales cost
 #: arithmetic per row (bench/gpt2_bounds.py). One activation scale per tensor is what a model
 #: with outlier channels quantizes worst, and it spans the batch, so a row's logits move a little
@@ -59,6 +65,61 @@ INT8_DYNAMIC_QUANTIZATION = {
     "weights": "int8, symmetric, one scale per output column",
     "activations": "uint8, one scale per tensor, computed per call",
 }
+
+
+class TargetError(ValueError):
+    """The int8-dynamic graph cannot be built for the target asked for on this host."""
+
+
+@dataclass(frozen=True)
+class Int8Target:
+    """The CPU an int8-dynamic graph is built for, and so the width of its weights."""
+
+    #: The SageMaker instance type (None: the build host).
+    instance_type: str | None
+    #: Whether the target's CPU sums uint8 x int8 products in int32 (`instances.CpuFamily`).
+    int8_dot_product: bool
+
+    @property
+    def weight_bits(self) -> int:
+        return 8 if self.int8_dot_product else 7
+
+    def manifest(self, host_saturates: bool | None) -> dict[str, Any]:
+        return {
+            "file": "",  # filled in by the caller
+            "precision": "int8-dynamic",
+            "quantization": {**INT8_DYNAMIC_QUANTIZATION, "weight_bits": self.weight_bits},
+            "target": {"instance_type": self.instance_type, "int8_dot_product": self.int8_dot_product},
+            # The server refuses an 8-bit graph on a CPU whose products saturate.
+            "needs_int8_dot_product": self.weight_bits == 8,
+            # What the gate ran on (True: its products saturate; None: unknown).
+            "gate_cpu_u8s8_saturates": host_saturates,
+        }
+
+
+def int8_target(instance_type: str | None, host_saturates: bool | None) -> Int8Target:
+    """The target of an int8-dynamic build: `instance_type`'s CPU family, or the build host
+    (`host_saturates` as `serving.gpt2.backends.u8s8_saturates` reads it; a host it cannot read
+    counts as one whose products saturate). An 8-bit graph is gated only where the host sums
+    exactly as the target does: on a host whose products saturate, its gate would check other
+    numbers than the target computes."""
+    if instance_type is None:
+        return Int8Target(None, host_saturates is False)
+    try:
+        dot = instances.int8_dot_product(instance_type)
+    except ValueError as exc:
+        raise TargetError(f"--target-instance-type {exc}") from None
+    if dot and host_saturates is not False:
+        why = "has none" if host_saturates else "cannot be read"
+        cpu = instances.CPU_FAMILIES[instances.family(instance_type)].processors
+        raise TargetError(
+            f"--target-instance-type {instance_type} sums int8 products exactly ({cpu}) and this build "
+            f"host's int8 dot product {why}: "
+            "the parity gate would check other numbers than the target computes; build on a host with "
+            "avx512_vnni, avx_vnni or amx_int8 (or on Arm), or target a family without one such as "
+            "ml.c5.xlarge (7-bit weights, the same numbers on every CPU)"
+        )
+    return Int8Target(instance_type, dot)
 
 
 class ParityError(RuntimeError):
@@ -110,6 +171,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.25,
         help="parity: max |logit difference| of the int8 ONNX, relative to the standard deviation of "
         "PyTorch's logits (default 0.25)",
+    )
+    parser.add_argument(
+        "--target-instance-type",
+        metavar="ml.FAMILY.SIZE",
+        help="with --cpu-precision int8-dynamic: the SageMaker CPU instance type the graph is for; its int8 "
+        "instructions pick 8-bit weights (VNNI, AMX, Arm) or 7-bit ones that cannot saturate (default: this host)",
     )
     parser.add_argument("--parity-tokens", type=_positive, default=8, help="greedy tokens compared per prompt")
     parser.add_argument("--no-tensorrt", action="store_true", help="skip the engine build even on a GPU")
@@ -344,17 +411,24 @@ def quantize_int8(source: Path, target: Path) -> None:
     onnx.save(quantized, str(target))
 
 
-def quantize_int8_dynamic(source: Path, target: Path) -> None:
+def quantize_int8_dynamic(source: Path, target: Path, *, weight_bits: int = 8) -> None:
     """Int8 weights and activations for every linear layer and the LM head
-    (`INT8_DYNAMIC_QUANTIZATION`); the attention products of activations stay fp32. The
-    quantizer writes the export's Gemm layers as MatMul itself, per column of their (in, out)
-    weights."""
+    (`INT8_DYNAMIC_QUANTIZATION`), the weights in `weight_bits` (8, or 7: ``reduce_range``); the
+    attention products of activations stay fp32. The quantizer writes the export's Gemm layers as
+    MatMul itself, per column of their (in, out) weights."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if weight_bits not in (7, 8):
+        raise ValueError(f"weight_bits={weight_bits} is not 7 or 8")
     with _quiet_quantizer():
         quantize_dynamic(
-            source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"], per_channel=True
+            source,
+            target,
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul", "Gemm"],
+            per_channel=True,
+            reduce_range=weight_bits == 7,
         )
     if left := _fp32_weight_products(onnx.load(str(target))):
         raise RuntimeError(f"int8 quantization left {len(left)} weight products in fp32 ({left[:3]} ...)")
@@ -559,6 +633,18 @@ def _tensorrt_ready() -> bool:
     return importlib.util.find_spec("tensorrt") is not None and cuda_available()
 
 
+def _target(args: argparse.Namespace, host_saturates: bool | None) -> Int8Target | None:
+    """The int8-dynamic build's target (None for another precision, which has no choice to make)."""
+    if args.cpu_precision != "int8-dynamic":
+        if args.target_instance_type is not None:
+            raise TargetError(
+                f"--target-instance-type {args.target_instance_type} picks the weights of --cpu-precision "
+                f"int8-dynamic; --cpu-precision {args.cpu_precision} runs the same on every CPU: drop it"
+            )
+        return None
+    return int8_target(args.target_instance_type, host_saturates)
+
+
 def _package(staging: Path, tar_path: Path) -> None:
     """A reproducible tarball (see `artifacts_builder.tarball`): the same model gives the same
     sha256, so an unchanged rebuild keeps the S3 asset and the endpoint as they are. Level 1:
@@ -574,6 +660,7 @@ def _package(staging: Path, tar_path: Path) -> None:
 def run(args: argparse.Namespace) -> int:  # noqa: C901 (the CLI's sequence of build steps, each with its own message on failure)
     import torch
 
+    from serving.gpt2.backends import u8s8_saturates
     from serving.gpt2.generation import (
         ENGINE_FILE,
         GENERATION_FILE,
@@ -585,6 +672,12 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 (the CLI's sequence of b
         TORCH_DIR,
     )
 
+    host_saturates = u8s8_saturates()
+    try:
+        target = _target(args, host_saturates)
+    except TargetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     out_dir: Path = args.out / COMPONENT
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".staging-", dir=out_dir) as tmp:
@@ -609,20 +702,15 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 (the CLI's sequence of b
                 quantize_int8(staging / ONNX_FP32, staging / ONNX_INT8)
             checks.append((ONNX_INT8, "int8"))
             onnxruntime = {"file": ONNX_INT8, "precision": "int8", "quantization": INT8_QUANTIZATION}
-        elif args.cpu_precision == "int8-dynamic":
-            with _timed("quantizing the fp32 ONNX to int8 weights and activations for ONNX Runtime"):
-                quantize_int8_dynamic(staging / ONNX_FP32, staging / ONNX_INT8_DYNAMIC)
+        elif target is not None:
+            where = target.instance_type or "this host"
+            with _timed(
+                f"quantizing the fp32 ONNX to int8 activations and {target.weight_bits}-bit weights for "
+                f"ONNX Runtime ({where}: {'an' if target.int8_dot_product else 'no'} int8 dot product)"
+            ):
+                quantize_int8_dynamic(staging / ONNX_FP32, staging / ONNX_INT8_DYNAMIC, weight_bits=target.weight_bits)
             checks.append((ONNX_INT8_DYNAMIC, "int8"))
-            from serving.gpt2.backends import u8s8_saturates
-
-            onnxruntime = {
-                "file": ONNX_INT8_DYNAMIC,
-                "precision": "int8-dynamic",
-                "quantization": INT8_DYNAMIC_QUANTIZATION,
-                # The gate checks this CPU's kernels: the server refuses the graph where they
-                # saturate and this CPU's did not.
-                "gate_cpu_u8s8_saturates": u8s8_saturates(),
-            }
+            onnxruntime = {**target.manifest(host_saturates), "file": ONNX_INT8_DYNAMIC}
         tokenizer.save_pretrained(staging / TOKENIZER_DIR)
         model.save_pretrained(staging / TORCH_DIR)
         (staging / GENERATION_FILE).write_text(json.dumps(info.to_json(), indent=2) + "\n")

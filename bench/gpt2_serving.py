@@ -69,6 +69,23 @@ def build(out: Path, options: list[str]) -> Path:
     return model_dir
 
 
+def cpu() -> dict[str, Any]:
+    """The host's processor and its int8 instructions, which decide how the int8-dynamic graph
+    is built (8- or 7-bit weights) and how fast its products run."""
+    from serving.gpt2.backends import CPUINFO, int8_dot_flags, u8s8_saturates
+
+    try:
+        lines = CPUINFO.read_text().splitlines()
+        models = {line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")}
+    except OSError:
+        models = set()
+    return {
+        "model": ", ".join(sorted(models)) or platform.processor() or "unknown",
+        "int8_dot_product": int8_dot_flags() or [],
+        "u8s8_saturates": u8s8_saturates(),
+    }
+
+
 def build_124m(out_dir: Path, precision: str, max_batch: int = 16) -> Path:
     """The 124M architecture (random weights, seeded: every precision gets the same ones) built
     for one `--cpu-precision`, in a folder per precision that the bounds benchmark reuses."""
@@ -266,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": f"{platform.machine()}, {threads} CPUs, {platform.platform()}",
+        "cpu": cpu(),
         "new_tokens": args.new_tokens,
         "results": results,
         "overhead": over,
@@ -275,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out_dir / "gpt2_serving.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.plot)
     print()
+    host = report["cpu"]
+    print(f"CPU: {host['model']}; int8 dot product: {', '.join(host['int8_dot_product']) or 'none'}")
     print(table(results))
     print()
     for line in summary:

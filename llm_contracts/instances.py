@@ -111,3 +111,49 @@ def size_exists(instance_type: str) -> bool:
 
 def sizes(family_name: str) -> list[str]:
     return sorted(GPU_FAMILIES[family_name].gpus_per_size, key=lambda s: (len(s), s))
+
+
+@dataclass(frozen=True)
+class CpuFamily:
+    #: The processors an instance of the family may land on.
+    processors: str
+    #: Whether each of them multiplies uint8 by int8 with int32 sums: x86's AVX512-VNNI,
+    #: AVX-VNNI or AMX, or any Arm (ONNX Runtime's Arm kernels widen to int32). Without it,
+    #: ONNX Runtime's x86 kernels add pairs of products in int16 (VPMADDUBSW), which saturates
+    #: on 8-bit weights.
+    int8_dot_product: bool
+
+
+_SKYLAKE_OR_CASCADE = CpuFamily("Intel Xeon Skylake-SP or Cascade Lake (only Cascade Lake has VNNI)", False)
+_ICE_LAKE = CpuFamily("Intel Xeon Ice Lake (AVX512-VNNI)", True)
+_SAPPHIRE_RAPIDS = CpuFamily("Intel Xeon Sapphire Rapids (AVX512-VNNI, AMX)", True)
+_GRAVITON = {2: CpuFamily("AWS Graviton2 (Neoverse N1, Arm)", True), 3: CpuFamily("AWS Graviton3 (Arm)", True),
+             4: CpuFamily("AWS Graviton4 (Arm)", True)}  # fmt: skip
+
+#: The CPU families SageMaker hosts (botocore's ``ProductionVariantInstanceType``) and their
+#: processors, from EC2's instance type pages (aws.amazon.com/ec2/instance-types, "Processor"
+#: of each family) and Intel's ISA of each generation (VNNI from Cascade Lake on). A family
+#: that may land on a processor without an int8 dot product counts as without one.
+CPU_FAMILIES: dict[str, CpuFamily] = {
+    "t2": CpuFamily("Intel Xeon Haswell or Broadwell", False),
+    "c4": CpuFamily("Intel Xeon E5-2666 v3 (Haswell)", False),
+    "m4": CpuFamily("Intel Xeon E5-2686 v4 (Broadwell) or E5-2676 v3 (Haswell)", False),
+    **dict.fromkeys(("c5", "c5d", "m5", "m5d", "r5", "r5d"), _SKYLAKE_OR_CASCADE),
+    **dict.fromkeys(("c6i", "c6in", "m6i", "r6i"), _ICE_LAKE),
+    **dict.fromkeys(("c7i", "m7i", "r7i"), _SAPPHIRE_RAPIDS),
+    **dict.fromkeys(("c6g", "c6gd", "c6gn", "m6g", "m6gd", "r6g", "r6gd"), _GRAVITON[2]),
+    **dict.fromkeys(("c7g", "r7gd"), _GRAVITON[3]),
+    **dict.fromkeys(("c8g", "m8g", "r8g"), _GRAVITON[4]),
+}
+
+
+def int8_dot_product(instance_type: str) -> bool:
+    """Whether every CPU `instance_type` may land on has an int8 dot product (`CpuFamily`);
+    ValueError, naming the families known, for a type of another family."""
+    fam = family(instance_type)
+    if fam not in CPU_FAMILIES:
+        raise ValueError(
+            f"{instance_type!r} is not of a SageMaker CPU family this project knows the int8 instructions of: "
+            f"use one of {', '.join(f'ml.{name}' for name in sorted(CPU_FAMILIES))}"
+        )
+    return CPU_FAMILIES[fam].int8_dot_product

@@ -61,17 +61,36 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def u8s8_saturates(cpuinfo: Path | None = None, machine: str | None = None) -> bool | None:
-    """Whether ONNX Runtime's uint8 x int8 products saturate on this CPU: an x86 CPU without any
-    of `INT8_DOT_FLAGS` in `CPUINFO`. None where it cannot tell."""
-    if (machine or platform.machine()).lower() not in ("x86_64", "amd64", "i686", "i386"):
-        return False
+def int8_dot_flags(cpuinfo: Path | None = None) -> list[str] | None:
+    """Which of `INT8_DOT_FLAGS` the x86 CPU's ``flags`` in `CPUINFO` name; None where it
+    cannot be read."""
     try:
         text = (cpuinfo or CPUINFO).read_text()
     except OSError:
         return None
     flags = {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split()}
-    return not flags & INT8_DOT_FLAGS
+    return sorted(flags & INT8_DOT_FLAGS)
+
+
+def u8s8_saturates(cpuinfo: Path | None = None, machine: str | None = None) -> bool | None:
+    """Whether ONNX Runtime's uint8 x int8 products saturate on this CPU: an x86 CPU without any
+    of `INT8_DOT_FLAGS` in `CPUINFO`. None where it cannot tell."""
+    if (machine or platform.machine()).lower() not in ("x86_64", "amd64", "i686", "i386"):
+        return False
+    flags = int8_dot_flags(cpuinfo)
+    return None if flags is None else not flags
+
+
+def needs_int8_dot_product(model_dir: Path) -> bool:
+    """Whether the payload's int8-dynamic graph has full 8-bit weights, whose products only a CPU
+    with an int8 dot product sums exactly (the builder's ``needs_int8_dot_product``). A 7-bit
+    graph (``reduce_range``) cannot saturate: 2 x 255 x 64 < 2**15. Payloads built before the
+    key said the same by having been gated on a CPU whose products did not saturate."""
+    section = onnxruntime_section(model_dir)
+    needs = section.get("needs_int8_dot_product")
+    if isinstance(needs, bool):
+        return needs
+    return section.get("gate_cpu_u8s8_saturates") is False
 
 
 class OnnxRuntimeBackend:
@@ -93,16 +112,13 @@ class OnnxRuntimeBackend:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if threads:
             options.intra_op_num_threads = threads
-        if (
-            self.onnx_file == ONNX_INT8_DYNAMIC
-            and onnxruntime_section(model_dir).get("gate_cpu_u8s8_saturates") is False
-            and u8s8_saturates()
-        ):
+        if self.onnx_file == ONNX_INT8_DYNAMIC and needs_int8_dot_product(model_dir) and u8s8_saturates():
             raise BackendUnavailable(
-                f"{self.onnx_file} was gated on a CPU with an int8 dot product, and this one has none of "
-                f"{', '.join(sorted(INT8_DOT_FLAGS))} ({CPUINFO}): its products would saturate and the answers "
-                "differ from what the gate checked; rebuild the payload with --cpu-precision int8 (weight-only) "
-                "or fp32, or on a CPU like this one"
+                f"{self.onnx_file} has 8-bit weights, built for a CPU with an int8 dot product, and this one has "
+                f"none of {', '.join(sorted(INT8_DOT_FLAGS))} ({CPUINFO}): its products would saturate and the "
+                "answers differ from what the gate checked; rebuild the payload for this CPU (--cpu-precision "
+                "int8-dynamic --target-instance-type of a family without one, such as ml.c5.xlarge: 7-bit weights "
+                "that cannot saturate), or with --cpu-precision int8 (weight-only)"
             )
         self.session = ort.InferenceSession(
             str(model_dir / self.onnx_file), sess_options=options, providers=["CPUExecutionProvider"]

@@ -53,19 +53,49 @@ def model_dir(model_tar: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 @pytest.fixture(scope="session")
-def quantized(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Quantized]:
-    """The build for a `--cpu-precision`, made once per session and precision."""
-    builds: dict[str, Quantized] = {}
+def quantized(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Quantized]:
+    """The build for a `--cpu-precision` (and `--target-instance-type`, default: this host), made
+    once per session, precision and target."""
+    builds: dict[tuple[str, str | None], Quantized] = {}
 
-    def get(precision: str) -> Quantized:
-        if precision not in builds:
-            out = tmp_path_factory.mktemp(f"artifacts-{precision}")
-            assert build(out, "--cpu-precision", precision) == 0
+    def get(precision: str, target: str | None = None) -> Quantized:
+        if (precision, target) not in builds:
+            name = f"{precision}-{target or 'host'}"
+            out = tmp_path_factory.mktemp(f"artifacts-{name}")
+            extra = ["--target-instance-type", target] if target else []
+            assert build(out, "--cpu-precision", precision, *extra) == 0
             tar = out / "gpt2" / "model.tar.gz"
-            builds[precision] = Quantized(out, tar, _extract(tar, tmp_path_factory.mktemp(f"model-{precision}")))
-        return builds[precision]
+            model = _extract(tar, tmp_path_factory.mktemp(f"model-{name}"))
+            builds[precision, target] = Quantized(out, tar, model)
+        return builds[precision, target]
 
     return get
+
+
+#: (test, the branch it took) for each test whose outcome depends on this host's CPU.
+_HOST_BRANCHES: list[tuple[str, str]] = []
+
+
+@pytest.fixture(name="host_u8s8_saturates")
+def host_u8s8_saturates_fixture(request: pytest.FixtureRequest) -> bool:
+    """Whether this host's uint8 x int8 products saturate (no VNNI, AVX-VNNI or AMX on x86):
+    what a test whose right answer depends on the CPU asserts by. The branch taken is listed at
+    the end of the run."""
+    from serving.gpt2.backends import CPUINFO, int8_dot_flags, u8s8_saturates
+
+    saturates = u8s8_saturates()
+    assert saturates is not None, f"{CPUINFO} cannot be read: these tests need to know the CPU"
+    flags = ", ".join(int8_dot_flags() or ["Arm"])
+    branch = "no int8 dot product (the AVX2 branch)" if saturates else f"an int8 dot product ({flags})"
+    _HOST_BRANCHES.append((request.node.nodeid, branch))
+    return saturates
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _HOST_BRANCHES:
+        terminalreporter.write_sep("-", "tests that took this host's CPU branch")
+        for nodeid, branch in _HOST_BRANCHES:
+            terminalreporter.write_line(f"{nodeid}: {branch}")
 
 
 @contextmanager

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 JSON = {"Content-Type": "application/json"}
 
 
@@ -58,3 +60,15 @@ def post(
         return response.status, json.loads(raw), dict(response.getheaders())
     finally:
         conn.close()
+
+
+def pretend_avx2_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process reads a recorded AVX2 /proc/cpuinfo (an AMD EPYC Zen 3's: no AVX-512, no
+    VNNI) as its CPU's, on an x86-64 machine."""
+    from serving.gpt2 import backends
+
+    cpuinfo = tmp_path / "cpuinfo"
+    flags = "fpu sse4_2 avx f16c avx2 bmi2 fma sha_ni vaes vpclmulqdq"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: AMD EPYC 7R13 Processor\nflags\t\t: {flags}\n")
+    monkeypatch.setattr(backends, "CPUINFO", cpuinfo)
+    monkeypatch.setattr(backends.platform, "machine", lambda: "x86_64")

@@ -1,8 +1,14 @@
 """`--cpu-precision int8` and `int8-dynamic`: each int8 graph, its parity gate (that it passes
-on the tiny model and refuses a damaged graph), and the server running the file the manifest names."""
+on the tiny model and refuses a damaged graph), and the server running the file the manifest names.
+
+What int8-dynamic builds depends on the CPU it is for (`--target-instance-type`, by default the
+build host): the tests that build for this host assert what is right for its CPU (the
+`host_u8s8_saturates` fixture; the run lists the branch each took), and the other branch is
+covered on every host by a target of the other kind or a recorded /proc/cpuinfo."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import tarfile
@@ -25,7 +31,7 @@ from serving.gpt2.generation import (
     onnxruntime_file,
 )
 from serving.gpt2.local import LocalServer
-from tests.gpt2.helpers import Quantized
+from tests.gpt2.helpers import Quantized, pretend_avx2_host
 
 #: --cpu-precision: (the graph it ships, the operator of each quantized linear layer)
 PRECISIONS = {"int8": (ONNX_INT8, "MatMulNBits"), "int8-dynamic": (ONNX_INT8_DYNAMIC, "MatMulInteger")}
@@ -60,7 +66,7 @@ def test_parser_default_stays_fp32() -> None:
 
 @each_precision
 def test_int8_gate_passes_and_the_manifest_names_the_int8_graph(
-    precision: str, quantized: Callable[[str], Quantized]
+    precision: str, quantized: Callable[..., Quantized], request: pytest.FixtureRequest
 ) -> None:
     build = quantized(precision)
     graph = PRECISIONS[precision][0]
@@ -80,10 +86,18 @@ def test_int8_gate_passes_and_the_manifest_names_the_int8_graph(
     assert graph in inner["files"] and ONNX_FP16 in inner["files"] and ONNX_FP32 not in inner["files"]
     assert not (build.model_dir / ONNX_FP32).exists()
     assert onnxruntime_file(build.model_dir) == graph
+    if precision == "int8-dynamic":
+        # built for this host: 8-bit weights where its products sum exactly, else 7-bit ones
+        host_u8s8_saturates = request.getfixturevalue("host_u8s8_saturates")
+        section = inner["onnxruntime"]
+        assert section["target"] == {"instance_type": None, "int8_dot_product": not host_u8s8_saturates}
+        assert section["quantization"]["weight_bits"] == (7 if host_u8s8_saturates else 8)
+        assert section["needs_int8_dot_product"] is not host_u8s8_saturates
+        assert section["gate_cpu_u8s8_saturates"] is host_u8s8_saturates
 
 
 @each_precision
-def test_int8_graph_has_no_fp32_weight_products(precision: str, quantized: Callable[[str], Quantized]) -> None:
+def test_int8_graph_has_no_fp32_weight_products(precision: str, quantized: Callable[..., Quantized]) -> None:
     import onnx
     from onnx import numpy_helper
 
@@ -102,11 +116,15 @@ def test_int8_graph_has_no_fp32_weight_products(precision: str, quantized: Calla
         bits = {a.i for n in quantized_nodes for a in n.attribute if a.name == "bits"}
         assert bits == {8}
     else:
+        bits = read_manifest(model_dir)["onnxruntime"]["quantization"]["weight_bits"]
         for node in quantized_nodes:
             weight = numpy_helper.to_array(constants[node.input[1]])
             assert str(weight.dtype) == "int8"
             # one zero point (and scale) per output column, not one per tensor
             assert numpy_helper.to_array(constants[node.input[3]]).shape == (weight.shape[1],)
+            # symmetric per column: each column's largest weight at the range's end; 7 bits keep
+            # 2 x 255 x |w| within int16, where a CPU without an int8 dot product adds pairs
+            assert int(abs(weight.astype(int)).max()) == {8: 127, 7: 64}[bits]
 
 
 def _damage(model_dir: Path, target: Path, graph_file: str, factor: float) -> Path:
@@ -128,9 +146,7 @@ def _damage(model_dir: Path, target: Path, graph_file: str, factor: float) -> Pa
 
 
 @each_precision
-def test_gate_rejects_a_damaged_int8_graph(
-    precision: str, quantized: Callable[[str], Quantized], tmp_path: Path
-) -> None:
+def test_gate_rejects_a_damaged_int8_graph(precision: str, quantized: Callable[..., Quantized], tmp_path: Path) -> None:
     model_dir = quantized(precision).model_dir
     graph = PRECISIONS[precision][0]
     copy = tmp_path / "model"
@@ -175,7 +191,7 @@ def test_manifest_naming_an_unlisted_graph_is_refused(model_dir: Path, tmp_path:
 @each_precision
 def test_server_serves_the_int8_graph_over_http(
     precision: str,
-    quantized: Callable[[str], Quantized],
+    quantized: Callable[..., Quantized],
     running_tar: Callable[[Path, dict[str, str]], AbstractContextManager[LocalServer]],
 ) -> None:
     from serving.gpt2.backends import OnnxRuntimeBackend
@@ -218,31 +234,41 @@ def test_u8s8_saturation_is_read_from_the_cpu(flags: str, machine: str, saturate
     assert u8s8_saturates(tmp_path / "missing", "x86_64") is None
 
 
-@pytest.mark.parametrize(("gate_saturated", "refused"), [(False, True), (True, False), (None, False)])
-def test_dynamic_graph_is_refused_where_its_gate_did_not_check_the_kernels(
-    gate_saturated: bool | None,
+@pytest.mark.parametrize(
+    ("manifest", "refused"),
+    [
+        ({"needs_int8_dot_product": True}, True),  # 8-bit weights
+        ({"needs_int8_dot_product": False}, False),  # 7-bit weights cannot saturate
+        # payloads built before the key: gated on a CPU whose products did (not) saturate
+        ({"gate_cpu_u8s8_saturates": False}, True),
+        ({"gate_cpu_u8s8_saturates": True}, False),
+        ({"gate_cpu_u8s8_saturates": None}, False),
+    ],
+)
+def test_an_8_bit_dynamic_graph_is_refused_on_a_cpu_whose_products_saturate(
+    manifest: dict[str, Any],
     refused: bool,
-    quantized: Callable[[str], Quantized],
+    quantized: Callable[..., Quantized],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Gated on a CPU with an int8 dot product, served on one without: refused, with the fix.
-    Gated on a saturating CPU itself (or a payload that does not say), it runs."""
+    """Served on a recorded AVX2 CPU: a graph with 8-bit weights is refused, with the fix; one
+    with 7-bit weights (or an older payload gated on such a CPU itself, or one that does not say) runs."""
     from serving.gpt2 import backends
 
     build = quantized("int8-dynamic")
-    assert read_manifest(build.model_dir)["onnxruntime"]["gate_cpu_u8s8_saturates"] == backends.u8s8_saturates()
     copy = tmp_path / "model"
     shutil.copytree(build.model_dir, copy)
-    manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["onnxruntime"]["gate_cpu_u8s8_saturates"] = gate_saturated
-    (copy / "manifest.json").write_text(json.dumps(manifest))
-    avx2 = tmp_path / "cpuinfo"
-    avx2.write_text("flags\t\t: fpu avx avx2 fma\n")
-    monkeypatch.setattr(backends, "CPUINFO", avx2)
-    monkeypatch.setattr(backends.platform, "machine", lambda: "x86_64")
+    written = json.loads((copy / "manifest.json").read_text())
+    for key in ("needs_int8_dot_product", "gate_cpu_u8s8_saturates"):
+        written["onnxruntime"].pop(key)
+    written["onnxruntime"].update(manifest)
+    (copy / "manifest.json").write_text(json.dumps(written))
+    pretend_avx2_host(tmp_path, monkeypatch)
     if refused:
-        with pytest.raises(backends.BackendUnavailable, match=r"would saturate.*--cpu-precision int8 \(weight-only\)"):
+        with pytest.raises(
+            backends.BackendUnavailable, match=r"would saturate.*--target-instance-type .* ml\.c5\.xlarge"
+        ):
             backends.OnnxRuntimeBackend(copy, ModelInfo.load(copy), threads=1)
     else:
         assert backends.OnnxRuntimeBackend(copy, ModelInfo.load(copy), threads=1).onnx_file == ONNX_INT8_DYNAMIC
@@ -250,7 +276,7 @@ def test_dynamic_graph_is_refused_where_its_gate_did_not_check_the_kernels(
 
 @pytest.mark.parametrize(("precision", "moves"), [("fp32", False), ("int8-dynamic", True)])
 def test_the_int8_gate_runs_the_prompts_batched_as_the_server_does(
-    precision: str, moves: bool, model_dir: Path, quantized: Callable[[str], Quantized]
+    precision: str, moves: bool, model_dir: Path, quantized: Callable[..., Quantized]
 ) -> None:
     """Batched teacher forcing reproduces the lone one on the fp32 graph (so it feeds the rows
     right), and shows what it is there for on the dynamic graph: a row's logits move with its
@@ -275,3 +301,122 @@ def test_the_int8_gate_runs_the_prompts_batched_as_the_server_does(
     if moves:
         report = next(r for r in read_manifest(folder)["parity"] if r["onnx"] == ONNX_INT8_DYNAMIC)
         assert "in a full batch" in report["criterion"] and report["max_abs_logit_diff"] <= report["tolerance"]
+
+
+@pytest.mark.parametrize(
+    ("family", "dot"),
+    [("t2", False), ("c4", False), ("c5", False), ("m5d", False), ("r5", False),  # Haswell to Skylake/Cascade Lake
+     ("c6i", True), ("m7i", True), ("c6g", True), ("c7g", True), ("r8g", True)],  # VNNI, AMX, Arm
+)  # fmt: skip
+def test_int8_dot_product_of_each_sagemaker_cpu_family(family: str, dot: bool) -> None:
+    from llm_contracts import instances
+
+    assert instances.int8_dot_product(f"ml.{family}.xlarge") is dot
+
+
+def test_every_sagemaker_cpu_family_has_its_int8_facts() -> None:
+    """botocore's list of hosting instance types, less the accelerated ones: a family SageMaker
+    adds fails here until the table says what its CPU sums int8 products with."""
+    import botocore.session
+
+    from llm_contracts import instances
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    families = {name.split(".")[1] for name in model.shape_for("ProductionVariantInstanceType").enum}
+    accelerated = {f for f in families if f in instances.GPU_FAMILIES or f in instances.NEURON_FAMILIES}
+    accelerated |= {f for f in families if f[0] in "gp" or f == "dl1"}  # GPUs, Gaudi
+    assert families - accelerated <= set(instances.CPU_FAMILIES), sorted(
+        families - accelerated - set(instances.CPU_FAMILIES)
+    )
+    with pytest.raises(ValueError, match=r"'ml\.g5\.xlarge' is not of a SageMaker CPU family .* ml\.c5, ml\.c5d"):
+        instances.int8_dot_product("ml.g5.xlarge")
+
+
+@pytest.mark.parametrize(
+    ("target", "host_saturates", "bits"),
+    [
+        (None, False, 8),  # this host, with an int8 dot product
+        (None, True, 7),  # this host, without
+        (None, None, 7),  # a host whose CPU cannot be read counts as without
+        ("ml.c5.xlarge", False, 7),  # may land on Skylake: 7 bits, built anywhere
+        ("ml.c5.xlarge", True, 7),
+        ("ml.c6i.xlarge", False, 8),  # VNNI, gated where products sum as on the target
+        ("ml.c6i.xlarge", True, None),  # ... and refused where they saturate
+        ("ml.c6i.xlarge", None, None),
+        ("ml.c7g.xlarge", True, None),  # Arm sums in int32 too
+    ],
+)
+def test_the_target_picks_the_weights_and_where_they_can_be_gated(
+    target: str | None, host_saturates: bool | None, bits: int | None
+) -> None:
+    if bits is None:
+        with pytest.raises(builder.TargetError, match=rf"--target-instance-type {target} .*build on a host with"):
+            builder.int8_target(target, host_saturates)
+    else:
+        assert builder.int8_target(target, host_saturates).weight_bits == bits
+
+
+@pytest.mark.parametrize("host", ["this host", "a recorded AVX2 host"])
+def test_a_build_for_a_vnni_target_is_refused_where_the_gate_cannot_run_its_kernels(
+    host: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    build: Callable[..., int],
+    request: pytest.FixtureRequest,
+) -> None:
+    """On a host whose products saturate, in one line before any work; on one with an int8 dot
+    product the same target is planned with 8-bit weights."""
+    if host == "this host":
+        saturates = request.getfixturevalue("host_u8s8_saturates")
+    else:
+        pretend_avx2_host(tmp_path, monkeypatch)
+        saturates = True
+    args = ["--cpu-precision", "int8-dynamic", "--target-instance-type", "ml.c6i.xlarge"]
+    if not saturates:  # this host has an int8 dot product: the plan is an 8-bit graph
+        parser = argparse.ArgumentParser()
+        builder.add_arguments(parser)
+        assert builder._target(parser.parse_args(args), saturates) == builder.Int8Target("ml.c6i.xlarge", True)
+        return
+    out = tmp_path / "out"
+    assert build(out, *args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: --target-instance-type ml.c6i.xlarge sums int8 products exactly"), err
+    assert "this build host's int8 dot product has none" in err and "ml.c5.xlarge" in err
+    assert not out.exists()
+
+
+def test_a_target_goes_with_int8_dynamic_only(
+    capsys: pytest.CaptureFixture[str], build: Callable[..., int], tmp_path: Path
+) -> None:
+    assert build(tmp_path / "out", "--cpu-precision", "int8", "--target-instance-type", "ml.c5.xlarge") == 2
+    assert "--cpu-precision int8 runs the same on every CPU: drop it" in capsys.readouterr().err
+    assert build(tmp_path / "out", "--cpu-precision", "int8-dynamic", "--target-instance-type", "ml.g5.xlarge") == 2
+    assert "is not of a SageMaker CPU family" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_build_for_a_cpu_without_an_int8_dot_product_passes_its_gate_and_serves_everywhere(
+    quantized: Callable[..., Quantized],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    running_tar: Callable[[Path, dict[str, str]], AbstractContextManager[LocalServer]],
+) -> None:
+    """ml.c5 may land on Skylake: 7-bit weights, built on any host at the default tolerance, whose
+    products cannot saturate, so the server takes the graph on a CPU without VNNI too."""
+    from serving.gpt2 import backends
+
+    build = quantized("int8-dynamic", "ml.c5.xlarge")
+    section = read_manifest(build.model_dir)["onnxruntime"]
+    assert section["target"] == {"instance_type": "ml.c5.xlarge", "int8_dot_product": False}
+    assert section["quantization"]["weight_bits"] == 7 and section["needs_int8_dot_product"] is False
+    report = next(r for r in read_manifest(build.out / "gpt2")["parity"] if r["onnx"] == ONNX_INT8_DYNAMIC)
+    assert report["passed"] and "0.25 x std" in report["criterion"]
+    with running_tar(build.tar, {"GPT2_THREADS": "1"}) as srv:
+        status, body = srv.invoke({"inputs": ["amazon"], "parameters": {"max_new_tokens": 4}})
+    assert status == 200, body
+    pretend_avx2_host(tmp_path, monkeypatch)
+    assert backends.u8s8_saturates() is True
+    backend = backends.OnnxRuntimeBackend(build.model_dir, ModelInfo.load(build.model_dir), threads=1)
+    assert backend.onnx_file == ONNX_INT8_DYNAMIC
