@@ -20,11 +20,18 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_CLI_NOTICES := false
 
-.PHONY: help setup system-deps artifacts synth demo test lint serve-gpt2 bench loadtest clean
+# Independent steps (the environments, the linters) run side by side in a sub-make; its output is
+# grouped per step so that each step's lines stay together.
+PARALLEL := $(MAKE) --no-print-directory -j4 --output-sync=target
+IMAGE_ENVS := .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv-lmi310/.installed
+
+.PHONY: help setup system-deps artifacts synth demo test test-fast lint lint-ruff lint-mypy lint-mypy-images \
+	lint-hadolint serve-gpt2 bench loadtest clean
 
 help:
 	@echo "make demo        set up, build tiny artifacts, deploy and destroy the three stacks on a local AWS"
 	@echo "make test        set up, lint, and run every test"
+	@echo "make test-fast   the tests that need no server, deploy, artifact build or synthesis (no lint)"
 	@echo "make serve-gpt2  serve the GPT-2 container code on the host (PORT=$(PORT))"
 	@echo "make bench       run the benchmarks under bench/"
 	@echo "make loadtest    load-test a SageMaker endpoint: ENDPOINT=<name> [REQUEST=<json file>] [CONCURRENCY=\"1 4 16\"] [SECONDS=30]"
@@ -104,7 +111,8 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: system-deps $(VENV)/.installed node_modules/.installed
+setup: system-deps
+	@$(PARALLEL) $(VENV)/.installed node_modules/.installed
 
 artifacts: setup
 	$(BIN)/python -m artifacts_builder all --tiny --out $(ARTIFACTS)
@@ -113,24 +121,39 @@ synth: artifacts
 	cdk synth --all --quiet -c project.artifacts_dir=$(ARTIFACTS)
 	@ls -l cdk.out/*.template.json
 
-# Deploys and destroys the three stacks for real against a local AWS on 127.0.0.1 (moto).
-demo: artifacts .venv-hf/.installed
+# Deploys and destroys the three stacks for real against a local AWS on 127.0.0.1 (moto). The
+# toolkit's environment is made while the artifacts are built.
+demo: setup
+	@$(PARALLEL) artifacts .venv-hf/.installed
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
-# Lint first: a style or type error fails the same command CI runs.
-test: lint .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv-lmi310/.installed
+# Lint first: a style or type error fails the same command CI runs. The linters and the image
+# environments are made side by side, then every test runs.
+test: setup
+	@$(PARALLEL) lint-ruff lint-mypy lint-mypy-images lint-hadolint $(IMAGE_ENVS)
 	$(BIN)/python -m pytest
 
-lint: setup
+# The fast tier (tests/conftest.py gives each test its tier from the fixtures it uses): what a
+# maintainer runs after changing a function. No lint, and only what `make demo` sets up.
+test-fast: setup .venv-hf/.installed
+	$(BIN)/python -m pytest -m fast -q
+
+lint: lint-ruff lint-mypy lint-mypy-images lint-hadolint
+
+lint-ruff: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+lint-mypy: setup
 	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
-	@# The serving code, each under the Python of the image it runs in.
-	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
-	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py
-	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py
-	@# The inf2 host's Neuron metrics, under the DLAMI's /usr/bin/python3.
-	$(BIN)/mypy --python-version 3.10 llm_inference_cdk/inf2/neuron_metrics.py
+
+# The serving code, each under the Python of the image it runs in, and the inf2 host's Neuron
+# metrics under the DLAMI's /usr/bin/python3 (3.10): one run per interpreter.
+lint-mypy-images: setup
+	$(BIN)/mypy --python-version 3.12 -p serving.gpt2 serving/gptj/code/inference.py
+	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py llm_inference_cdk/inf2/neuron_metrics.py
+
+lint-hadolint: setup
 	$(BIN)/hadolint serving/gpt2/Dockerfile
 
 serve-gpt2: setup

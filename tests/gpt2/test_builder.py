@@ -123,13 +123,12 @@ def test_generation_json_carries_the_limits(model_dir: Path) -> None:
     assert raw["eos_token_id"] == 0 and raw["model"] == "tiny-random-gpt2"
 
 
-def test_documented_command_line(tmp_path: Path) -> None:
+def test_documented_command_line(tmp_path: Path, builder_cli: list[str]) -> None:
     """`python -m artifacts_builder gpt2 --tiny --out DIR`, as the Makefile and the stack expect."""
     import subprocess
-    import sys
 
     root = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "artifacts_builder", "gpt2", "--tiny", "--out", str(tmp_path)]
+    cmd = [*builder_cli, "gpt2", "--tiny", "--out", str(tmp_path)]
     done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     tar = tmp_path / "gpt2" / "model.tar.gz"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,12 @@ from tests.gptj.helpers import DRIVER, HF_PYTHON, ROOT
 
 #: Small enough that the tiny model's weights come in several shards, as GPT-J 6B's do.
 TINY_SHARD_BYTES = 100_000
+
+
+@pytest.fixture(name="gptj_build")
+def gptj_build_fixture() -> Callable[..., Path]:
+    """The builder's `gptj.build`, for a test that builds a payload of its own."""
+    return gptj.build
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,15 +84,15 @@ def test_payload_manifest_lists_every_file(model_dir: Path) -> None:
     assert set(payload["versions"]) == {"torch", "transformers", "tokenizers", "safetensors"}
 
 
-def test_same_inputs_give_the_same_payload(tiny_build: Path, tmp_path: Path) -> None:
+def test_same_inputs_give_the_same_payload(tiny_build: Path, tmp_path: Path, gptj_build: Callable[..., Path]) -> None:
     """Each file's sha256 is its S3 asset hash: a rebuild must not force a re-upload."""
-    gptj.build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path, shard_bytes=100_000, tarball=True)
+    gptj_build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path, shard_bytes=100_000, tarball=True)
     assert read_manifest(tmp_path / "gptj")["files"] == read_manifest(tiny_build)["files"]
 
 
-def test_rebuild_without_tarball_removes_the_stale_one(tmp_path: Path) -> None:
-    gptj.build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path, tarball=True)
-    gptj.build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path)
+def test_rebuild_without_tarball_removes_the_stale_one(tmp_path: Path, gptj_build: Callable[..., Path]) -> None:
+    gptj_build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path, tarball=True)
+    gptj_build(model="", revision="", tiny=True, fmt="safetensors", out=tmp_path)
     assert not (tmp_path / "gptj" / "model.tar.gz").exists()
     assert "model.tar.gz" not in read_manifest(tmp_path / "gptj")["files"]
     assert (tmp_path / "gptj" / "model" / "model.safetensors").is_file()  # one shard: no index, HF's own name
@@ -102,7 +103,7 @@ def test_shard_size_out_of_range_names_the_limit(capsys: pytest.CaptureFixture[s
     assert "--shard-size-mb 5000 is invalid: use 1 to 4096" in capsys.readouterr().err
 
 
-def test_streamed_safetensors_equal_the_source(tmp_path: Path) -> None:
+def test_streamed_safetensors_equal_the_source(tmp_path: Path, gptj_build: Callable[..., Path]) -> None:
     """From a .bin checkpoint in fp32 with GPT-J's old buffers, as the hub's older revisions
     are: the payload holds every weight the model has, in fp16, and nothing else."""
     import torch
@@ -114,7 +115,7 @@ def test_streamed_safetensors_equal_the_source(tmp_path: Path) -> None:
     fp32 = {name: t.float() for name, t in weights.items()}
     fp32["transformer.h.0.attn.masked_bias"] = torch.tensor(-1e9)
     torch.save(fp32, source / "pytorch_model.bin")
-    payload = gptj.build(model=str(source), revision="", tiny=False, fmt="safetensors", out=tmp_path / "out")
+    payload = gptj_build(model=str(source), revision="", tiny=False, fmt="safetensors", out=tmp_path / "out")
     built = load_file(payload / "model.safetensors")
     assert set(built) == set(weights)
     for name, tensor in weights.items():
@@ -122,7 +123,7 @@ def test_streamed_safetensors_equal_the_source(tmp_path: Path) -> None:
     assert read_manifest(tmp_path / "out" / "gptj")["model"]["source"] == str(source)
 
 
-def test_checkpoint_missing_a_weight_is_refused(tmp_path: Path) -> None:
+def test_checkpoint_missing_a_weight_is_refused(tmp_path: Path, gptj_build: Callable[..., Path]) -> None:
     from safetensors.torch import load_file, save_file
 
     source = gptj.make_random_model(tmp_path / "src", **gptj.TINY)
@@ -130,7 +131,7 @@ def test_checkpoint_missing_a_weight_is_refused(tmp_path: Path) -> None:
     del weights["lm_head.weight"]
     save_file(weights, source / "model.safetensors")
     with pytest.raises(gptj.BuildError, match=r"lm_head\.weight"):
-        gptj.build(model=str(source), revision="", tiny=False, fmt="safetensors", out=tmp_path / "out")
+        gptj_build(model=str(source), revision="", tiny=False, fmt="safetensors", out=tmp_path / "out")
     assert not (tmp_path / "out" / "gptj" / "model").exists()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -260,14 +259,10 @@ def test_a_section_must_be_an_object() -> None:
         config(gptj=[1, 2])
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="the CDK CLI needs Node.js")
-def test_the_cdk_cli_fails_synthesis_with_the_message(tmp_path: Path) -> None:
+def test_the_cdk_cli_fails_synthesis_with_the_message(tmp_path: Path, cdk_cli: Path) -> None:
     """The real CLI path: `-c` arrives as text and the app exits non-zero with our message."""
-    cdk = ROOT / "node_modules" / ".bin" / "cdk"
-    if not cdk.exists():
-        pytest.skip("run `npm ci` (make setup) for the pinned CDK CLI")
     env = dict(os.environ)
-    command = [str(cdk), "synth", "GptjStack", "--quiet", "-o", str(tmp_path / "out")]
+    command = [str(cdk_cli), "synth", "GptjStack", "--quiet", "-o", str(tmp_path / "out")]
     command += ["-c", "gptj.instance_type=ml.p3.2xlarge", "-c", "gpt2.instance_type=ml.p3.2xlarge"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode != 0
@@ -277,16 +272,13 @@ def test_the_cdk_cli_fails_synthesis_with_the_message(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="the CDK CLI needs Node.js")
-def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path) -> None:
+def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path, cdk_cli: Path) -> None:
     """A clean clone where only GPT-J's payload has been built: `cdk synth GptjStack` works,
     and says in one line each which stacks were left out and why."""
-    cdk = ROOT / "node_modules" / ".bin" / "cdk"
-    if not cdk.exists():
-        pytest.skip("run `npm ci` (make setup) for the pinned CDK CLI")
     artifacts = make_artifacts(tmp_path / "artifacts", components=("gptj",))
     out = tmp_path / "out"
-    command = [str(cdk), "synth", "GptjStack", "--quiet", "-o", str(out), "-c", f"project.artifacts_dir={artifacts}"]
+    command = [str(cdk_cli), "synth", "GptjStack", "--quiet", "-o", str(out)]
+    command += ["-c", f"project.artifacts_dir={artifacts}"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "GptjStack.template.json").is_file()

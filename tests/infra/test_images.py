@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from aws_cdk import App, CfnMapping, Environment, Stack
 from aws_cdk.assertions import Template
@@ -27,10 +29,8 @@ def _image(region: str, image):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("region", REGIONS)
-def test_huggingface_uri_matches_sdk_retrieve(region: str) -> None:
-    from sagemaker.core import image_uris
-
-    expected = image_uris.retrieve(
+def test_huggingface_uri_matches_sdk_retrieve(region: str, sdk_image_uris: Any) -> None:
+    expected = sdk_image_uris.retrieve(
         framework="huggingface",
         region=region,
         version="4.51.3",
@@ -44,10 +44,8 @@ def test_huggingface_uri_matches_sdk_retrieve(region: str) -> None:
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "eu-west-1", "sa-east-1"])
-def test_djl_neuronx_uri_matches_sdk_retrieve(region: str) -> None:
-    from sagemaker.core import image_uris
-
-    expected = image_uris.retrieve(framework="djl-neuronx", region=region, version="0.29.0")
+def test_djl_neuronx_uri_matches_sdk_retrieve(region: str, sdk_image_uris: Any) -> None:
+    expected = sdk_image_uris.retrieve(framework="djl-neuronx", region=region, version="0.29.0")
     assert _image(region, djl_neuronx("0.29.0")) == expected
 
 

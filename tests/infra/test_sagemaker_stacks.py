@@ -15,7 +15,7 @@ from aws_cdk.assertions import Match, Template
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import sha256_file, write_manifest
 from stacks.config import ConfigError
-from tests.infra.helpers import ROOT, Synthesized, actions_of, resources_of, synthesize_some
+from tests.infra.helpers import ROOT, Synthesized, actions_of, resources_of
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
 
@@ -370,7 +370,9 @@ def test_gptj_tarball_ships_as_model_data_url(synth: Callable[..., Synthesized],
     assert not _copies(template) and not resources_of(template, "AWS::S3::Bucket")
 
 
-def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: Any) -> None:
+def test_payload_file_over_one_copy_fails_synthesis(
+    synth_some: Callable[..., Any], tmp_path: Any, artifacts: Any
+) -> None:
     import shutil
 
     folder = tmp_path / "art"
@@ -381,7 +383,9 @@ def test_payload_file_over_one_copy_fails_synthesis(tmp_path: Any, artifacts: An
     entries = json.loads((payload / PAYLOAD_MANIFEST).read_text())
     entries["files"]["model-00001-of-00001.safetensors"]["size"] = 5 * 1000**3 + 1
     (payload / PAYLOAD_MANIFEST).write_text(json.dumps(entries))
-    assert_left_out(tmp_path, folder, r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb")
+    assert_left_out(
+        synth_some, tmp_path, folder, r"one S3 copy takes at most 5 GB: rebuild with a smaller --shard-size-mb"
+    )
 
 
 def test_a_volume_smaller_than_the_payload_fails_synthesis(
@@ -406,7 +410,9 @@ def test_a_volume_smaller_than_the_payload_fails_synthesis(
 
 
 @pytest.mark.parametrize("name", ["../outside.json", "/etc/passwd", "code//inference.py", "a/./b"])
-def test_payload_file_name_outside_the_folder_fails_synthesis(tmp_path: Any, artifacts: Any, name: str) -> None:
+def test_payload_file_name_outside_the_folder_fails_synthesis(
+    synth_some: Callable[..., Any], tmp_path: Any, artifacts: Any, name: str
+) -> None:
     import shutil
 
     folder = tmp_path / "art"
@@ -415,16 +421,18 @@ def test_payload_file_name_outside_the_folder_fails_synthesis(tmp_path: Any, art
     entries = json.loads(manifest_path.read_text())
     entries["files"][name] = {"sha256": "0" * 64, "size": 1}
     manifest_path.write_text(json.dumps(entries))
-    assert_left_out(tmp_path, folder, r"a payload file must be a relative path")
+    assert_left_out(synth_some, tmp_path, folder, r"a payload file must be a relative path")
 
 
-def test_payload_folder_without_manifest_names_the_fix(tmp_path: Any, artifacts: Any) -> None:
+def test_payload_folder_without_manifest_names_the_fix(
+    synth_some: Callable[..., Any], tmp_path: Any, artifacts: Any
+) -> None:
     import shutil
 
     folder = tmp_path / "art"
     shutil.copytree(artifacts, folder)
     (folder / "gptj" / "model" / PAYLOAD_MANIFEST).unlink()
-    assert_left_out(tmp_path, folder, r"payload-manifest.json does not exist: build the artifacts first")
+    assert_left_out(synth_some, tmp_path, folder, r"payload-manifest.json does not exist: build the artifacts first")
 
 
 def test_gptj_container_contract(default: Synthesized) -> None:
@@ -538,27 +546,36 @@ def test_alarms_notify_the_stacks_own_encrypted_topic(synth: Callable[..., Synth
     assert template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
 
 
-def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any) -> None:
+def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any, synthesize_at: Callable[..., Any]) -> None:
     from llm_contracts.manifest import write_manifest
     from stacks.config import ConfigError
-    from tests.infra.helpers import make_artifacts, synthesize
+    from tests.infra.helpers import make_artifacts
 
     artifacts = make_artifacts(tmp_path / "artifacts")
     tar = artifacts / "gpt2" / "model.tar.gz"
     write_manifest(tar.parent, "gpt2", [tar], generation={"max_batch_size": 4})
     with pytest.raises(ConfigError, match=r"gpt2.max_batch_size=8 is invalid: .* at most 4; .*--max-batch-size 8"):
-        synthesize(tmp_path / "out", artifacts, **{"gpt2.max_batch_size": 8})
-    synthesize(tmp_path / "out-ok", artifacts, **{"gpt2.max_batch_size": 4})
+        synthesize_at(tmp_path / "out", artifacts, **{"gpt2.max_batch_size": 8})
+    synthesize_at(tmp_path / "out-ok", artifacts, **{"gpt2.max_batch_size": 4})
 
 
-def test_missing_gptj_payload_names_the_builder(tmp_path: Path, artifacts: Path) -> None:
+def test_missing_gptj_payload_names_the_builder(
+    synth_some: Callable[..., Any], tmp_path: Path, artifacts: Path
+) -> None:
     pattern = r"gptj.model_data='.*nowhere' does not exist: build it with `python -m artifacts_builder gptj`"
-    assert_left_out(tmp_path, artifacts, pattern, **{"gptj.model_data": str(tmp_path / "nowhere")})
+    assert_left_out(synth_some, tmp_path, artifacts, pattern, **{"gptj.model_data": str(tmp_path / "nowhere")})
 
 
-def assert_left_out(tmp_path: Path, artifacts: Path, reason: str, stack: str = "GptjStack", **overrides: Any) -> None:
+def assert_left_out(
+    synth_some: Callable[..., Any],
+    tmp_path: Path,
+    artifacts: Path,
+    reason: str,
+    stack: str = "GptjStack",
+    **overrides: Any,
+) -> None:
     """`stack` alone is left out of the synthesis, for `reason`; the others are synthesized."""
-    synthesized, left_out = synthesize_some(tmp_path / "out", artifacts, **overrides)
+    synthesized, left_out = synth_some(tmp_path / "out", artifacts, **overrides)
     assert list(left_out) == [stack] and re.search(reason, left_out[stack]), left_out
     assert set(synthesized.stacks) == {"Gpt2Stack", "GptjStack", "Inf2Stack"} - {stack}
     assert not (tmp_path / "out" / f"{stack}.template.json").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,17 +64,11 @@ def test_every_acknowledgement_states_a_reason(variant: Synthesized) -> None:
         assert len(reason.split()) >= 4, f"{rule}: the reason must say why it is safe, got {reason!r}"
 
 
-def test_cdk_nag_is_active(tmp_path: Path, artifacts: Path) -> None:
+def test_cdk_nag_is_active(full_app: tuple[Any, dict[str, Any]]) -> None:
     """A negative control: the same app plus one over-broad policy fails synthesis."""
-    from aws_cdk import App
     from aws_cdk import aws_iam as iam
 
-    from app import build_app
-    from tests.infra.helpers import cdk_context
-
-    app = App(context=cdk_context(**{"project.artifacts_dir": str(artifacts)}), outdir=str(tmp_path))
-    _, stacks, skipped = build_app(app)
-    assert not skipped, skipped
+    app, stacks = full_app
     role = stacks["GptjStack"].endpoint.role  # type: ignore[attr-defined]
     role.add_to_policy(iam.PolicyStatement(actions=["s3:*"], resources=["*"]))
     with pytest.raises(RuntimeError, match=r"AwsSolutions-IAM5\[Action::s3:\*\]"):
