@@ -1,5 +1,5 @@
 """README is the front door and docs/ holds the references: every page is reachable from README,
-and what the pages name is there.
+and what the pages (and the code's comments) name is there.
 
 A repository path a page names (in backticks, in a code block, in a link or in its prose) must
 exist, unless it is a build output git ignores (`artifacts/`, `bench/results/`, ...); a link must
@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 250
+#: Paths of other repositories that the code's comments name as theirs (not files of ours).
+OTHER_REPOSITORIES = {"serving/docker/pytorch-inf2.Dockerfile": "djl-serving's, at tag v0.29.0"}
 
 _FENCE = re.compile(r"^```.*?^```", flags=re.S | re.M)
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
@@ -32,10 +34,15 @@ _TOKEN = re.compile(r"[\w.@+/-]+")
 
 
 @cache
+def tracked() -> tuple[str, ...]:
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return tuple(line for line in files.splitlines() if line)
+
+
+@cache
 def tracked_top_level() -> frozenset[str]:
     """The names at the repository's top that git tracks (a path naming one of them is ours)."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    return frozenset(line.split("/")[0] for line in files.splitlines() if line)
+    return frozenset(path.split("/")[0] for path in tracked())
 
 
 @cache
@@ -103,6 +110,26 @@ def page_id(page: Path) -> str:
 def test_every_path_a_page_names_exists(page: Path) -> None:
     missing = sorted(p for p in named_paths(page.read_text()) if not ignored(p) and not (ROOT / p).exists())
     assert not missing, f"{page_id(page)} names paths that do not exist: {missing}"
+
+
+def test_every_path_the_code_names_exists() -> None:
+    """Comments and docstrings name files too (`rules: llm_contracts/inf2.py`); a file that moved
+    leaves them pointing nowhere."""
+    pages = {page_id(page) for page in PAGES}
+    missing = []
+    for path in tracked():
+        if path in pages or path.startswith("tests/inf2/data/") or "__snapshots__" in path:
+            continue
+        try:
+            text = (ROOT / path).read_text()
+        except UnicodeDecodeError:
+            continue  # images and other binaries
+        missing += [
+            f"{path}: {p}"
+            for p in sorted(named_paths(text))
+            if p not in OTHER_REPOSITORIES and not ignored(p) and not (ROOT / p).exists()
+        ]
+    assert not missing, f"the code names paths that do not exist: {missing}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
