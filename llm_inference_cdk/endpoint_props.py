@@ -150,7 +150,7 @@ class DeploymentProps:
     auto_rollback: bool = prop(True, check=boolean())
     #: Fail the CloudFormation update (which then rolls back) when, after it, the endpoint does
     #: not run the new endpoint config: SageMaker rolled it back. CloudFormation is not
-    #: documented to notice (README, "Updates"); this check makes it.
+    #: documented to notice (docs/OPERATIONS.md, "Updates"); this check makes it.
     fail_rolled_back_updates: bool = prop(True, check=boolean())
 
     def __post_init__(self) -> None:

@@ -260,7 +260,7 @@ class Inf2Server(Construct):
                 "llm-inference:inf2-ami-latest",
                 f"ami_ssm_parameter={props.ami_ssm_parameter!r} follows the newest Neuron DLAMI: once AWS "
                 "publishes one, the next deploy replaces this instance and its volume. To pin it, point "
-                "it at a parameter of your own that holds the AMI id (README, Inf2Stack).",
+                "it at a parameter of your own that holds the AMI id (docs/IMAGES.md: what is pinned and why).",
             )
         self.recover_alarm = cloudwatch.Alarm(
             self,

@@ -241,7 +241,7 @@ def endpoints_run_their_container() -> None:
     the resource (and the stack) when the endpoint fails; an update calls UpdateEndpoint with
     the template's DeploymentConfig and completes once the endpoint is InService again. Whether
     it also checks that the endpoint then runs the new config (and not the old one, after
-    SageMaker rolled it back) is not documented (README, "Updates"): like Terraform's provider
+    SageMaker rolled it back) is not documented (docs/OPERATIONS.md, "Updates"): like Terraform's provider
     (hashicorp/terraform-provider-aws #48997), it is taken not to. Stock moto completes the
     resource at once, and updates by deleting the endpoint and creating it again."""
 )

@@ -48,7 +48,7 @@ class ModelServerSettings:
     #: against the sha256 the bundle lists (None: the commit pinned for facebook/opt-13b; required
     #: for any other hub model, unset for a model the bundle ships).
     model_revision: str | None = None
-    #: NeuronCores that shard one copy of the model (rules: stacks/inf2_rules.py).
+    #: NeuronCores that shard one copy of the model (rules: llm_contracts/inf2.py).
     tensor_parallel_degree: int = 8
     #: Longest sequence (prompt plus generated tokens) the compiled graphs accept.
     n_positions: int = 512
@@ -233,7 +233,7 @@ def _model_server(s: Section) -> ModelServerSettings:
             what="a full commit hash of the model's hub repository (40 hex digits, such as "
             f"{PINNED_REVISIONS[DEFAULT_MODEL]}): a branch or tag can move to other files",
         ),
-        # The Neuron rules (stacks/inf2_rules.py) say which degrees work; this bound only
+        # The Neuron rules (llm_contracts/inf2.py) say which degrees work; this bound only
         # keeps the number sane.
         tensor_parallel_degree=s.integer("tensor_parallel_degree", ms.tensor_parallel_degree, lo=1, hi=128),
         n_positions=s.integer("n_positions", ms.n_positions, lo=16, hi=8192),

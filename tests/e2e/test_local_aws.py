@@ -1,5 +1,5 @@
 """The local AWS itself: loopback only, pinned moto, seeded parameter, bounded CLI calls, and
-README's use of it by hand."""
+its use by hand as docs/LOCAL_AWS.md (linked from README) shows it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.e2e.helpers import CLI_TIMEOUT_S
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-#: The image URI README's example gives Gpt2Stack (no Docker engine publishes the asset here).
+#: The image URI the by-hand example (docs/LOCAL_AWS.md) gives Gpt2Stack (no Docker engine publishes the asset here).
 README_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gpt2:local"
 
 
@@ -77,9 +77,10 @@ def test_a_cli_call_past_its_bound_fails_and_is_killed(tmp_path: Path) -> None:
 
 
 def test_readme_flow_by_hand(e2e_artifacts: Path, tmp_path: Path) -> None:
-    """README's by-hand use: `python -m local_aws` in the foreground, its exports, the CDK CLI,
+    """The by-hand use docs/LOCAL_AWS.md shows: `python -m local_aws` in the foreground, its exports, the CDK CLI,
     boto3's invoke_endpoint with the seed's request; SIGTERM stops it and every container."""
-    assert f"gpt2.image_uri={README_IMAGE}" in (ROOT / "README.md").read_text()
+    # The by-hand use moved from README to the local AWS's reference.
+    assert f"gpt2.image_uri={README_IMAGE}" in (ROOT / "docs" / "LOCAL_AWS.md").read_text()
     server = subprocess.Popen(
         [sys.executable, "-m", "local_aws"], cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True
     )

@@ -1,5 +1,6 @@
-"""README's configuration tables say what the code does: every key exists, and every default
-is the code's own (read from the configuration cdk.json gives when it sets nothing)."""
+"""The configuration reference's tables (docs/CONFIGURATION.md, README's configuration rows
+until they moved there) say what the code does: every key exists, and every default is the
+code's own (read from the configuration cdk.json gives when it sets nothing)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,17 @@ from stacks.config import PROJECT_ROOT, load_config, settings_of
 from stacks.config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLOYMENT_KEYS, mode_keys
 from tests.infra.helpers import ROOT
 
-#: Sections whose table README keeps in the `| key | default ... |` form.
+#: The configuration reference, and the sections whose table it keeps in the `| key | default ... |` form.
+REFERENCE = ROOT / "docs" / "CONFIGURATION.md"
 TABLES = {"project": ["project"], "gpt2` and `gptj": ["gpt2", "gptj"], "inf2": ["inf2"]}
 
 
 def tables() -> dict[str, dict[str, str]]:
-    """{section: {key: README's default cell}}."""
-    text = (ROOT / "README.md").read_text()
+    """{section: {key: the reference's default cell}}."""
+    text = REFERENCE.read_text()
     found: dict[str, dict[str, str]] = {}
     for heading, sections in TABLES.items():
-        body = text[text.index(f"### `{heading}`") :]
+        body = text[text.index(f"## `{heading}`") :]
         body = body[body.index("| --- |") :]
         body = body[: body.index("\n\n")]
         for row in body.splitlines()[1:]:
@@ -64,7 +66,7 @@ def documented(cell: str, value: Any) -> bool:
     if cell == "unset":
         return value is None
     match = re.fullmatch(r"`(.*)`", cell)
-    assert match, f"README's default {cell!r} is neither unset nor a literal"
+    assert match, f"the reference's default {cell!r} is neither unset nor a literal"
     literal = match.group(1)
     if isinstance(value, Path):
         return value == PROJECT_ROOT / literal
@@ -83,12 +85,12 @@ def test_readme_default_is_the_codes(section: str, key: str, cell: str) -> None:
     if cell.startswith("`<artifacts_dir>"):
         assert value == PROJECT_ROOT / "artifacts" / cell.strip("`").removeprefix("<artifacts_dir>/")
     else:
-        assert documented(cell, value), f"README says {section}.{key} defaults to {cell}; the code says {value!r}"
+        assert documented(cell, value), f"{REFERENCE.name}: {section}.{key} defaults to {cell}; the code: {value!r}"
 
 
 @pytest.mark.parametrize("section", ["project", "gpt2", "gptj", "inf2"])
 def test_every_setting_of_a_section_is_in_its_table(section: str) -> None:
-    """The keys the configuration reads are the keys README lists: a setting missing from the
+    """The keys the configuration reads are the keys the reference lists: a setting missing from the
     table would be one nobody finds, one missing from the code a promise it does not keep."""
     assert set(tables()[section]) == keys_read(section)
 

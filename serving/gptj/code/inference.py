@@ -25,7 +25,8 @@ keep the worker READY, answer ``/ping`` with 200 and load (and hash) the whole p
 for every request. Stopped, nothing answers on the port, SageMaker's health check fails, and
 the deployment fails or rolls back. ``/ping`` cannot be held at unhealthy while the model
 loads: MMS 1.1.11 answers it with HTTP 200 as soon as its front end listens, before any
-worker has loaded the model (README, "GPT-J payload and requests", says what that means).
+worker has loaded the model (docs/IMAGES.md, "GPT-J: the payload and its requests", says what
+that means).
 
 Settings (environment of the SageMaker model):
 
@@ -506,7 +507,7 @@ PARAMETERS = (
 SAMPLING = ("temperature", "top_k", "top_p")
 
 
-# Complex on purpose: one check per request parameter, in the order the README documents them.
+# Complex on purpose: one check per request parameter, in the order docs/IMAGES.md documents them.
 def parse_request(body: dict[str, Any], model: dict[str, Any], prompt_tokens: Any) -> dict[str, Any]:  # noqa: C901
     """Check `body["parameters"]` against the model's limits and turn it into `generate`
     arguments plus the two output options (`stop`, `return_full_text`)."""
