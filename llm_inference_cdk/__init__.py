@@ -2,7 +2,7 @@
 
 Public API (``from llm_inference_cdk import ...``):
 
-* :class:`SageMakerEndpoint` with :class:`EndpointProps`, :class:`AutoscalingProps`,
+* :class:`SageMakerEndpoint` with :class:`SageMakerEndpointProps`, :class:`AutoscalingProps`,
   :class:`AlarmProps` and :class:`DeploymentProps`: model, endpoint config, endpoint with its
   update policy (deployment guardrails, rolled back on its alarms), autoscaling and alarms, with
   ``grant_invoke``, ``metric_*`` and ``dashboard_widgets`` methods; in one of three modes:
@@ -20,6 +20,9 @@ Public API (``from llm_inference_cdk import ...``):
   inf2 instance, from a model bundle and an image.
 * :class:`PropError`, raised by every props class for a value it cannot use.
 
+``EndpointProps``, the former name of :class:`SageMakerEndpointProps`, still works and warns
+(DeprecationWarning).
+
 Names are loaded on first use, so that ``llm_inference_cdk.props`` (standard library only) can
 be imported without the AWS CDK.
 """
@@ -35,7 +38,7 @@ _EXPORTS = {
     "DeploymentProps": "llm_inference_cdk.endpoint_props",
     "InferenceComponentProps": "llm_inference_cdk.endpoint_props",
     "AsyncInferenceProps": "llm_inference_cdk.endpoint_props",
-    "EndpointProps": "llm_inference_cdk.endpoint_props",
+    "SageMakerEndpointProps": "llm_inference_cdk.endpoint_props",
     "SageMakerEndpoint": "llm_inference_cdk.endpoint",
     "BoundModelData": "llm_inference_cdk.model_data",
     "ModelAsset": "llm_inference_cdk.model_data",
@@ -58,7 +61,7 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "DeploymentProps",
     "InferenceComponentProps",
     "AsyncInferenceProps",
-    "EndpointProps",
+    "SageMakerEndpointProps",
     "SageMakerEndpoint",
     "BoundModelData",
     "ModelAsset",
@@ -86,9 +89,10 @@ if TYPE_CHECKING:
         AsyncInferenceProps,
         AutoscalingProps,
         DeploymentProps,
-        EndpointProps,
         InferenceComponentProps,
+        SageMakerEndpointProps,
     )
+    from llm_inference_cdk.endpoint_props import SageMakerEndpointProps as EndpointProps  # noqa: F401 (deprecated name)
     from llm_inference_cdk.images import ContainerImage
     from llm_inference_cdk.inf2.props import Inf2ServerProps
     from llm_inference_cdk.inf2.server import Inf2Server
@@ -98,5 +102,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'llm_inference_cdk' has no attribute {name!r}")
+        # A renamed class: its new name, with a DeprecationWarning (AttributeError for others).
+        from llm_inference_cdk.endpoint_props import deprecated_name
+
+        return deprecated_name(__name__, name)
     return getattr(importlib.import_module(_EXPORTS[name]), name)

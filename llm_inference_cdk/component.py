@@ -10,7 +10,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from llm_inference_cdk.endpoint_props import DeploymentProps, EndpointProps, InferenceComponentProps
+from llm_inference_cdk.endpoint_props import DeploymentProps, InferenceComponentProps, SageMakerEndpointProps
 from llm_inference_cdk.scaling import out_of_zero, target_tracking
 
 #: The scalable dimension of a component's copies.
@@ -25,7 +25,7 @@ def variant_scaling(props: InferenceComponentProps) -> sagemaker.CfnEndpointConf
 
 
 def add_component(
-    scope: Construct, endpoint: sagemaker.CfnEndpoint, model: sagemaker.CfnModel, props: EndpointProps
+    scope: Construct, endpoint: sagemaker.CfnEndpoint, model: sagemaker.CfnModel, props: SageMakerEndpointProps
 ) -> sagemaker.CfnInferenceComponent:
     """The component on `endpoint`'s variant: `model` with the compute each copy reserves, one
     copy at creation, updated copy by copy (the update policy's rolling batches)."""

@@ -28,7 +28,7 @@ from constructs import Construct
 from llm_contracts import instances
 from llm_inference_cdk.async_inference import AsyncOutput, scale_backlog
 from llm_inference_cdk.component import add_component, component_deployment, scale_copies, variant_scaling
-from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, DeploymentProps, EndpointProps
+from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, DeploymentProps, SageMakerEndpointProps
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
 from llm_inference_cdk.nag import acknowledge, nag_arn
@@ -61,7 +61,7 @@ class SageMakerEndpoint(Construct):
         *,
         image: ContainerImage,
         model_data: ModelData,
-        props: EndpointProps,
+        props: SageMakerEndpointProps,
         role: iam.IRole | None = None,
         alarm_topic: sns.ITopic | None = None,
     ) -> None:

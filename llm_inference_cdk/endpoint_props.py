@@ -7,8 +7,10 @@ without loading the AWS CDK.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from llm_contracts import instances
 from llm_inference_cdk.props import (
@@ -128,7 +130,7 @@ class DeploymentProps:
     to the old fleet and ends the update there."""
 
     #: The update policy, one of :data:`STRATEGIES` (None: chosen from the variant by
-    #: :meth:`EndpointProps.deployment_strategy`: all-at-once for a single instance, rolling for
+    #: :meth:`SageMakerEndpointProps.deployment_strategy`: all-at-once for a single instance, rolling for
     #: a fleet of GPU or Neuron instances, canary for a fleet of CPU instances).
     strategy: str | None = prop(None, check=optional(one_of(*STRATEGIES)))
     #: Seconds of baking after each traffic shift (or rolling batch), during which the rollback
@@ -251,7 +253,7 @@ MODES = ("realtime", "inference-component", "async")
 
 
 @dataclass(frozen=True, kw_only=True)
-class EndpointProps:
+class SageMakerEndpointProps:
     """One production variant on SageMaker instances."""
 
     #: The instance type (required), such as ``ml.g5.xlarge``.
@@ -442,3 +444,25 @@ class EndpointProps:
         if instances.has_nvme(self.instance_type):
             return None
         return self.volume_size_gb or 30
+
+
+#: Names kept for code written before the rename, each with the name that replaces it.
+DEPRECATED_NAMES = {"EndpointProps": "SageMakerEndpointProps"}
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """The class that replaced `name` in `module`, with a DeprecationWarning that names it
+    (aws-cdk's rule: ``FooProps`` configures ``Foo``); AttributeError for any other name."""
+    if name not in DEPRECATED_NAMES:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new = DEPRECATED_NAMES[name]
+    warnings.warn(
+        f"{module}.{name} is deprecated: use {new}, the props of SageMakerEndpoint (same fields)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_name(__name__, name)

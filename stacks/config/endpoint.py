@@ -16,8 +16,8 @@ from llm_inference_cdk.endpoint_props import (
     AsyncInferenceProps,
     AutoscalingProps,
     DeploymentProps,
-    EndpointProps,
     InferenceComponentProps,
+    SageMakerEndpointProps,
 )
 from llm_inference_cdk.props import PropError, optional, text
 from stacks.config.reader import Section, read_props
@@ -53,7 +53,7 @@ ASYNC_KEYS = {
     "max_instances": "async_max_instances",
     "target_backlog_per_instance": "async_target_backlog",
 }
-#: Each mode's scaling props, their keys, and the EndpointProps field that holds them.
+#: Each mode's scaling props, their keys, and the SageMakerEndpointProps field that holds them.
 _MODE_PROPS: dict[str, tuple[type[Any], dict[str, str], str]] = {
     "realtime": (AutoscalingProps, {}, "autoscaling"),
     "inference-component": (InferenceComponentProps, COMPONENT_KEYS, "inference_component"),
@@ -69,7 +69,7 @@ def mode_keys(mode: str) -> set[str]:
     return {keys.get(f.name, f.name) for f in dataclasses.fields(cls)}
 
 
-def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> EndpointProps:
+def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> SageMakerEndpointProps:
     """The endpoint's props from `section`; `defaults` are the stack's own (by prop name, and
     by cdk.json key for the scaling props of the endpoint's mode)."""
     mode = section.choice("endpoint_mode", "realtime", MODES)
@@ -94,7 +94,7 @@ def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> EndpointProp
     try:
         return read_props(
             section,
-            EndpointProps,
+            SageMakerEndpointProps,
             defaults=defaults,
             only=[
                 "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
@@ -125,7 +125,7 @@ def check_notifications(section: Section, topic_arn: str | None, email: str | No
     )
 
 
-def check_family(section: Section, endpoint: EndpointProps, families: frozenset[str], reason: str) -> None:
+def check_family(section: Section, endpoint: SageMakerEndpointProps, families: frozenset[str], reason: str) -> None:
     section.check(
         "instance_type",
         endpoint.instance_type,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from llm_contracts import instances
 from llm_contracts.aws import ECR_IMAGE
-from llm_inference_cdk.endpoint_props import EndpointProps
+from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.props import instance_of, optional, prop, text, validate
 from serving.gpt2.settings import ServerSettings, stack_settings
 from stacks.config.endpoint import (
@@ -42,7 +42,7 @@ ECR_URI = optional(
 
 @dataclass(frozen=True, kw_only=True)
 class Gpt2Settings:
-    endpoint: EndpointProps = prop(check=instance_of(EndpointProps))
+    endpoint: SageMakerEndpointProps = prop(check=instance_of(SageMakerEndpointProps))
     #: The server's settings, which reach the container as its environment.
     server: ServerSettings = prop(check=instance_of(ServerSettings))
     #: The packaged model.tar.gz (None: ``<artifacts_dir>/gpt2/model.tar.gz``).

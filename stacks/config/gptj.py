@@ -9,7 +9,7 @@ from pathlib import Path
 
 from llm_contracts import instances
 from llm_inference_cdk.dlc import ImageResolutionError, huggingface_inference
-from llm_inference_cdk.endpoint_props import EndpointProps
+from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.props import instance_of, integer, invalid, prop, text, validate
 from stacks.config.endpoint import (
     ALARM_EMAIL,
@@ -56,7 +56,7 @@ class HuggingFaceImage:
 
 @dataclass(frozen=True, kw_only=True)
 class GptjSettings:
-    endpoint: EndpointProps = prop(check=instance_of(EndpointProps))
+    endpoint: SageMakerEndpointProps = prop(check=instance_of(SageMakerEndpointProps))
     hf_image: HuggingFaceImage = prop(check=instance_of(HuggingFaceImage))
     #: The payload folder (shipped uncompressed under an S3 prefix) or a model.tar.gz
     #: (None: ``<artifacts_dir>/gptj/model``).

@@ -8,12 +8,14 @@ from aws_cdk import Stack
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from llm_inference_cdk import ContainerImage, EndpointProps, ModelData, SageMakerEndpoint
+from llm_inference_cdk import ContainerImage, ModelData, SageMakerEndpoint, SageMakerEndpointProps
 
 IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
 
 
-def endpoint(stack: Stack, **props: Any) -> SageMakerEndpoint:
+def endpoint(
+    stack: Stack, props_class: type[SageMakerEndpointProps] = SageMakerEndpointProps, **props: Any
+) -> SageMakerEndpoint:
     """The endpoint of `props` (on ml.g5.xlarge unless they say otherwise), its image by URI and
     its model data in the caller's bucket."""
     bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
@@ -22,7 +24,7 @@ def endpoint(stack: Stack, **props: Any) -> SageMakerEndpoint:
         "Endpoint",
         image=ContainerImage.from_uri(IMAGE_URI),
         model_data=ModelData.from_bucket(bucket, "gpt2/model.tar.gz"),
-        props=EndpointProps(**{"instance_type": "ml.g5.xlarge", **props}),
+        props=props_class(**{"instance_type": "ml.g5.xlarge", **props}),
     )
 
 

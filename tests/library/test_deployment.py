@@ -14,9 +14,9 @@ from llm_inference_cdk import (
     AlarmProps,
     AutoscalingProps,
     DeploymentProps,
-    EndpointProps,
     PropError,
     SageMakerEndpoint,
+    SageMakerEndpointProps,
 )
 from tests.library import helpers
 
@@ -134,7 +134,7 @@ def test_the_update_check_can_be_left_out() -> None:
 )
 def test_an_update_policy_the_variant_cannot_follow_is_refused(given: dict[str, Any], message: str) -> None:
     with pytest.raises(PropError, match=rf"^DeploymentProps: {message}"):
-        EndpointProps(instance_type="ml.g5.xlarge", **given)
+        SageMakerEndpointProps(instance_type="ml.g5.xlarge", **given)
 
 
 @pytest.mark.parametrize(
