@@ -57,7 +57,9 @@ def main() -> int:
     try:
         _, _, skipped = build_app(app)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # One line per setting: a ConfigError lists every problem of a section it found.
+        for line in str(exc).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 1
     for name, reason in skipped.items():
         print(f"{name} is left out of this synthesis: {reason}", file=sys.stderr)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from llm_contracts import instances
 from llm_inference_cdk.props import (
     Check,
+    PropError,
     boolean,
     instance_of,
     integer,
@@ -57,9 +58,11 @@ class AutoscalingProps:
     scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         if self.max_capacity < self.min_capacity:
-            raise invalid(self, "max_capacity", f"at least min_capacity ({self.min_capacity})")
+            yield invalid(self, "max_capacity", f"at least min_capacity ({self.min_capacity})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,10 +99,12 @@ class AlarmProps:
     evaluation_periods: int = prop(3, check=integer(1, 100))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         window = _DAY if self.period_s < 3600 else _WEEK
         if self.period_s * self.evaluation_periods > window:
-            raise invalid(
+            yield invalid(
                 self,
                 "evaluation_periods",
                 f"at most {window // self.period_s} with period_s={self.period_s} "
@@ -156,10 +161,12 @@ class DeploymentProps:
     fail_rolled_back_updates: bool = prop(True, check=boolean())
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         waits = self.wait_interval_s + self.termination_wait_s
         if self.max_execution_timeout_s <= waits:
-            raise invalid(
+            yield invalid(
                 self,
                 "max_execution_timeout_s",
                 f"more than wait_interval_s + termination_wait_s ({waits}): SageMaker requires it",
@@ -197,13 +204,15 @@ class InferenceComponentProps:
     scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         if self.max_copies < self.min_copies:
-            raise invalid(self, "max_copies", f"at least min_copies ({self.min_copies})")
+            yield invalid(self, "max_copies", f"at least min_copies ({self.min_copies})")
         if self.min_instances is not None and self.min_copies > 0 and self.min_instances == 0:
-            raise invalid(self, "min_instances", "at least 1 while min_copies is above 0 (a copy needs an instance)")
+            yield invalid(self, "min_instances", "at least 1 while min_copies is above 0 (a copy needs an instance)")
         if self.max_instances is not None and self.max_instances < self.fewest_instances:
-            raise invalid(self, "max_instances", f"at least min_instances ({self.fewest_instances})")
+            yield invalid(self, "max_instances", f"at least min_instances ({self.fewest_instances})")
 
     @property
     def fewest_instances(self) -> int:
@@ -243,9 +252,11 @@ class AsyncInferenceProps:
     scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         if self.max_instances < self.min_instances:
-            raise invalid(self, "max_instances", f"at least min_instances ({self.min_instances})")
+            yield invalid(self, "max_instances", f"at least min_instances ({self.min_instances})")
 
 
 #: How the endpoint serves: one real-time variant, an inference component, or async.
@@ -308,12 +319,16 @@ class SageMakerEndpointProps:
     async_inference: AsyncInferenceProps | None = prop(None, check=optional(instance_of(AsyncInferenceProps)))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         family = instances.family(self.instance_type)
         if not instances.size_exists(self.instance_type):
-            raise invalid(self, "instance_type", f"a size of ml.{family}: {', '.join(instances.sizes(family))}")
+            # The rules below read the instance's GPUs, cores and memory: a size it has not.
+            yield invalid(self, "instance_type", f"a size of ml.{family}: {', '.join(instances.sizes(family))}")
+            return
         if self.volume_size_gb is not None and family in instances.NVME_FAMILIES:
-            raise invalid(
+            yield invalid(
                 self,
                 "volume_size_gb",
                 f"unset for {self.instance_type}: its family has NVMe instance storage and SageMaker rejects "
@@ -322,37 +337,38 @@ class SageMakerEndpointProps:
         bounds = self.instance_bounds
         if bounds is not None:
             if family in instances.BURSTABLE_FAMILIES:
-                raise invalid(self, "instance_type", "a type that is not burstable: SageMaker does not autoscale t2/t3")
+                yield invalid(self, "instance_type", "a type that is not burstable: SageMaker does not autoscale t2/t3")
             count, (fewest, most, low, high) = self.initial_instance_count, bounds
             if count is not None and not max(1, fewest) <= count <= most:
-                raise invalid(self, "initial_instance_count", f"between {low} ({max(1, fewest)}) and {high} ({most})")
-        self._check_mode()
-        self._check_deployment()
+                yield invalid(self, "initial_instance_count", f"between {low} ({max(1, fewest)}) and {high} ({most})")
+        yield from self._mode_rules()
+        yield from self._deployment_rules()
 
-    def _check_mode(self) -> None:
+    def _mode_rules(self) -> Iterator[PropError]:
         if self.inference_component is not None and self.async_inference is not None:
-            raise invalid(self, "async_inference", "unset with inference_component: an endpoint has one mode")
+            yield invalid(self, "async_inference", "unset with inference_component: an endpoint has one mode")
         if self.mode != "realtime" and self.autoscaling is not None:
-            raise invalid(
+            yield invalid(
                 self, "autoscaling", f"unset in {self.mode} mode (it scales by its own props: copies or backlog)"
             )
         component = self.inference_component
         if component is None:
             return
         gpus, host = instances.gpus(self.instance_type), instances.host(self.instance_type)
-        if (component.accelerators > gpus and not instances.is_accelerated(self.instance_type)) or (
+        too_many = (component.accelerators > gpus and not instances.is_accelerated(self.instance_type)) or (
             gpus and component.accelerators > gpus
-        ):
-            raise invalid(component, "accelerators", f"at most {gpus}: each copy must fit on one {self.instance_type}")
+        )
+        if too_many:
+            yield invalid(component, "accelerators", f"at most {gpus}: each copy must fit on one {self.instance_type}")
         if host is not None and component.cpu_cores > host[0]:
-            raise invalid(component, "cpu_cores", f"at most {host[0]}: the vCPUs of one {self.instance_type}")
+            yield invalid(component, "cpu_cores", f"at most {host[0]}: the vCPUs of one {self.instance_type}")
         if host is not None and component.memory_mb > host[1] * 1024:
-            raise invalid(component, "memory_mb", f"at most {host[1] * 1024}: the memory of one {self.instance_type}")
-        if gpus and component.accelerators:
+            yield invalid(component, "memory_mb", f"at most {host[1] * 1024}: the memory of one {self.instance_type}")
+        if gpus and component.accelerators and not too_many:
             per_instance = gpus // component.accelerators
             needed = -(-component.max_copies // per_instance)
             if component.most_instances < needed:
-                raise invalid(
+                yield invalid(
                     component,
                     "max_instances",
                     f"at least {needed}: {component.max_copies} copies of {component.accelerators} GPU(s) take "
@@ -380,11 +396,11 @@ class SageMakerEndpointProps:
             return "inference-component"
         return "async" if self.async_inference is not None else "realtime"
 
-    def _check_deployment(self) -> None:
+    def _deployment_rules(self) -> Iterator[PropError]:
         deployment, fewest = self.deployment, self.fewest_instances
         strategy = self.deployment_strategy
         if strategy != "all-at-once" and fewest < 2:
-            raise invalid(
+            yield invalid(
                 deployment,
                 "strategy",
                 f"all-at-once while the variant may run a single instance ({strategy} shifts at most half "
@@ -393,19 +409,20 @@ class SageMakerEndpointProps:
         alarms = self.alarms
         if deployment.auto_rollback and alarms is not None and deployment.wait_interval_s < alarms.window_s:
             if alarms.window_s > _LONGEST_BAKE_S:
-                raise invalid(
+                yield invalid(
                     deployment,
                     "auto_rollback",
                     f"false with alarms that need {alarms.window_s} s of data to fire (period_s x "
                     f"evaluation_periods): SageMaker bakes an update for at most {_LONGEST_BAKE_S} s; shorten "
                     "the alarms' window to roll back on them",
                 )
-            raise invalid(
-                deployment,
-                "wait_interval_s",
-                f"at least the rollback alarms' evaluation window ({alarms.window_s} s): a shorter baking "
-                "period ends before they can fire",
-            )
+            else:
+                yield invalid(
+                    deployment,
+                    "wait_interval_s",
+                    f"at least the rollback alarms' evaluation window ({alarms.window_s} s): a shorter baking "
+                    "period ends before they can fire",
+                )
 
     @property
     def fewest_instances(self) -> int:

@@ -19,7 +19,7 @@ from llm_inference_cdk.endpoint_props import (
     InferenceComponentProps,
     SageMakerEndpointProps,
 )
-from llm_inference_cdk.props import PropError, optional, text
+from llm_inference_cdk.props import optional, text
 from stacks.config.reader import Section, read_props
 
 #: cdk.json keys of the alarm props (the others are read under their own names).
@@ -91,27 +91,22 @@ def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> SageMakerEnd
     scaling = {field: read_props(section, cls, keys=keys, defaults=mode_defaults)}
     alarms = read_props(section, AlarmProps, keys=ALARM_KEYS, defaults=defaults)
     deployment = read_props(section, DeploymentProps, keys=DEPLOYMENT_KEYS, defaults=defaults)
-    try:
-        return read_props(
-            section,
-            SageMakerEndpointProps,
-            defaults=defaults,
-            only=[
-                "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
-                "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
-                "inference_ami_version",
-            ],
-            alarms=alarms,
-            deployment=deployment,
-            **scaling,
-        )  # fmt: skip
-    except PropError as exc:
+    return read_props(
+        section,
+        SageMakerEndpointProps,
+        defaults=defaults,
+        only=[
+            "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
+            "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
+            "inference_ami_version",
+        ],
         # Rules across props: the update policy's that depend on the variant (its count, its
         # alarms), a component's compute that must fit the instance type.
-        owner_keys = {DeploymentProps.__name__: DEPLOYMENT_KEYS, cls.__name__: keys}
-        if exc.owner not in owner_keys:
-            raise
-        raise section.fail(owner_keys[exc.owner].get(exc.prop, exc.prop), exc.value, exc.allowed) from None
+        owners={DeploymentProps.__name__: DEPLOYMENT_KEYS, cls.__name__: keys},
+        alarms=alarms,
+        deployment=deployment,
+        **scaling,
+    )  # fmt: skip
 
 
 def check_notifications(section: Section, topic_arn: str | None, email: str | None) -> None:

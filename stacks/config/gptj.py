@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from llm_contracts import instances
 from llm_inference_cdk.dlc import ImageResolutionError, huggingface_inference
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
-from llm_inference_cdk.props import instance_of, integer, invalid, prop, text, validate
+from llm_inference_cdk.props import PropError, instance_of, integer, invalid, prop, text, validate
 from stacks.config.endpoint import (
     ALARM_EMAIL,
     TOPIC_ARN,
@@ -73,10 +74,12 @@ class GptjSettings:
     alarm_email: str | None = prop(None, check=ALARM_EMAIL)
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         gpus = max(1, instances.gpus(self.endpoint.instance_type))
         if self.model_server_workers > gpus:
-            raise invalid(
+            yield invalid(
                 self,
                 "model_server_workers",
                 f"at most {gpus}: {self.endpoint.instance_type} has {gpus} GPU{'s' if gpus > 1 else ''}, and each "

@@ -20,6 +20,7 @@ from llm_inference_cdk import (
     AlarmProps,
     AutoscalingProps,
     ContainerImage,
+    DeploymentProps,
     ModelData,
     PropError,
     S3PrefixModelData,
@@ -416,3 +417,44 @@ def test_the_props_class_is_exported_under_the_name_of_its_construct() -> None:
 
     assert "SageMakerEndpointProps" in llm_inference_cdk.__all__
     assert "EndpointProps" not in llm_inference_cdk.__all__
+
+
+def test_every_refused_prop_is_reported_together_one_line_each() -> None:
+    with pytest.raises(PropError) as error:
+        SageMakerEndpointProps(
+            instance_type="ml.g5.xlarge", initial_instance_count=0, variant_name="-x", enable_network_isolation="yes"
+        )
+    assert str(error.value).splitlines() == [
+        "SageMakerEndpointProps: initial_instance_count=0 is invalid: allowed is a whole number from 1 to 100, "
+        "or unset",
+        "SageMakerEndpointProps: enable_network_isolation='yes' is invalid: allowed is true or false",
+        "SageMakerEndpointProps: variant_name='-x' is invalid: allowed is 1 to 63 letters, digits and hyphens, "
+        "not starting with one",
+    ]
+    assert [p.prop for p in error.value.problems] == [
+        "initial_instance_count",
+        "enable_network_isolation",
+        "variant_name",
+    ]
+    # Rules across props, the props' own and their parts', are reported together as well.
+    with pytest.raises(PropError) as error:
+        SageMakerEndpointProps(
+            instance_type="ml.g5.xlarge",
+            volume_size_gb=50,
+            deployment=DeploymentProps(strategy="canary"),
+            alarms=AlarmProps(period_s=60, evaluation_periods=20),
+        )
+    assert [(p.owner, p.prop) for p in error.value.problems] == [
+        ("SageMakerEndpointProps", "volume_size_gb"),
+        ("DeploymentProps", "strategy"),
+        ("DeploymentProps", "wait_interval_s"),
+    ]
+    assert len(str(error.value).splitlines()) == 3
+
+
+def test_a_valid_endpoint_props_builds_in_a_bare_stack_after_its_checks() -> None:
+    stack = Stack()
+    endpoint(stack, volume_size_gb=None, variant_name="Blue")
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::SageMaker::EndpointConfig", {"ProductionVariants": [Match.object_like({"VariantName": "Blue"})]}
+    )
