@@ -73,7 +73,7 @@ def test_a_fleet_defaults_to_rolling_on_accelerators_and_canary_on_cpus(
 ) -> None:
     scaling = AutoscalingProps(min_capacity=2, max_capacity=8, target_invocations_per_instance=100)
     _, made, template = synthesized(instance_type=instance_type, autoscaling=scaling, alarms=AlarmProps())
-    assert made.props.deployment_strategy == strategy
+    assert made.deployment_strategy == strategy
     config = deployment_config(template)
     assert set(config) == {policy, "AutoRollbackConfiguration"}
     if strategy == "rolling":

@@ -458,3 +458,17 @@ def test_a_valid_endpoint_props_builds_in_a_bare_stack_after_its_checks() -> Non
     Template.from_stack(stack).has_resource_properties(
         "AWS::SageMaker::EndpointConfig", {"ProductionVariants": [Match.object_like({"VariantName": "Blue"})]}
     )
+
+
+def test_the_endpoint_shows_what_a_user_needs_read_only_and_no_props() -> None:
+    stack = Stack()
+    made = endpoint(stack, variant_name="Blue", initial_instance_count=2)
+    assert not hasattr(made, "props")
+    assert (made.instance_type, made.variant_name, made.instance_count) == ("ml.g5.xlarge", "Blue", 2)
+    assert (made.mode, made.deployment_strategy) == ("realtime", "rolling")
+    endpoint_resource = next(iter(Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint")))
+    assert stack.resolve(made.endpoint_arn) == {"Ref": endpoint_resource}
+    assert stack.resolve(made.endpoint_name) == {"Fn::GetAtt": [endpoint_resource, "EndpointName"]}
+    for name in ("endpoint_name", "endpoint_arn", "variant_name", "instance_type", "mode", "deployment_strategy"):
+        with pytest.raises(AttributeError):
+            setattr(made, name, "other")
