@@ -9,6 +9,9 @@ Public API (``from llm_inference_cdk import ...``):
   real-time (the default), an inference component (:class:`InferenceComponentProps`: copies
   scaled by their invocations, down to zero) or asynchronous (:class:`AsyncInferenceProps`:
   requests and results in S3, scaled on the backlog, down to zero).
+* :meth:`SageMakerEndpoint.from_endpoint_name` and :meth:`SageMakerEndpoint.from_endpoint_attributes`:
+  an endpoint that exists outside the app, as an :class:`ISageMakerEndpoint` to ``grant_invoke``
+  and read ``metric_*`` from (:class:`SageMakerEndpointBase`: the grants and metrics both share).
 * :class:`AlarmTopic`: an encrypted SNS topic for alarms, with an optional e-mail subscription;
   :class:`ServiceDashboard`: a CloudWatch dashboard of constructs' ``dashboard_widgets()``.
 * :class:`ModelData` (a ``model.tar.gz`` asset or S3 object, an uncompressed S3 prefix) and
@@ -40,6 +43,8 @@ _EXPORTS = {
     "AsyncInferenceProps": "llm_inference_cdk.endpoint_props",
     "SageMakerEndpointProps": "llm_inference_cdk.endpoint_props",
     "SageMakerEndpoint": "llm_inference_cdk.endpoint",
+    "ISageMakerEndpoint": "llm_inference_cdk.endpoint_base",
+    "SageMakerEndpointBase": "llm_inference_cdk.endpoint_base",
     "BoundModelData": "llm_inference_cdk.model_data",
     "ModelAsset": "llm_inference_cdk.model_data",
     "ModelData": "llm_inference_cdk.model_data",
@@ -63,6 +68,8 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "AsyncInferenceProps",
     "SageMakerEndpointProps",
     "SageMakerEndpoint",
+    "ISageMakerEndpoint",
+    "SageMakerEndpointBase",
     "BoundModelData",
     "ModelAsset",
     "ModelData",
@@ -84,6 +91,7 @@ if TYPE_CHECKING:
     from llm_inference_cdk.dashboard import ServiceDashboard
     from llm_inference_cdk.dlc import DlcImage, ImageResolutionError, djl_neuronx, huggingface_inference
     from llm_inference_cdk.endpoint import SageMakerEndpoint
+    from llm_inference_cdk.endpoint_base import ISageMakerEndpoint, SageMakerEndpointBase
     from llm_inference_cdk.endpoint_props import (
         AlarmProps,
         AsyncInferenceProps,

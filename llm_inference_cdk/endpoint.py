@@ -28,6 +28,7 @@ from constructs import Construct
 from llm_contracts import instances
 from llm_inference_cdk.async_inference import AsyncOutput, scale_backlog
 from llm_inference_cdk.component import add_component, component_deployment, scale_copies, variant_scaling
+from llm_inference_cdk.endpoint_base import ImportedSageMakerEndpoint, ISageMakerEndpoint, SageMakerEndpointBase
 from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, DeploymentProps, SageMakerEndpointProps
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
@@ -37,11 +38,9 @@ from llm_inference_cdk.scaling import VARIANT_INSTANCES, target_tracking
 from llm_inference_cdk.sdk_calls import function_role
 
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
-#: Namespace of the per-instance metrics SageMaker publishes (CPU, memory, GPU, disk).
-INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 
 
-class SageMakerEndpoint(Construct):
+class SageMakerEndpoint(SageMakerEndpointBase):
     """A SageMaker real-time endpoint with one production variant, on an execution role that
     may read its model data, pull its image, and write its own logs and metrics, nothing else.
 
@@ -53,6 +52,34 @@ class SageMakerEndpoint(Construct):
         above; a given role gets the same grants added).
     :param alarm_topic: an SNS topic the alarms notify on ALARM and OK (default: none).
     """
+
+    @staticmethod
+    def from_endpoint_name(
+        scope: Construct, construct_id: str, endpoint_name: str, *, variant_name: str = "AllTraffic"
+    ) -> ISageMakerEndpoint:
+        """An endpoint that exists outside this app, by its name: ``grant_invoke`` (on the ARN
+        SageMaker writes, the name in lower case) and ``metric_*`` (by ``EndpointName`` and
+        `variant_name`, SageMaker's default variant name unless given).
+
+        The name must be known at synthesis: CloudFormation cannot lower-case a token, so pass
+        the ARN itself to :meth:`from_endpoint_attributes` for a name that is one."""
+        return ImportedSageMakerEndpoint(scope, construct_id, endpoint_name=endpoint_name, variant_name=variant_name)
+
+    @staticmethod
+    def from_endpoint_attributes(
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        endpoint_arn: str | None = None,
+        variant_name: str = "AllTraffic",
+    ) -> ISageMakerEndpoint:
+        """An endpoint that exists outside this app, by its attributes: its name (for the
+        metrics), its ARN as SageMaker reports it (default: formatted in this stack's account and
+        region from the name, in lower case as SageMaker writes it) and its variant's name."""
+        return ImportedSageMakerEndpoint(
+            scope, construct_id, endpoint_name=endpoint_name, endpoint_arn=endpoint_arn, variant_name=variant_name
+        )
 
     def __init__(
         self,
@@ -127,10 +154,10 @@ class SageMakerEndpoint(Construct):
         )
         #: The inference component (inference-component mode only), its name and ARN.
         self.inference_component: sagemaker.CfnInferenceComponent | None = None
-        self.component_name: str | None = None
+        self._component_name: str | None = None
         if component is not None:
             self.inference_component = add_component(self, self.endpoint, self.model, props)
-            self.component_name = str(self.inference_component.inference_component_name)
+            self._component_name = str(self.inference_component.inference_component_name)
 
         self.scalable_target: appscaling.CfnScalableTarget | None = None
         #: Every alarm of the endpoint.
@@ -169,6 +196,16 @@ class SageMakerEndpoint(Construct):
     def variant_name(self) -> str:
         """The production variant's name."""
         return self._props.variant_name
+
+    @property
+    def component_name(self) -> str | None:
+        """The inference component's name (inference-component mode only)."""
+        return self._component_name
+
+    @property
+    def component_arn(self) -> str | None:
+        """The inference component's ARN (inference-component mode only)."""
+        return None if self.inference_component is None else self.inference_component.attr_inference_component_arn
 
     @property
     def instance_type(self) -> str:
@@ -229,116 +266,13 @@ class SageMakerEndpoint(Construct):
             return iam.Grant.add_to_principal(
                 grantee=grantee, actions=["sagemaker:InvokeEndpointAsync"], resource_arns=[self.endpoint_arn]
             )
-        arns = [self.endpoint_arn]
-        if self.inference_component is not None:
-            arns.append(self.inference_component.attr_inference_component_arn)
-        return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=arns)
+        return super().grant_invoke(grantee)
 
     def grant_read_results(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` read async answers and failures (async mode only)."""
         if self.async_output is None:
             raise ValueError(f"{self.node.path}: only an async endpoint has results to read")
         return self.async_output.grant_read_results(grantee)
-
-    # --- metrics --------------------------------------------------------------------------------
-
-    def metric(
-        self, metric_name: str, *, namespace: str = "AWS/SageMaker", statistic: str = "Sum", **options: Any
-    ) -> cloudwatch.Metric:
-        """A metric of this endpoint's variant, with the dimensions SageMaker publishes it with
-        (``EndpointName``, ``VariantName``; an inference component's ``AWS/SageMaker`` metrics
-        by ``InferenceComponentName``); per minute unless `options` say otherwise."""
-        options.setdefault("period", Duration.minutes(1))
-        dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
-        if self.component_name is not None and namespace == "AWS/SageMaker":
-            # A component's invocation metrics are published per component.
-            dimensions = {"InferenceComponentName": self.component_name}
-        return cloudwatch.Metric(
-            namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, statistic=statistic, **options
-        )
-
-    def metric_backlog(self, **options: Any) -> cloudwatch.Metric:
-        """Requests queued for an async endpoint (``ApproximateBacklogSize``, average)."""
-        return self._endpoint_metric("ApproximateBacklogSize", **options)
-
-    def metric_backlog_per_instance(self, **options: Any) -> cloudwatch.Metric:
-        """Queued requests per instance, what an async endpoint's scaling tracks (average)."""
-        return self._endpoint_metric("ApproximateBacklogSizePerInstance", **options)
-
-    def metric_backlog_without_capacity(self, **options: Any) -> cloudwatch.Metric:
-        """1 while requests are queued and no instance runs (``HasBacklogWithoutCapacity``)."""
-        return self._endpoint_metric("HasBacklogWithoutCapacity", **options)
-
-    def _endpoint_metric(self, metric_name: str, **options: Any) -> cloudwatch.Metric:
-        # The async queue's metrics are published per endpoint, without a variant.
-        options.setdefault("period", Duration.minutes(1))
-        options.setdefault("statistic", "Average")
-        return cloudwatch.Metric(
-            namespace="AWS/SageMaker",
-            metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name},
-            **options,
-        )
-
-    def metric_invocations_per_copy(self, **options: Any) -> cloudwatch.Metric:
-        """Invocations per copy of the inference component, what its scaling tracks (sum)."""
-        return self.metric("InvocationsPerCopy", **{"statistic": "Sum", **options})
-
-    def metric_no_capacity_failures(self, **options: Any) -> cloudwatch.Metric:
-        """Requests that found no copy of the inference component (sum): the way back from zero."""
-        return self.metric("NoCapacityInvocationFailures", **{"statistic": "Sum", **options})
-
-    def metric_invocations(self, **options: Any) -> cloudwatch.Metric:
-        """Requests sent to the model (sum)."""
-        return self.metric("Invocations", **options)
-
-    def metric_invocations_per_instance(self, **options: Any) -> cloudwatch.Metric:
-        """Invocations divided by the instance count: what autoscaling tracks (sum)."""
-        return self.metric("InvocationsPerInstance", **options)
-
-    def metric_model_latency(self, **options: Any) -> cloudwatch.Metric:
-        """Time the container took to answer, microseconds (average)."""
-        return self.metric("ModelLatency", **{"statistic": "Average", **options})
-
-    def metric_overhead_latency(self, **options: Any) -> cloudwatch.Metric:
-        """SageMaker's own time around the container's, microseconds (average)."""
-        return self.metric("OverheadLatency", **{"statistic": "Average", **options})
-
-    def metric_invocation_4xx_errors(self, **options: Any) -> cloudwatch.Metric:
-        """Requests answered 4xx (sum)."""
-        return self.metric("Invocation4XXErrors", **options)
-
-    def metric_invocation_5xx_errors(self, **options: Any) -> cloudwatch.Metric:
-        """Requests answered 5xx (sum)."""
-        return self.metric("Invocation5XXErrors", **options)
-
-    def metric_invocation_model_errors(self, **options: Any) -> cloudwatch.Metric:
-        """Requests the container answered with an error or did not answer (sum)."""
-        return self.metric("InvocationModelErrors", **options)
-
-    def metric_model_setup_time(self, **options: Any) -> cloudwatch.Metric:
-        """Time to start a new instance of the model, microseconds (average)."""
-        return self.metric("ModelSetupTime", **{"statistic": "Average", **options})
-
-    def metric_cpu_utilization(self, **options: Any) -> cloudwatch.Metric:
-        """CPU use of the instances, percent of one core times the cores (average)."""
-        return self.metric("CPUUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
-
-    def metric_memory_utilization(self, **options: Any) -> cloudwatch.Metric:
-        """Memory use of the instances, percent (average)."""
-        return self.metric("MemoryUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
-
-    def metric_gpu_utilization(self, **options: Any) -> cloudwatch.Metric:
-        """GPU use of the instances, percent of one GPU times the GPUs (average)."""
-        return self.metric("GPUUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
-
-    def metric_gpu_memory_utilization(self, **options: Any) -> cloudwatch.Metric:
-        """GPU memory use of the instances, percent (average)."""
-        return self.metric("GPUMemoryUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
-
-    def metric_disk_utilization(self, **options: Any) -> cloudwatch.Metric:
-        """Disk use of the instances' ML storage, percent (average)."""
-        return self.metric("DiskUtilization", namespace=INSTANCE_NAMESPACE, **{"statistic": "Average", **options})
 
     def dashboard_widgets(self) -> list[list[cloudwatch.IWidget]]:
         """Rows of dashboard widgets for this endpoint: traffic and errors, model and overhead

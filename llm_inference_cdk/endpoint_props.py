@@ -32,7 +32,9 @@ from llm_inference_cdk.props import (
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
 _AMI_VERSION = re.compile(r"^al2-ami-sagemaker-inference-gpu-[0-9]+(-[0-9]+)?$")
-_VARIANT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+#: SageMaker's names of endpoints and variants (CreateEndpoint, ProductionVariant), and their words.
+SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+SAGEMAKER_NAME_ALLOWED = "1 to 63 letters, digits and hyphens, not starting with one"
 _INSTANCE_TYPE = Check(
     lambda v: isinstance(v, str) and instances.SAGEMAKER_INSTANCE.match(v) is not None,
     "a SageMaker instance type such as ml.g5.xlarge",
@@ -299,9 +301,7 @@ class SageMakerEndpointProps:
         ),
     )
     #: The production variant's name.
-    variant_name: str = prop(
-        "AllTraffic", check=text(_VARIANT_NAME, what="1 to 63 letters, digits and hyphens, not starting with one")
-    )
+    variant_name: str = prop("AllTraffic", check=text(SAGEMAKER_NAME, what=SAGEMAKER_NAME_ALLOWED))
     #: Autoscaling of the instance count (None: a fixed count; ``auto_scale_instance_count``
     #: adds it later).
     autoscaling: AutoscalingProps | None = prop(

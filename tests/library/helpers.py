@@ -11,6 +11,22 @@ from aws_cdk.assertions import Template
 from llm_inference_cdk import ContainerImage, ModelData, SageMakerEndpoint, SageMakerEndpointProps
 
 IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
+#: (method, namespace, metric, statistic) of each metric SageMaker publishes for a variant.
+VARIANT_METRICS = [
+    ("metric_invocations", "AWS/SageMaker", "Invocations", "Sum"),
+    ("metric_invocations_per_instance", "AWS/SageMaker", "InvocationsPerInstance", "Sum"),
+    ("metric_model_latency", "AWS/SageMaker", "ModelLatency", "Average"),
+    ("metric_overhead_latency", "AWS/SageMaker", "OverheadLatency", "Average"),
+    ("metric_invocation_4xx_errors", "AWS/SageMaker", "Invocation4XXErrors", "Sum"),
+    ("metric_invocation_5xx_errors", "AWS/SageMaker", "Invocation5XXErrors", "Sum"),
+    ("metric_invocation_model_errors", "AWS/SageMaker", "InvocationModelErrors", "Sum"),
+    ("metric_model_setup_time", "AWS/SageMaker", "ModelSetupTime", "Average"),
+    ("metric_cpu_utilization", "/aws/sagemaker/Endpoints", "CPUUtilization", "Average"),
+    ("metric_memory_utilization", "/aws/sagemaker/Endpoints", "MemoryUtilization", "Average"),
+    ("metric_gpu_utilization", "/aws/sagemaker/Endpoints", "GPUUtilization", "Average"),
+    ("metric_gpu_memory_utilization", "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", "Average"),
+    ("metric_disk_utilization", "/aws/sagemaker/Endpoints", "DiskUtilization", "Average"),
+]
 
 
 def endpoint(

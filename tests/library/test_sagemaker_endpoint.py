@@ -28,7 +28,7 @@ from llm_inference_cdk import (
     SageMakerEndpointProps,
     huggingface_inference,
 )
-from tests.library.helpers import IMAGE_URI, endpoint
+from tests.library.helpers import IMAGE_URI, VARIANT_METRICS, endpoint
 
 
 def statements(template: Template) -> list[dict[str, Any]]:
@@ -140,24 +140,7 @@ def test_grant_invoke_names_this_endpoint_alone() -> None:
     assert grant["Resource"] == {"Ref": endpoint_id} == stack.resolve(made.endpoint_arn)
 
 
-@pytest.mark.parametrize(
-    ("method", "namespace", "name", "statistic"),
-    [
-        ("metric_invocations", "AWS/SageMaker", "Invocations", "Sum"),
-        ("metric_invocations_per_instance", "AWS/SageMaker", "InvocationsPerInstance", "Sum"),
-        ("metric_model_latency", "AWS/SageMaker", "ModelLatency", "Average"),
-        ("metric_overhead_latency", "AWS/SageMaker", "OverheadLatency", "Average"),
-        ("metric_invocation_4xx_errors", "AWS/SageMaker", "Invocation4XXErrors", "Sum"),
-        ("metric_invocation_5xx_errors", "AWS/SageMaker", "Invocation5XXErrors", "Sum"),
-        ("metric_invocation_model_errors", "AWS/SageMaker", "InvocationModelErrors", "Sum"),
-        ("metric_model_setup_time", "AWS/SageMaker", "ModelSetupTime", "Average"),
-        ("metric_cpu_utilization", "/aws/sagemaker/Endpoints", "CPUUtilization", "Average"),
-        ("metric_memory_utilization", "/aws/sagemaker/Endpoints", "MemoryUtilization", "Average"),
-        ("metric_gpu_utilization", "/aws/sagemaker/Endpoints", "GPUUtilization", "Average"),
-        ("metric_gpu_memory_utilization", "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", "Average"),
-        ("metric_disk_utilization", "/aws/sagemaker/Endpoints", "DiskUtilization", "Average"),
-    ],
-)
+@pytest.mark.parametrize(("method", "namespace", "name", "statistic"), VARIANT_METRICS)
 def test_metrics_carry_the_dimensions_sagemaker_publishes(
     method: str, namespace: str, name: str, statistic: str
 ) -> None:
