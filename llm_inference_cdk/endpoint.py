@@ -1,5 +1,9 @@
 """A SageMaker real-time endpoint: model, endpoint config, endpoint with its update policy,
-and optionally autoscaling and alarms.
+and optionally autoscaling and alarms. This module builds them; its seams live beside it:
+the grants and metrics it shares with an imported endpoint (``endpoint_base``), its alarms
+(``endpoint_alarms``), its dashboard rows (``endpoint_dashboard``), its update policy and
+rolled-back-update check (``deployment``), its scaling (``scaling``, ``component``,
+``async_inference``).
 
 L1 resources are used on purpose: aws-cdk's alpha SageMaker module grants
 ``AmazonSageMakerFullAccess`` by default and its shape changes between releases. The props
@@ -10,32 +14,28 @@ so that a setting AWS would refuse fails synthesis instead of a deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from aws_cdk import ArnFormat, Duration, Names, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_ssm as ssm
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from llm_contracts import instances
 from llm_inference_cdk.async_inference import AsyncOutput, scale_backlog
-from llm_inference_cdk.component import add_component, component_deployment, scale_copies, variant_scaling
+from llm_inference_cdk.component import add_component, scale_copies, variant_scaling
+from llm_inference_cdk.deployment import Watched, component_deployment, endpoint_deployment, fail_rolled_back_updates
+from llm_inference_cdk.endpoint_alarms import alarm_arns, make_alarms
 from llm_inference_cdk.endpoint_base import ImportedSageMakerEndpoint, ISageMakerEndpoint, SageMakerEndpointBase
-from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, DeploymentProps, SageMakerEndpointProps
+from llm_inference_cdk.endpoint_dashboard import endpoint_rows
+from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, SageMakerEndpointProps
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
 from llm_inference_cdk.nag import acknowledge, nag_arn
 from llm_inference_cdk.props import invalid
 from llm_inference_cdk.scaling import VARIANT_INSTANCES, target_tracking
-from llm_inference_cdk.sdk_calls import function_role
 
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
 
@@ -167,7 +167,8 @@ class SageMakerEndpoint(SageMakerEndpointBase):
         self._alarm_names: dict[str, str] = {}
         self._set_deployment_config()
         if props.deployment.fail_rolled_back_updates:
-            self._fail_rolled_back_updates()
+            #: The SSM parameter that fails an update SageMaker rolled back.
+            self.update_check = fail_rolled_back_updates(self, self._watched())
         if props.autoscaling is not None:
             self.auto_scale_instance_count(props.autoscaling)
         if self.inference_component is not None and component is not None:
@@ -278,91 +279,7 @@ class SageMakerEndpoint(SageMakerEndpointBase):
         """Rows of dashboard widgets for this endpoint: traffic and errors, model and overhead
         latency percentiles, what drives autoscaling, the instances' CPU, memory, GPU and disk,
         and the alarms' states."""
-        name = self.node.id
-
-        def percentiles(metric: cloudwatch.Metric, title: str) -> cloudwatch.GraphWidget:
-            # SageMaker publishes latencies in microseconds: shown in milliseconds.
-            lines = {
-                p: cloudwatch.MathExpression(
-                    expression=f"{p} / 1000",
-                    using_metrics={p: metric.with_(statistic=p)},
-                    label=f"{p} ms",
-                    period=Duration.minutes(1),
-                )
-                for p in ("p50", "p90", "p99")
-            }
-            return cloudwatch.GraphWidget(title=title, left=list(lines.values()), width=8)
-
-        traffic = cloudwatch.GraphWidget(
-            title=f"{name}: invocations and errors per minute",
-            left=[self.metric_invocations(label="invocations")],
-            right=[
-                self.metric_invocation_4xx_errors(label="4xx"),
-                self.metric_invocation_5xx_errors(label="5xx"),
-                self.metric_invocation_model_errors(label="model errors"),
-            ],
-            width=8,
-        )
-        scaling = self._scaling_widget()
-        usage = [
-            cloudwatch.GraphWidget(
-                title=f"{name}: CPU and memory, %",
-                left=[self.metric_cpu_utilization(label="CPU"), self.metric_memory_utilization(label="memory")],
-                width=8,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name}: GPU and GPU memory, %",
-                left=[self.metric_gpu_utilization(label="GPU"), self.metric_gpu_memory_utilization(label="GPU memory")],
-                width=8,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name}: ML storage volume, % used", left=[self.metric_disk_utilization(label="disk")], width=8
-            ),
-        ]
-        rows: list[list[cloudwatch.IWidget]] = [
-            [
-                traffic,
-                percentiles(self.metric_model_latency(), f"{name}: model latency"),
-                percentiles(self.metric_overhead_latency(), f"{name}: overhead latency"),
-            ],
-            [scaling, *usage[:2]],
-            [usage[2]],
-        ]
-        if self.alarms:
-            rows[2].append(cloudwatch.AlarmStatusWidget(title=f"{name}: alarms", alarms=self.alarms, width=16))
-        return rows
-
-    def _scaling_widget(self) -> cloudwatch.GraphWidget:
-        """What the mode's scaling tracks, its target, and what brings it back from zero."""
-        name, props = self.node.id, self._props
-
-        def target(value: float) -> list[cloudwatch.HorizontalAnnotation]:
-            return [cloudwatch.HorizontalAnnotation(value=value, label="scaling target")]
-
-        if props.inference_component is not None:
-            return cloudwatch.GraphWidget(
-                title=f"{name}: invocations per copy (what scaling tracks) and requests that found no copy",
-                left=[self.metric_invocations_per_copy(label="invocations per copy")],
-                left_annotations=target(props.inference_component.target_invocations_per_copy),
-                right=[self.metric_no_capacity_failures(label="no copy")],
-                width=8,
-            )
-        if props.async_inference is not None:
-            return cloudwatch.GraphWidget(
-                title=f"{name}: queued requests per instance (what scaling tracks) and queued without an instance",
-                left=[self.metric_backlog(label="queued"), self.metric_backlog_per_instance(label="per instance")],
-                left_annotations=target(props.async_inference.target_backlog_per_instance),
-                right=[self.metric_backlog_without_capacity(label="queued, no instance")],
-                width=8,
-            )
-        tracked = props.autoscaling.target_invocations_per_instance if props.autoscaling else None
-        return cloudwatch.GraphWidget(
-            title=f"{name}: invocations per instance (what autoscaling tracks) and instances reporting",
-            left=[self.metric_invocations_per_instance(label="invocations per instance")],
-            left_annotations=target(tracked) if tracked else None,
-            right=[self.metric_cpu_utilization(statistic="SampleCount", label="instances reporting")],
-            width=8,
-        )
+        return endpoint_rows(self, self._props, self.alarms)
 
     # --- autoscaling and alarms -------------------------------------------------------------
 
@@ -392,155 +309,38 @@ class SageMakerEndpoint(SageMakerEndpointBase):
     def add_alarms(self, props: AlarmProps, *, topic: sns.ITopic | None = None) -> list[cloudwatch.Alarm]:
         """The alarms `props` sets (see :class:`AlarmProps`); `topic` is notified on ALARM and
         OK. Those on what a new model can break become the update's rollback alarms."""
-        period = Duration.seconds(props.period_s)
         gpu = instances.gpus(self._props.instance_type) > 0
-        # (id, threshold, description, metric, alarm above rather than at, a rollback alarm)
-        specs = [
-            # ModelLatency is published in microseconds.
-            ("LatencyAlarm", None if props.latency_ms is None else props.latency_ms * 1000,
-             f"Mean model latency above {props.latency_ms} ms", self.metric_model_latency, True, True),
-            ("Errors5xxAlarm", props.errors_5xx, f"{props.errors_5xx} or more 5xx invocation errors per period",
-             self.metric_invocation_5xx_errors, False, True),
-            ("ModelErrorsAlarm", props.model_errors,
-             f"{props.model_errors} or more invocations per period the model answered with an error or did not "
-             "answer", self.metric_invocation_model_errors, False, True),
-            ("DiskAlarm", props.disk_percent, f"ML storage volume more than {props.disk_percent}% full",
-             self.metric_disk_utilization, True, False),
-            ("GpuMemoryAlarm", props.gpu_memory_percent if gpu else None,
-             f"GPU memory more than {props.gpu_memory_percent}% used", self.metric_gpu_memory_utilization, True, False),
-        ]  # fmt: skip
-        rollback: list[cloudwatch.Alarm] = []
-        capacity: list[cloudwatch.Alarm] = []
-        for construct_id, threshold, description, metric, strictly, rolls_back in specs:
-            if threshold is None:
-                continue
-            alarm = self._alarm(construct_id, description, metric(period=period), threshold, props, strictly=strictly)
-            (rollback if rolls_back else capacity).append(alarm)
+        rollback, capacity = make_alarms(self, props, gpu=gpu, topic=topic, names=self._alarm_names)
         added = rollback + capacity
-        if topic is not None:
-            action = cw_actions.SnsAction(topic)
-            for alarm in added:
-                alarm.add_alarm_action(action)
-                alarm.add_ok_action(action)
         self.alarms.extend(added)
         self.rollback_alarms.extend(rollback)
         self._set_deployment_config()
         if self._props.deployment.auto_rollback:
             # Deployment guardrails' guide: the execution role reads the rollback alarms' states.
-            # Their ARNs from their names, not their attributes: the role's policy must exist
-            # before the model, which comes before the endpoint the alarms watch.
-            stack = Stack.of(self)
-            arns = [
-                stack.format_arn(
-                    service="cloudwatch",
-                    resource="alarm",
-                    resource_name=self._alarm_names[alarm.node.id],
-                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                )
-                for alarm in rollback
-            ]
+            arns = alarm_arns(self, [self._alarm_names[alarm.node.id] for alarm in rollback])
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["cloudwatch:DescribeAlarms"], resources=arns)
             )
         return added
 
-    def _alarm(
-        self,
-        construct_id: str,
-        description: str,
-        metric: cloudwatch.IMetric,
-        threshold: float,
-        props: AlarmProps,
-        *,
-        strictly: bool = False,
-    ) -> cloudwatch.Alarm:
-        # A name of its own, unique to the stack and path, used as written: the endpoint's update
-        # policy names its rollback alarms, which name the endpoint in their dimensions; a
-        # reference either way would make each wait for the other.
-        name = f"{Names.unique_resource_name(self, max_length=200, separator='-')}-{construct_id}"
-        self._alarm_names[construct_id] = name
-        return cloudwatch.Alarm(
-            self,
-            construct_id,
-            alarm_name=name,
-            alarm_description=description,
-            metric=metric,
-            threshold=threshold,
-            evaluation_periods=props.evaluation_periods,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
-            if strictly
-            else cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        )
-
-    # --- the update policy ----------------------------------------------------------------------
+    # --- the update policy (deployment.py) --------------------------------------------------
 
     def _set_deployment_config(self) -> None:
-        """The endpoint's DeploymentConfig from its props and rollback alarms."""
+        """The DeploymentConfig from the props and the rollback alarms: the endpoint's, or the
+        inference component's, which carries the model and so has the updates that roll back."""
         deployment = self._props.deployment
-        alarms = self.rollback_alarms if deployment.auto_rollback else []
-        rollback = None
-        if alarms:
-            rollback = sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
-                alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=self._alarm_names[a.node.id]) for a in alarms]
-            )
+        names = [self._alarm_names[a.node.id] for a in self.rollback_alarms] if deployment.auto_rollback else []
         if self.inference_component is not None:
-            # The component carries the model: its updates are the ones that roll back.
-            names = [self._alarm_names[a.node.id] for a in alarms]
             self.inference_component.deployment_config = component_deployment(deployment, names)
             return
-        strategy = self._props.deployment_strategy
-        self.endpoint.deployment_config = sagemaker.CfnEndpoint.DeploymentConfigProperty(
-            auto_rollback_configuration=rollback,
-            **_update_policy(strategy, deployment),
-        )
+        self.endpoint.deployment_config = endpoint_deployment(self._props.deployment_strategy, deployment, names)
 
-    def _fail_rolled_back_updates(self) -> None:
-        """After each update, read what the endpoint runs (its endpoint config; the model of its
-        inference component); an SSM parameter that only accepts what the template asks for
-        then fails the update if SageMaker rolled it back, and CloudFormation rolls the stack
-        back to what the endpoint runs."""
-        watched = self._watched()
-        role, log_group = function_role(self, "UpdateCheck", f"Reads the {watched.what} runs after an update")
-        describe = cr.AwsSdkCall(
-            service="SageMaker",
-            action=watched.action,
-            parameters=watched.parameters,
-            # A new physical id with each new config or model: the call runs after each update.
-            physical_resource_id=cr.PhysicalResourceId.of(watched.expected),
-            output_paths=[watched.field],
-        )
-        running = cr.AwsCustomResource(
-            self,
-            "RunningConfig",
-            on_create=describe,
-            on_update=describe,
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [iam.PolicyStatement(actions=[watched.iam_action], resources=[watched.arn])]
-            ),
-            role=role,
-            log_group=log_group,
-            install_latest_aws_sdk=False,
-        )
-        running.node.add_dependency(watched.resource)
-        self.update_check = ssm.StringParameter(
-            self,
-            "UpdateCheck",
-            description=(
-                f"The {watched.what} runs. An update fails here when SageMaker rolled the endpoint back to its "
-                f"previous {watched.noun}: the value then does not match the pattern of the {watched.noun} the "
-                "template asked for"
-            ),
-            string_value=running.get_response_field(watched.field),
-            allowed_pattern=f"^{watched.expected}$",
-        )
-
-    def _watched(self) -> _Watched:
+    def _watched(self) -> Watched:
         """What an update changes and SageMaker may roll back: the endpoint's config, or the
         model of its inference component (whose own update the component's DeploymentConfig
         rolls back; the endpoint config stays)."""
         if self.inference_component is not None and self.component_name is not None:
-            return _Watched(
+            return Watched(
                 what="model the inference component",
                 noun="model",
                 expected=self.model.attr_model_name,
@@ -550,7 +350,7 @@ class SageMakerEndpoint(SageMakerEndpointBase):
                 arn=self.inference_component.attr_inference_component_arn,
                 resource=self.inference_component,
             )
-        return _Watched(
+        return Watched(
             what="endpoint config the endpoint",
             noun="config",
             expected=self.endpoint_config.attr_endpoint_config_name,
@@ -625,49 +425,3 @@ class SageMakerEndpoint(SageMakerEndpointBase):
             f"AwsSolutions-IAM5[Resource::{nag_arn(stack, 'logs', f'log-group:{LOG_GROUP_PREFIX}/*:log-stream:*')}]",
             "Log streams are created per instance by SageMaker under the endpoint's log group",
         )
-
-
-def _update_policy(strategy: str, deployment: DeploymentProps) -> dict[str, Any]:
-    """The BlueGreenUpdatePolicy or RollingUpdatePolicy of `strategy` (DeploymentConfig's keys)."""
-    percent = sagemaker.CfnEndpoint.CapacitySizeProperty
-    if strategy == "rolling":
-        return {
-            "rolling_update_policy": sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
-                maximum_batch_size=percent(type="CAPACITY_PERCENT", value=deployment.rolling_batch_percent),
-                wait_interval_in_seconds=deployment.wait_interval_s,
-                maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_s,
-            )
-        }
-    routing = sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
-        type=strategy.upper().replace("-", "_"),
-        wait_interval_in_seconds=deployment.wait_interval_s,
-        canary_size=percent(type="CAPACITY_PERCENT", value=deployment.canary_percent) if strategy == "canary" else None,
-        linear_step_size=percent(type="CAPACITY_PERCENT", value=deployment.linear_step_percent)
-        if strategy == "linear"
-        else None,
-    )
-    return {
-        "blue_green_update_policy": sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
-            traffic_routing_configuration=routing,
-            termination_wait_in_seconds=deployment.termination_wait_s,
-            maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_s,
-        )
-    }
-
-
-@dataclass(frozen=True)
-class _Watched:
-    """A resource whose update SageMaker may roll back, and the field that shows it."""
-
-    what: str
-    noun: str
-    expected: str
-    action: str  # the SDK's name of the Describe call
-    parameters: dict[str, str]
-    field: str
-    arn: str
-    resource: Construct
-
-    @property
-    def iam_action(self) -> str:
-        return f"sagemaker:{self.action[0].upper()}{self.action[1:]}"

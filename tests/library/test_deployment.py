@@ -157,3 +157,66 @@ def test_an_update_policy_the_variant_cannot_follow_is_refused(given: dict[str, 
 def test_each_refused_deployment_prop_names_itself(given: dict[str, Any], message: str) -> None:
     with pytest.raises(PropError, match=rf"^DeploymentProps: {message}"):
         DeploymentProps(**given)
+
+
+def test_the_update_policy_module_stands_alone_in_a_bare_stack() -> None:
+    """deployment.py, beside DeploymentProps, builds the update policy and the check for any
+    SageMaker endpoint resource, without a SageMakerEndpoint around it."""
+    from aws_cdk import aws_sagemaker as sagemaker
+
+    from llm_inference_cdk.deployment import Watched, endpoint_deployment, fail_rolled_back_updates
+
+    stack = Stack()
+    config = sagemaker.CfnEndpointConfig(
+        stack,
+        "Config",
+        production_variants=[{"variantName": "AllTraffic", "modelName": "m", "instanceType": "ml.g5.xlarge"}],
+    )
+    endpoint = sagemaker.CfnEndpoint(
+        stack,
+        "Endpoint",
+        endpoint_config_name=config.attr_endpoint_config_name,
+        deployment_config=endpoint_deployment("canary", DeploymentProps(canary_percent=20), ["my-alarm"]),
+    )
+    check = fail_rolled_back_updates(
+        stack,
+        Watched(
+            what="endpoint config the endpoint",
+            noun="config",
+            expected=config.attr_endpoint_config_name,
+            action="describeEndpoint",
+            parameters={"EndpointName": endpoint.attr_endpoint_name},
+            field="EndpointConfigName",
+            arn=endpoint.ref,
+            resource=endpoint,
+        ),
+    )
+    template = Template.from_stack(stack)
+    assert deployment_config(template) == {
+        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "my-alarm"}]},
+        "BlueGreenUpdatePolicy": {
+            "MaximumExecutionTimeoutInSeconds": 3600,
+            "TerminationWaitInSeconds": 0,
+            "TrafficRoutingConfiguration": {
+                "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 20},
+                "Type": "CANARY",
+                "WaitIntervalInSeconds": 600,
+            },
+        },
+    }
+    (config_id,) = template.find_resources("AWS::SageMaker::EndpointConfig")
+    (parameter,) = template.find_resources("AWS::SSM::Parameter").values()
+    assert parameter["Properties"]["AllowedPattern"] == {
+        "Fn::Join": ["", ["^", {"Fn::GetAtt": [config_id, "EndpointConfigName"]}, "$"]]
+    }
+    # The value is what DescribeEndpoint answers after each update.
+    (running_id,) = template.find_resources("Custom::AWS")
+    assert parameter["Properties"]["Value"] == {"Fn::GetAtt": [running_id, "EndpointConfigName"]}
+    assert stack.resolve(check.parameter_name) == {"Ref": stack.get_logical_id(check.node.default_child)}
+    (describe,) = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == "sagemaker:DescribeEndpoint"
+    ]
+    assert describe["Resource"] == {"Ref": stack.get_logical_id(endpoint)}
