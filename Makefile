@@ -124,7 +124,7 @@ test: lint .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
+	$(BIN)/mypy project_config stacks artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
 	@# The serving code, each under the Python of the image it runs in.
 	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
 	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py

@@ -9,7 +9,7 @@ each, naming the class, the prop, the value and what is allowed. The rules run o
 field has passed its own check, since they rely on the fields' types and ranges (pydantic's
 model validators, which run after its field validators, do the same).
 
-The CDK app reads its ``cdk.json`` settings into these same classes (``stacks/config``), so a
+The CDK app reads its ``cdk.json`` settings into these same classes (``project_config``), so a
 rule is written once: the app turns a PropError's prop into the ``cdk.json`` key that set it.
 Standard library only: the app's configuration and the artifacts builder import this module
 without loading the AWS CDK.

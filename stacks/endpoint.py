@@ -21,7 +21,7 @@ from llm_inference_cdk import (
     SageMakerEndpointProps,
     ServiceDashboard,
 )
-from stacks.config import ConfigError
+from project_config import ConfigError
 
 
 class EndpointSection(Protocol):

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from llm_contracts.manifest import ManifestError
 from llm_inference_cdk import ContainerImage, ModelData, S3PrefixModelData, huggingface_inference
-from stacks.config import GptjSettings
+from project_config import GptjSettings
 from stacks.endpoint import add_endpoint, check_volume, require_payload
 
 

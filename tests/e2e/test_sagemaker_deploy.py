@@ -14,7 +14,7 @@ from llm_inference_cdk import SageMakerEndpointProps, huggingface_inference
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.containers import running_containers
-from stacks.config import AppConfig
+from project_config import AppConfig
 from tests.e2e.helpers import (
     Assembly,
     assembly_of,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from stacks.config import PROJECT_ROOT, ConfigError, load_config
-from stacks.config.inf2 import hub_model
+from project_config import PROJECT_ROOT, ConfigError, load_config
+from project_config.inf2 import hub_model
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts
 
 

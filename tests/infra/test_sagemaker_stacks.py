@@ -14,7 +14,7 @@ from aws_cdk.assertions import Match, Template
 
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import sha256_file, write_manifest
-from stacks.config import ConfigError
+from project_config import ConfigError
 from tests.infra.helpers import ROOT, Synthesized, actions_of, resources_of, synthesize_some
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
@@ -547,7 +547,7 @@ def test_alarms_notify_the_stacks_own_encrypted_topic(synth: Callable[..., Synth
 
 def test_gpt2_batch_size_must_fit_the_built_model(tmp_path: Any) -> None:
     from llm_contracts.manifest import write_manifest
-    from stacks.config import ConfigError
+    from project_config import ConfigError
     from tests.infra.helpers import make_artifacts, synthesize
 
     artifacts = make_artifacts(tmp_path / "artifacts")

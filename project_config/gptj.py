@@ -12,7 +12,7 @@ from llm_contracts import instances
 from llm_inference_cdk.dlc import ImageResolutionError, huggingface_inference
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.props import PropError, instance_of, integer, invalid, prop, text, validate
-from stacks.config.endpoint import (
+from project_config.endpoint import (
     ALARM_EMAIL,
     TOPIC_ARN,
     check_environment,
@@ -20,8 +20,8 @@ from stacks.config.endpoint import (
     check_notifications,
     read_endpoint,
 )
-from stacks.config.gpt2 import ECR_URI
-from stacks.config.reader import Section, read_props
+from project_config.gpt2 import ECR_URI
+from project_config.reader import Section, read_props
 
 #: The endpoint's defaults for this model.
 ENDPOINT_DEFAULTS = {

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from llm_inference_cdk.props import PropError
 
 #: Relative paths in the configuration are relative to the project root (where cdk.json is).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from llm_inference_cdk.endpoint_props import (
     SageMakerEndpointProps,
 )
 from llm_inference_cdk.props import optional, text
-from stacks.config.reader import Section, read_props
+from project_config.reader import Section, read_props
 
 #: cdk.json keys of the alarm props (the others are read under their own names).
 ALARM_KEYS = {
