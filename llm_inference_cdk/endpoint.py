@@ -62,7 +62,9 @@ class SageMakerEndpoint(SageMakerEndpointBase):
         `variant_name`, SageMaker's default variant name unless given).
 
         The name must be known at synthesis: CloudFormation cannot lower-case a token, so pass
-        the ARN itself to :meth:`from_endpoint_attributes` for a name that is one."""
+        the ARN itself to :meth:`from_endpoint_attributes` for a name that is one. ``grant_invoke``
+        allows InvokeEndpoint on the endpoint's ARN alone: an inference component's ARN, or an
+        async endpoint's InvokeEndpointAsync and S3 input, are the caller's to grant."""
         return ImportedSageMakerEndpoint(scope, construct_id, endpoint_name=endpoint_name, variant_name=variant_name)
 
     @staticmethod
