@@ -145,7 +145,7 @@ lint-ruff: setup
 	$(BIN)/ruff format --check .
 
 lint-mypy: setup
-	$(BIN)/mypy stacks artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
+	$(BIN)/mypy stacks project_config artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
 
 # The serving code, each under the Python of the image it runs in, and the inf2 host's Neuron
 # metrics under the DLAMI's /usr/bin/python3 (3.10): one run per interpreter.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CDK app: three stacks, configured from cdk.json context (see stacks/config).
+"""The CDK app: three stacks, configured from cdk.json context (see project_config).
 
 A bad setting stops synthesis with one line (the key, the value, what is allowed) and a
 non-zero exit. A problem that belongs to one stack alone (its payload not built, its image
@@ -17,7 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from llm_contracts.manifest import ManifestError
 from llm_inference_cdk import ImageResolutionError
-from stacks.config import AppConfig, ConfigError, load_config
+from project_config import AppConfig, ConfigError, load_config
 from stacks.inf2_ec2 import Inf2Stack
 from stacks.sagemaker_gpt2 import Gpt2Stack
 from stacks.sagemaker_gptj import GptjStack
@@ -57,7 +57,9 @@ def main() -> int:
     try:
         _, _, skipped = build_app(app)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # One line per setting: a ConfigError lists every problem of a section it found.
+        for line in str(exc).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 1
     for name, reason in skipped.items():
         print(f"{name} is left out of this synthesis: {reason}", file=sys.stderr)

@@ -136,7 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parse_context(pairs: Sequence[str]) -> dict[str, str]:
-    from stacks.config import ConfigError, parse_context_pairs
+    from project_config import ConfigError, parse_context_pairs
 
     try:
         return parse_context_pairs(pairs)
@@ -238,7 +238,7 @@ def _swap_in(staging: Path, target: Path, previous: Path) -> None:
 def container_versions(context: dict[str, str]) -> dict[str, str]:
     """torch and transformers of the Hugging Face image the stack deploys, from cdk.json
     (plus `-c` overrides), parsed by the same code as at synthesis."""
-    from stacks.config import ConfigError, from_cdk_json
+    from project_config import ConfigError, from_cdk_json
 
     try:
         image = from_cdk_json(context).gptj.hf_image

@@ -37,8 +37,8 @@ from llm_contracts.inf2 import (
     unknown_model_message,
 )
 from llm_contracts.manifest import file_entry, library_versions, write_manifest
-from stacks.config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_context_pairs
-from stacks.config.inf2 import hub_model, model_source_problems, settings_problems
+from project_config import ConfigError, Inf2Settings, ModelServerSettings, from_cdk_json, parse_context_pairs
+from project_config.inf2 import hub_model, model_source_problems, settings_problems
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
 BUNDLE_NAME = "bundle.tar.gz"

@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
-#: The payload's own list of files with their sha256 and size; ``code/inference.py`` verifies
-#: every file against it before it builds anything.
-PAYLOAD_MANIFEST = "payload-manifest.json"
+from llm_contracts import manifest
+
+#: The payload's own list of files with their sha256 and size (the library's payload manifest,
+#: llm_contracts.manifest); ``code/inference.py`` verifies every file against it before it
+#: builds anything.
+PAYLOAD_MANIFEST = manifest.PAYLOAD_MANIFEST
 #: Multi Model Server's own manifest name, matched ignoring case.
 MMS_MANIFEST = "MANIFEST.json"
 

@@ -1,6 +1,6 @@
-"""The artifacts manifest: what was built, its sha256 and size, and with what.
+"""The artifacts manifest and the payload manifest: what a folder holds, its sha256 and size.
 
-Each component writes ``<out>/<component>/manifest.json``::
+Each component of the artifacts builder writes ``<out>/<component>/manifest.json``::
 
     {"schema": 1, "component": "gpt2", "files": {"model.tar.gz": {"sha256": "...", "size": 123}},
      "versions": {"torch": "2.13.0", ...}, ...component-specific keys}
@@ -8,6 +8,19 @@ Each component writes ``<out>/<component>/manifest.json``::
 The stacks read it to give S3 assets a precomputed hash (a multi-GB file is then never
 re-read at synthesis), and serving code reads the manifest inside a payload to verify
 every file before loading it. Standard library only: synthesis imports this module.
+
+**The payload manifest** (:data:`PAYLOAD_MANIFEST`, ``payload-manifest.json``) is the same
+format at the top of a model folder that ``llm_inference_cdk.S3PrefixModelData`` ships
+uncompressed to S3, and the library's contract for any such folder, whoever builds it:
+
+* ``schema``: ``1``;
+* ``component``: a free label of what built it (:func:`write_payload_manifest` writes
+  ``"payload"``; the artifacts builder ``"gptj-payload"``);
+* ``files``: every file to ship, by its path relative to the folder (``/``-separated, no
+  ``.``, ``..`` or empty segments, at most 5 GB each: one S3 CopyObject), each
+  ``{"sha256": "<64 hex digits>", "size": <bytes>}``; the manifest itself is not listed.
+
+Other keys are kept and ignored. :func:`write_payload_manifest` writes one for a folder.
 """
 
 from __future__ import annotations
@@ -22,6 +35,10 @@ from typing import Any
 
 SCHEMA = 1
 MANIFEST_NAME = "manifest.json"
+#: The payload manifest's file name in a model folder (see the module's docstring).
+PAYLOAD_MANIFEST = "payload-manifest.json"
+#: What to do about a missing or stale artifacts manifest.
+BUILD_ARTIFACTS = "build the artifacts first (python -m artifacts_builder)"
 _CHUNK = 8 * 1024 * 1024
 
 
@@ -80,18 +97,38 @@ def write_manifest(
     return target
 
 
-def read_manifest(directory: Path, name: str = MANIFEST_NAME) -> dict[str, Any]:
-    """The manifest `name` in `directory` (a payload folder names its own: llm_contracts.gptj)."""
+def read_manifest(directory: Path, name: str = MANIFEST_NAME, *, fix: str = BUILD_ARTIFACTS) -> dict[str, Any]:
+    """The manifest `name` in `directory` (a payload folder names its own: :data:`PAYLOAD_MANIFEST`);
+    ManifestError naming `fix` when it is missing or not a manifest."""
     path = directory / name
     try:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ManifestError(f"{path} does not exist: build the artifacts first (python -m artifacts_builder)") from None
+        raise ManifestError(f"{path} does not exist: {fix}") from None
     except ValueError as exc:
-        raise ManifestError(f"{path} is not valid JSON ({exc}): rebuild the artifacts") from None
-    if manifest.get("schema") != SCHEMA or not isinstance(manifest.get("files"), dict):
-        raise ManifestError(f"{path} has schema {manifest.get('schema')!r}, expected {SCHEMA}: rebuild the artifacts")
-    return manifest  # type: ignore[no-any-return]
+        raise ManifestError(f"{path} is not valid JSON ({exc}): {fix}") from None
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("schema") != SCHEMA
+        or not isinstance(manifest.get("files"), dict)
+    ):
+        schema = manifest.get("schema") if isinstance(manifest, dict) else None
+        raise ManifestError(
+            f"{path} has schema {schema!r} or no files, expected schema {SCHEMA} with a files object: {fix}"
+        )
+    return manifest
+
+
+def write_payload_manifest(folder: Path, *, name: str = PAYLOAD_MANIFEST, component: str = "payload") -> Path:
+    """Write the payload manifest of `folder`: every file under it (but the manifest), hashed.
+    Reads each file once; for multi-GB weights, hash them as they are written and pass their
+    entries to :func:`write_manifest` as `known` instead."""
+    files = {
+        path.relative_to(folder).as_posix(): path
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name not in (name, f"{Path(name).stem}.json.tmp")
+    }
+    return write_manifest(folder, component, files, name=name)
 
 
 def entry_for(path: Path) -> dict[str, Any]:

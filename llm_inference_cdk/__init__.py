@@ -2,13 +2,16 @@
 
 Public API (``from llm_inference_cdk import ...``):
 
-* :class:`SageMakerEndpoint` with :class:`EndpointProps`, :class:`AutoscalingProps`,
+* :class:`SageMakerEndpoint` with :class:`SageMakerEndpointProps`, :class:`AutoscalingProps`,
   :class:`AlarmProps` and :class:`DeploymentProps`: model, endpoint config, endpoint with its
   update policy (deployment guardrails, rolled back on its alarms), autoscaling and alarms, with
   ``grant_invoke``, ``metric_*`` and ``dashboard_widgets`` methods; in one of three modes:
   real-time (the default), an inference component (:class:`InferenceComponentProps`: copies
   scaled by their invocations, down to zero) or asynchronous (:class:`AsyncInferenceProps`:
   requests and results in S3, scaled on the backlog, down to zero).
+* :meth:`SageMakerEndpoint.from_endpoint_name` and :meth:`SageMakerEndpoint.from_endpoint_attributes`:
+  an endpoint that exists outside the app, as an :class:`ISageMakerEndpoint` to ``grant_invoke``
+  and read ``metric_*`` from (:class:`SageMakerEndpointBase`: the grants and metrics both share).
 * :class:`AlarmTopic`: an encrypted SNS topic for alarms, with an optional e-mail subscription;
   :class:`ServiceDashboard`: a CloudWatch dashboard of constructs' ``dashboard_widgets()``.
 * :class:`ModelData` (a ``model.tar.gz`` asset or S3 object, an uncompressed S3 prefix) and
@@ -19,6 +22,9 @@ Public API (``from llm_inference_cdk import ...``):
 * :class:`Inf2Server` with :class:`Inf2ServerProps`: a DJL Serving (LMI) model server on an EC2
   inf2 instance, from a model bundle and an image.
 * :class:`PropError`, raised by every props class for a value it cannot use.
+
+``EndpointProps``, the former name of :class:`SageMakerEndpointProps`, still works and warns
+(DeprecationWarning).
 
 Names are loaded on first use, so that ``llm_inference_cdk.props`` (standard library only) can
 be imported without the AWS CDK.
@@ -35,8 +41,10 @@ _EXPORTS = {
     "DeploymentProps": "llm_inference_cdk.endpoint_props",
     "InferenceComponentProps": "llm_inference_cdk.endpoint_props",
     "AsyncInferenceProps": "llm_inference_cdk.endpoint_props",
-    "EndpointProps": "llm_inference_cdk.endpoint_props",
+    "SageMakerEndpointProps": "llm_inference_cdk.endpoint_props",
     "SageMakerEndpoint": "llm_inference_cdk.endpoint",
+    "ISageMakerEndpoint": "llm_inference_cdk.endpoint_base",
+    "SageMakerEndpointBase": "llm_inference_cdk.endpoint_base",
     "BoundModelData": "llm_inference_cdk.model_data",
     "ModelAsset": "llm_inference_cdk.model_data",
     "ModelData": "llm_inference_cdk.model_data",
@@ -58,8 +66,10 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "DeploymentProps",
     "InferenceComponentProps",
     "AsyncInferenceProps",
-    "EndpointProps",
+    "SageMakerEndpointProps",
     "SageMakerEndpoint",
+    "ISageMakerEndpoint",
+    "SageMakerEndpointBase",
     "BoundModelData",
     "ModelAsset",
     "ModelData",
@@ -81,14 +91,16 @@ if TYPE_CHECKING:
     from llm_inference_cdk.dashboard import ServiceDashboard
     from llm_inference_cdk.dlc import DlcImage, ImageResolutionError, djl_neuronx, huggingface_inference
     from llm_inference_cdk.endpoint import SageMakerEndpoint
+    from llm_inference_cdk.endpoint_base import ISageMakerEndpoint, SageMakerEndpointBase
     from llm_inference_cdk.endpoint_props import (
         AlarmProps,
         AsyncInferenceProps,
         AutoscalingProps,
         DeploymentProps,
-        EndpointProps,
         InferenceComponentProps,
+        SageMakerEndpointProps,
     )
+    from llm_inference_cdk.endpoint_props import SageMakerEndpointProps as EndpointProps  # noqa: F401 (deprecated name)
     from llm_inference_cdk.images import ContainerImage
     from llm_inference_cdk.inf2.props import Inf2ServerProps
     from llm_inference_cdk.inf2.server import Inf2Server
@@ -98,5 +110,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'llm_inference_cdk' has no attribute {name!r}")
+        # A renamed class: its new name, with a DeprecationWarning (AttributeError for others).
+        from llm_inference_cdk.endpoint_props import deprecated_name
+
+        return deprecated_name(__name__, name)
     return getattr(importlib.import_module(_EXPORTS[name]), name)

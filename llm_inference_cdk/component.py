@@ -10,7 +10,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from llm_inference_cdk.endpoint_props import DeploymentProps, EndpointProps, InferenceComponentProps
+from llm_inference_cdk.endpoint_props import InferenceComponentProps, SageMakerEndpointProps
 from llm_inference_cdk.scaling import out_of_zero, target_tracking
 
 #: The scalable dimension of a component's copies.
@@ -25,7 +25,7 @@ def variant_scaling(props: InferenceComponentProps) -> sagemaker.CfnEndpointConf
 
 
 def add_component(
-    scope: Construct, endpoint: sagemaker.CfnEndpoint, model: sagemaker.CfnModel, props: EndpointProps
+    scope: Construct, endpoint: sagemaker.CfnEndpoint, model: sagemaker.CfnModel, props: SageMakerEndpointProps
 ) -> sagemaker.CfnInferenceComponent:
     """The component on `endpoint`'s variant: `model` with the compute each copy reserves, one
     copy at creation, updated copy by copy (the update policy's rolling batches)."""
@@ -63,29 +63,6 @@ def add_component(
 
 def component_name(endpoint: sagemaker.CfnEndpoint) -> str:
     return Names.unique_resource_name(endpoint, max_length=63, separator="-")
-
-
-def component_deployment(
-    deployment: DeploymentProps, alarm_names: list[str]
-) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
-    """A component is updated in rolling batches of `rolling_batch_percent` of its copies (at
-    least one; SageMaker takes 5 to 50 percent of the copy count), each baked, rolled back on
-    `alarm_names`."""
-    ic = sagemaker.CfnInferenceComponent
-    return ic.InferenceComponentDeploymentConfigProperty(
-        rolling_update_policy=ic.InferenceComponentRollingUpdatePolicyProperty(
-            maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(
-                type="CAPACITY_PERCENT", value=deployment.rolling_batch_percent
-            ),
-            wait_interval_in_seconds=deployment.wait_interval_s,
-            maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_s,
-        ),
-        auto_rollback_configuration=ic.AutoRollbackConfigurationProperty(
-            alarms=[ic.AlarmProperty(alarm_name=name) for name in alarm_names]
-        )
-        if alarm_names
-        else None,
-    )
 
 
 def scale_copies(

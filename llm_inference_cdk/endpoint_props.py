@@ -7,12 +7,15 @@ without loading the AWS CDK.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from llm_contracts import instances
 from llm_inference_cdk.props import (
     Check,
+    PropError,
     boolean,
     instance_of,
     integer,
@@ -29,7 +32,9 @@ from llm_inference_cdk.props import (
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
 _AMI_VERSION = re.compile(r"^al2-ami-sagemaker-inference-gpu-[0-9]+(-[0-9]+)?$")
-_VARIANT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+#: SageMaker's names of endpoints and variants (CreateEndpoint, ProductionVariant), and their words.
+SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+SAGEMAKER_NAME_ALLOWED = "1 to 63 letters, digits and hyphens, not starting with one"
 _INSTANCE_TYPE = Check(
     lambda v: isinstance(v, str) and instances.SAGEMAKER_INSTANCE.match(v) is not None,
     "a SageMaker instance type such as ml.g5.xlarge",
@@ -55,9 +60,11 @@ class AutoscalingProps:
     scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         if self.max_capacity < self.min_capacity:
-            raise invalid(self, "max_capacity", f"at least min_capacity ({self.min_capacity})")
+            yield invalid(self, "max_capacity", f"at least min_capacity ({self.min_capacity})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,10 +101,12 @@ class AlarmProps:
     evaluation_periods: int = prop(3, check=integer(1, 100))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         window = _DAY if self.period_s < 3600 else _WEEK
         if self.period_s * self.evaluation_periods > window:
-            raise invalid(
+            yield invalid(
                 self,
                 "evaluation_periods",
                 f"at most {window // self.period_s} with period_s={self.period_s} "
@@ -128,7 +137,7 @@ class DeploymentProps:
     to the old fleet and ends the update there."""
 
     #: The update policy, one of :data:`STRATEGIES` (None: chosen from the variant by
-    #: :meth:`EndpointProps.deployment_strategy`: all-at-once for a single instance, rolling for
+    #: :meth:`SageMakerEndpointProps.deployment_strategy`: all-at-once for a single instance, rolling for
     #: a fleet of GPU or Neuron instances, canary for a fleet of CPU instances).
     strategy: str | None = prop(None, check=optional(one_of(*STRATEGIES)))
     #: Seconds of baking after each traffic shift (or rolling batch), during which the rollback
@@ -154,10 +163,12 @@ class DeploymentProps:
     fail_rolled_back_updates: bool = prop(True, check=boolean())
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         waits = self.wait_interval_s + self.termination_wait_s
         if self.max_execution_timeout_s <= waits:
-            raise invalid(
+            yield invalid(
                 self,
                 "max_execution_timeout_s",
                 f"more than wait_interval_s + termination_wait_s ({waits}): SageMaker requires it",
@@ -195,13 +206,15 @@ class InferenceComponentProps:
     scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         if self.max_copies < self.min_copies:
-            raise invalid(self, "max_copies", f"at least min_copies ({self.min_copies})")
+            yield invalid(self, "max_copies", f"at least min_copies ({self.min_copies})")
         if self.min_instances is not None and self.min_copies > 0 and self.min_instances == 0:
-            raise invalid(self, "min_instances", "at least 1 while min_copies is above 0 (a copy needs an instance)")
+            yield invalid(self, "min_instances", "at least 1 while min_copies is above 0 (a copy needs an instance)")
         if self.max_instances is not None and self.max_instances < self.fewest_instances:
-            raise invalid(self, "max_instances", f"at least min_instances ({self.fewest_instances})")
+            yield invalid(self, "max_instances", f"at least min_instances ({self.fewest_instances})")
 
     @property
     def fewest_instances(self) -> int:
@@ -241,9 +254,11 @@ class AsyncInferenceProps:
     scale_out_cooldown_s: int = prop(60, check=integer(0, 86_400))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         if self.max_instances < self.min_instances:
-            raise invalid(self, "max_instances", f"at least min_instances ({self.min_instances})")
+            yield invalid(self, "max_instances", f"at least min_instances ({self.min_instances})")
 
 
 #: How the endpoint serves: one real-time variant, an inference component, or async.
@@ -251,7 +266,7 @@ MODES = ("realtime", "inference-component", "async")
 
 
 @dataclass(frozen=True, kw_only=True)
-class EndpointProps:
+class SageMakerEndpointProps:
     """One production variant on SageMaker instances."""
 
     #: The instance type (required), such as ``ml.g5.xlarge``.
@@ -286,9 +301,7 @@ class EndpointProps:
         ),
     )
     #: The production variant's name.
-    variant_name: str = prop(
-        "AllTraffic", check=text(_VARIANT_NAME, what="1 to 63 letters, digits and hyphens, not starting with one")
-    )
+    variant_name: str = prop("AllTraffic", check=text(SAGEMAKER_NAME, what=SAGEMAKER_NAME_ALLOWED))
     #: Autoscaling of the instance count (None: a fixed count; ``auto_scale_instance_count``
     #: adds it later).
     autoscaling: AutoscalingProps | None = prop(
@@ -306,12 +319,16 @@ class EndpointProps:
     async_inference: AsyncInferenceProps | None = prop(None, check=optional(instance_of(AsyncInferenceProps)))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         family = instances.family(self.instance_type)
         if not instances.size_exists(self.instance_type):
-            raise invalid(self, "instance_type", f"a size of ml.{family}: {', '.join(instances.sizes(family))}")
+            # The rules below read the instance's GPUs, cores and memory: a size it has not.
+            yield invalid(self, "instance_type", f"a size of ml.{family}: {', '.join(instances.sizes(family))}")
+            return
         if self.volume_size_gb is not None and family in instances.NVME_FAMILIES:
-            raise invalid(
+            yield invalid(
                 self,
                 "volume_size_gb",
                 f"unset for {self.instance_type}: its family has NVMe instance storage and SageMaker rejects "
@@ -320,37 +337,38 @@ class EndpointProps:
         bounds = self.instance_bounds
         if bounds is not None:
             if family in instances.BURSTABLE_FAMILIES:
-                raise invalid(self, "instance_type", "a type that is not burstable: SageMaker does not autoscale t2/t3")
+                yield invalid(self, "instance_type", "a type that is not burstable: SageMaker does not autoscale t2/t3")
             count, (fewest, most, low, high) = self.initial_instance_count, bounds
             if count is not None and not max(1, fewest) <= count <= most:
-                raise invalid(self, "initial_instance_count", f"between {low} ({max(1, fewest)}) and {high} ({most})")
-        self._check_mode()
-        self._check_deployment()
+                yield invalid(self, "initial_instance_count", f"between {low} ({max(1, fewest)}) and {high} ({most})")
+        yield from self._mode_rules()
+        yield from self._deployment_rules()
 
-    def _check_mode(self) -> None:
+    def _mode_rules(self) -> Iterator[PropError]:
         if self.inference_component is not None and self.async_inference is not None:
-            raise invalid(self, "async_inference", "unset with inference_component: an endpoint has one mode")
+            yield invalid(self, "async_inference", "unset with inference_component: an endpoint has one mode")
         if self.mode != "realtime" and self.autoscaling is not None:
-            raise invalid(
+            yield invalid(
                 self, "autoscaling", f"unset in {self.mode} mode (it scales by its own props: copies or backlog)"
             )
         component = self.inference_component
         if component is None:
             return
         gpus, host = instances.gpus(self.instance_type), instances.host(self.instance_type)
-        if (component.accelerators > gpus and not instances.is_accelerated(self.instance_type)) or (
+        too_many = (component.accelerators > gpus and not instances.is_accelerated(self.instance_type)) or (
             gpus and component.accelerators > gpus
-        ):
-            raise invalid(component, "accelerators", f"at most {gpus}: each copy must fit on one {self.instance_type}")
+        )
+        if too_many:
+            yield invalid(component, "accelerators", f"at most {gpus}: each copy must fit on one {self.instance_type}")
         if host is not None and component.cpu_cores > host[0]:
-            raise invalid(component, "cpu_cores", f"at most {host[0]}: the vCPUs of one {self.instance_type}")
+            yield invalid(component, "cpu_cores", f"at most {host[0]}: the vCPUs of one {self.instance_type}")
         if host is not None and component.memory_mb > host[1] * 1024:
-            raise invalid(component, "memory_mb", f"at most {host[1] * 1024}: the memory of one {self.instance_type}")
-        if gpus and component.accelerators:
+            yield invalid(component, "memory_mb", f"at most {host[1] * 1024}: the memory of one {self.instance_type}")
+        if gpus and component.accelerators and not too_many:
             per_instance = gpus // component.accelerators
             needed = -(-component.max_copies // per_instance)
             if component.most_instances < needed:
-                raise invalid(
+                yield invalid(
                     component,
                     "max_instances",
                     f"at least {needed}: {component.max_copies} copies of {component.accelerators} GPU(s) take "
@@ -378,11 +396,11 @@ class EndpointProps:
             return "inference-component"
         return "async" if self.async_inference is not None else "realtime"
 
-    def _check_deployment(self) -> None:
+    def _deployment_rules(self) -> Iterator[PropError]:
         deployment, fewest = self.deployment, self.fewest_instances
         strategy = self.deployment_strategy
         if strategy != "all-at-once" and fewest < 2:
-            raise invalid(
+            yield invalid(
                 deployment,
                 "strategy",
                 f"all-at-once while the variant may run a single instance ({strategy} shifts at most half "
@@ -391,19 +409,20 @@ class EndpointProps:
         alarms = self.alarms
         if deployment.auto_rollback and alarms is not None and deployment.wait_interval_s < alarms.window_s:
             if alarms.window_s > _LONGEST_BAKE_S:
-                raise invalid(
+                yield invalid(
                     deployment,
                     "auto_rollback",
                     f"false with alarms that need {alarms.window_s} s of data to fire (period_s x "
                     f"evaluation_periods): SageMaker bakes an update for at most {_LONGEST_BAKE_S} s; shorten "
                     "the alarms' window to roll back on them",
                 )
-            raise invalid(
-                deployment,
-                "wait_interval_s",
-                f"at least the rollback alarms' evaluation window ({alarms.window_s} s): a shorter baking "
-                "period ends before they can fire",
-            )
+            else:
+                yield invalid(
+                    deployment,
+                    "wait_interval_s",
+                    f"at least the rollback alarms' evaluation window ({alarms.window_s} s): a shorter baking "
+                    "period ends before they can fire",
+                )
 
     @property
     def fewest_instances(self) -> int:
@@ -442,3 +461,25 @@ class EndpointProps:
         if instances.has_nvme(self.instance_type):
             return None
         return self.volume_size_gb or 30
+
+
+#: Names kept for code written before the rename, each with the name that replaces it.
+DEPRECATED_NAMES = {"EndpointProps": "SageMakerEndpointProps"}
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """The class that replaced `name` in `module`, with a DeprecationWarning that names it
+    (aws-cdk's rule: ``FooProps`` configures ``Foo``); AttributeError for any other name."""
+    if name not in DEPRECATED_NAMES:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new = DEPRECATED_NAMES[name]
+    warnings.warn(
+        f"{module}.{name} is deprecated: use {new}, the props of SageMakerEndpoint (same fields)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_name(__name__, name)

@@ -24,8 +24,15 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from llm_contracts.gptj import PAYLOAD_MANIFEST
-from llm_contracts.manifest import MANIFEST_NAME, ManifestError, entry_for, read_manifest, sha256_file
+from llm_contracts.manifest import (
+    MANIFEST_NAME,
+    PAYLOAD_MANIFEST,
+    ManifestError,
+    entry_for,
+    read_manifest,
+    sha256_file,
+    write_payload_manifest,
+)
 from llm_inference_cdk.nag import acknowledge
 from llm_inference_cdk.props import PropError
 from llm_inference_cdk.sdk_calls import function_role
@@ -34,6 +41,7 @@ from llm_inference_cdk.storage import private_bucket
 #: The most one S3 CopyObject request copies.
 MAX_COPY_BYTES = 5 * 1000**3
 _PREFIX = re.compile(r"^([^/].*/)?$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -166,13 +174,31 @@ class ModelAsset(s3_assets.Asset):
 
 
 class S3PrefixModelData(Construct, ModelData):
-    """The files of a payload folder (as ``python -m artifacts_builder gptj`` writes it, with
-    its manifest) copied under one prefix of a bucket owned by the stack.
+    """The files of a model folder copied uncompressed under one prefix of a bucket owned by the
+    stack; SageMaker copies them to ``/opt/ml/model`` as they are.
 
-    :param folder: the payload folder; every file its manifest lists is shipped, and the manifest.
+    The folder carries the library's payload manifest, ``payload-manifest.json``: every file to
+    ship with its sha256 and size, so that synthesis never reads multi-GB weights (it checks
+    sizes) and the prefix is named by the manifest's hash (a new payload, a new prefix)::
+
+        {"schema": 1, "component": "payload",
+         "files": {"model.safetensors": {"sha256": "<64 hex digits>", "size": 497764120},
+                   "code/inference.py": {"sha256": "...", "size": 2048}}}
+
+    Paths are relative to the folder (``/``-separated, no ``.``, ``..`` or empty segments), each
+    file at most 5 GB (one S3 CopyObject); the format is ``llm_contracts.manifest``'s.
+    :meth:`write_manifest` writes it for a folder.
+
+    :param folder: the model folder; every file its manifest lists is shipped, and the manifest.
     :param manifest_name: the manifest's file name in `folder` (default: ``payload-manifest.json``).
     :param copy_timeout: how long one file's copy may take (default: 10 minutes).
     """
+
+    @staticmethod
+    def write_manifest(folder: str | Path, *, manifest_name: str = PAYLOAD_MANIFEST) -> Path:
+        """Write the payload manifest of `folder`, listing every file under it with its sha256
+        and size (each file is read once); returns its path. Run it again after a file changes."""
+        return write_payload_manifest(Path(folder), name=manifest_name)
 
     def __init__(
         self,
@@ -272,31 +298,45 @@ def _cfn(construct: Construct) -> Any:
 def _payload_files(folder: Path, manifest_name: str) -> dict[str, dict[str, Any]]:
     """Every file the payload manifest lists, sizes checked (cheap), plus the manifest itself
     (small: hashed here)."""
-    manifest = read_manifest(folder, manifest_name)
+    fix = (
+        f"write it with S3PrefixModelData.write_manifest({str(folder)!r}) (llm_inference_cdk), or list each file "
+        'as {"schema": 1, "files": {"<relative path>": {"sha256": "<hex>", "size": <bytes>}}} '
+        "(S3PrefixModelData's docstring)"
+    )
+    manifest = read_manifest(folder, manifest_name, fix=fix)
+    rewrite = f"rewrite the manifest (S3PrefixModelData.write_manifest({str(folder)!r}))"
     files: dict[str, dict[str, Any]] = {}
     for name, entry in manifest["files"].items():
         parts = name.split("/")
         if name.startswith("/") or any(part in ("", ".", "..") or len(part.encode()) > 255 for part in parts):
             raise ManifestError(
                 f"{folder / manifest_name} names {name!r}: a payload file must be a relative path without "
-                "'.', '..' or empty segments (SageMaker writes it under /opt/ml/model); rebuild the payload"
+                f"'.', '..' or empty segments (SageMaker writes it under /opt/ml/model); {rewrite}"
+            )
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("size"), int)
+            and isinstance(entry.get("sha256"), str)
+            and _SHA256.match(entry["sha256"])
+        ):
+            raise ManifestError(
+                f"{folder / manifest_name} lists {name!r} as {entry!r}: each file needs "
+                f'{{"sha256": "<64 hex digits>", "size": <bytes>}}; {rewrite}'
             )
         path = folder / name
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            raise ManifestError(
-                f"{path} is listed in {folder / manifest_name} but missing: rebuild the payload"
-            ) from None
+            raise ManifestError(f"{path} is listed in {folder / manifest_name} but missing: {rewrite}") from None
         if size != entry["size"]:
             raise ManifestError(
                 f"{path} is {size} bytes but {folder / manifest_name} says {entry['size']}: the file changed "
-                "after the build; rebuild the payload"
+                f"after the manifest was written; {rewrite}"
             )
         if size > MAX_COPY_BYTES:
             raise ManifestError(
-                f"{path} is {size / 1e9:.1f} GB; one S3 copy takes at most 5 GB: rebuild with a smaller "
-                "--shard-size-mb (python -m artifacts_builder gptj --help)"
+                f"{path} is {size / 1e9:.1f} GB; one S3 copy takes at most 5 GB: split it into files of at most "
+                "5 GB (safetensors shards, for weights) and rewrite the manifest"
             )
         files[name] = dict(entry)
     path = folder / manifest_name

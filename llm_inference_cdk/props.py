@@ -3,10 +3,13 @@
 A props class is a frozen, keyword-only dataclass whose fields are declared with :func:`prop`
 (the default, documented with a ``#:`` comment where it is defined, and the check that says
 what is allowed). Its ``__post_init__`` calls :func:`validate`, which checks every field and
-raises :class:`PropError` naming the class, the prop, the value and what is allowed; rules
-that span several fields follow, raising :func:`invalid` for the prop they fault.
+then runs the class's rules that span several fields (a generator yielding :func:`invalid`
+for each prop it faults); it raises one :class:`PropError` that lists every problem, one line
+each, naming the class, the prop, the value and what is allowed. The rules run once every
+field has passed its own check, since they rely on the fields' types and ranges (pydantic's
+model validators, which run after its field validators, do the same).
 
-The CDK app reads its ``cdk.json`` settings into these same classes (``stacks/config``), so a
+The CDK app reads its ``cdk.json`` settings into these same classes (``project_config``), so a
 rule is written once: the app turns a PropError's prop into the ``cdk.json`` key that set it.
 Standard library only: the app's configuration and the artifacts builder import this module
 without loading the AWS CDK.
@@ -17,18 +20,39 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 
-class PropError(ValueError):
-    """A prop that cannot be used; the message names the class, the prop, the value and what
-    is allowed."""
+@dataclass(frozen=True)
+class Problem:
+    """One prop that cannot be used: the class, the prop, the value and what is allowed."""
 
-    def __init__(self, owner: str, prop: str, value: Any, allowed: str) -> None:
-        super().__init__(f"{owner}: {prop}={value!r} is invalid: allowed is {allowed}")
+    owner: str
+    prop: str
+    value: Any
+    allowed: str
+
+    def __str__(self) -> str:
+        return f"{self.owner}: {self.prop}={self.value!r} is invalid: allowed is {self.allowed}"
+
+
+class PropError(ValueError):
+    """Props that cannot be used: the message has one line per problem (:attr:`problems`), each
+    naming the class, the prop, the value and what is allowed. ``owner``, ``prop``, ``value``
+    and ``allowed`` are the first problem's."""
+
+    def __init__(self, owner: str, prop: str, value: Any, allowed: str, *, more: Sequence[Problem] = ()) -> None:
+        self.problems: tuple[Problem, ...] = (Problem(owner, prop, value, allowed), *more)
+        super().__init__("\n".join(str(problem) for problem in self.problems))
         self.owner, self.prop, self.value, self.allowed = owner, prop, value, allowed
+
+    @classmethod
+    def of(cls, problems: Sequence[Problem]) -> PropError:
+        """One error listing `problems` (at least one)."""
+        first, *rest = problems
+        return cls(first.owner, first.prop, first.value, first.allowed, more=rest)
 
 
 @dataclass(frozen=True)
@@ -51,13 +75,19 @@ def prop(default: Any = dataclasses.MISSING, *, check: Check | None = None, fact
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def validate(props: Any) -> None:
-    """Check every field of `props` against its check; PropError on the first that fails."""
-    for field in dataclasses.fields(props):
-        check: Check | None = field.metadata.get("check")
-        value = getattr(props, field.name)
-        if check is not None and not check(value):
-            raise PropError(type(props).__name__, field.name, value, check.allowed)
+def validate(props: Any, rules: Callable[[], Iterable[PropError]] | None = None) -> None:
+    """Check every field of `props` against its check, then, if all pass, run `rules` (the
+    class's rules across fields, yielding an error for each they find); one PropError listing
+    every problem found."""
+    problems = [
+        Problem(type(props).__name__, field.name, getattr(props, field.name), check.allowed)
+        for field in dataclasses.fields(props)
+        if (check := field.metadata.get("check")) is not None and not check(getattr(props, field.name))
+    ]
+    if not problems and rules is not None:
+        problems = [problem for error in rules() for problem in error.problems]
+    if problems:
+        raise PropError.of(problems)
 
 
 def invalid(props: Any, name: str, allowed: str) -> PropError:

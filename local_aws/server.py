@@ -212,7 +212,7 @@ def seed_neuron_dlami(aws: LocalAws, parameter_name: str | None = None) -> str:
     """Publish the Neuron DLAMI parameter Inf2Stack resolves (``inf2.ami_ssm_parameter`` of
     cdk.json unless given) with a registered stand-in image; returns the image id."""
     if parameter_name is None:
-        from stacks.config import from_cdk_json
+        from project_config import from_cdk_json
 
         parameter_name = from_cdk_json().inf2.server.ami_ssm_parameter
     return aws.seed_ami_parameter(

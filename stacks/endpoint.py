@@ -16,17 +16,17 @@ from llm_contracts.manifest import ManifestError, read_manifest
 from llm_inference_cdk import (
     AlarmTopic,
     ContainerImage,
-    EndpointProps,
     ModelData,
     SageMakerEndpoint,
+    SageMakerEndpointProps,
     ServiceDashboard,
 )
-from stacks.config import ConfigError
+from project_config import ConfigError
 
 
 class EndpointSection(Protocol):
     @property
-    def endpoint(self) -> EndpointProps: ...
+    def endpoint(self) -> SageMakerEndpointProps: ...
 
     @property
     def alarm_topic_arn(self) -> str | None: ...
@@ -84,7 +84,7 @@ def alarm_topic(stack: Stack, settings: Notifications) -> sns.ITopic:
     return topic
 
 
-def check_volume(section: str, endpoint: EndpointProps, payload: Path) -> None:
+def check_volume(section: str, endpoint: SageMakerEndpointProps, payload: Path) -> None:
     """ConfigError when the ML storage volume cannot hold the payload: SageMaker copies the
     files of an S3 prefix onto it, and downloads a model.tar.gz there, then extracts it (twice
     its size). One GB more for the container's own files. Families with NVMe instance storage

@@ -28,8 +28,8 @@ from llm_inference_cdk.dlc import djl_neuronx
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.inf2.server import Inf2Server
 from llm_inference_cdk.model_data import ModelAsset
-from stacks.config import ConfigError, Inf2Settings
-from stacks.config.inf2 import hub_model, model_source_problems, settings_problems
+from project_config import ConfigError, Inf2Settings
+from project_config.inf2 import hub_model, model_source_problems, settings_problems
 from stacks.endpoint import alarm_topic
 
 

@@ -13,7 +13,7 @@ from constructs import Construct
 
 from llm_contracts.manifest import read_manifest
 from llm_inference_cdk import ContainerImage, ModelData
-from stacks.config import ConfigError, Gpt2Settings
+from project_config import ConfigError, Gpt2Settings
 from stacks.endpoint import add_endpoint, check_volume, require_payload
 
 

@@ -9,13 +9,15 @@ the configured versions, resolved for the stack's region.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
+from llm_contracts.manifest import ManifestError
 from llm_inference_cdk import ContainerImage, ModelData, S3PrefixModelData, huggingface_inference
-from stacks.config import GptjSettings
+from project_config import GptjSettings
 from stacks.endpoint import add_endpoint, check_volume, require_payload
 
 
@@ -29,7 +31,7 @@ class GptjStack(Stack):
         require_payload(settings.model_data, "gptj.model_data", "gptj")
         check_volume("gptj", settings.endpoint, settings.model_data)
         model_data: ModelData = (
-            S3PrefixModelData(self, "ModelFiles", folder=settings.model_data)
+            self._payload(settings.model_data)
             if settings.model_data.is_dir()
             else ModelData.from_asset(settings.model_data)
         )
@@ -46,3 +48,13 @@ class GptjStack(Stack):
             )
         self.endpoint = add_endpoint(self, settings, image, model_data)
         CfnOutput(self, "ImageUri", value=self.endpoint.image_uri)
+
+    def _payload(self, folder: Path) -> S3PrefixModelData:
+        try:
+            return S3PrefixModelData(self, "ModelFiles", folder=folder)
+        except ManifestError as exc:
+            # The library's error says what any folder needs; this app's payload has a builder.
+            raise ManifestError(
+                f"{exc} (this app's payload: rebuild it with `python -m artifacts_builder gptj`, whose "
+                "--shard-size-mb sets the weights' shard size)"
+            ) from None

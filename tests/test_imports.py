@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     "llm_contracts",
     "llm_inference_cdk",
+    "project_config",
     "stacks",
     "artifacts_builder",
     "serving",
@@ -24,15 +25,19 @@ PACKAGES = (
 ALLOWED = {
     "llm_contracts": set(),
     "llm_inference_cdk": {"llm_contracts"},
-    # The app's configuration reads the GPT-2 server's own settings (one definition for both).
-    "stacks": {"llm_contracts", "llm_inference_cdk", "serving"},
+    # The project's configuration (cdk.json), read into the library's props, and the GPT-2
+    # server's own settings (one definition for both); shared by the app, the builder and the
+    # local AWS, it imports none of them.
+    "project_config": {"llm_contracts", "llm_inference_cdk", "serving"},
+    "stacks": {"llm_contracts", "llm_inference_cdk", "project_config", "serving"},
     "serving": set(),  # runs inside the images, where nothing else of the project is
-    # The builder runs the serving code for its parity gates, and reads the app's settings.
-    "artifacts_builder": {"llm_contracts", "llm_inference_cdk", "stacks", "serving"},
-    "local_aws": {"llm_contracts", "llm_inference_cdk", "stacks", "serving"},
+    # The builder runs the serving code for its parity gates, and reads the shared settings;
+    # neither it nor the local AWS imports the app's stacks.
+    "artifacts_builder": {"llm_contracts", "llm_inference_cdk", "project_config", "serving"},
+    "local_aws": {"llm_contracts", "llm_inference_cdk", "project_config", "serving"},
     # A client of any SageMaker endpoint, on AWS or the local AWS: boto3, nothing of the project.
     "loadtest": set(),
-    "bench": {"llm_contracts", "artifacts_builder", "serving", "local_aws", "stacks", "loadtest"},
+    "bench": {"llm_contracts", "artifacts_builder", "serving", "local_aws", "project_config", "stacks", "loadtest"},
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +60,13 @@ class Inf2ServerProps:
     )
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         if self.ingress_cidr is not None:
             problem = ingress_problem(self.ingress_cidr)
             if problem is not None:
-                raise PropError(type(self).__name__, "ingress_cidr", self.ingress_cidr, problem)
+                yield PropError(type(self).__name__, "ingress_cidr", self.ingress_cidr, problem)
 
 
 def ingress_problem(cidr: str) -> str | None:

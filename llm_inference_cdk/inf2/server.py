@@ -171,7 +171,7 @@ class Inf2Server(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.props = props
+        self._props = props
         self.security_group = security_group or ec2.SecurityGroup(
             self,
             "SecurityGroup",
@@ -276,6 +276,16 @@ class Inf2Server(Construct):
         #: stack, or you, add them (``health_alarm.add_alarm_action``).
         self.health_alarm: cloudwatch.Alarm = self._health_alarm()
         self._acknowledge()
+
+    @property
+    def instance_type(self) -> str:
+        """The EC2 instance type, such as ``inf2.48xlarge``."""
+        return self._props.instance_type
+
+    @property
+    def port(self) -> int:
+        """The port DJL Serving listens on."""
+        return self._props.port
 
     @property
     def instance_id(self) -> str:
@@ -384,14 +394,14 @@ class Inf2Server(Construct):
         when the last M periods have none; past that the state is kept (IGNORE), not set back to
         OK by the absence of data. Plain BREACHING would be ALARM at creation: the periods before
         the instance existed are missing too."""
-        period_s, periods = health_alarm_window(self.props.load_timeout_s)
+        period_s, periods = health_alarm_window(self._props.load_timeout_s)
         period = Duration.seconds(period_s)
         return cloudwatch.Alarm(
             self,
             "HealthAlarm",
             alarm_description=(
                 f"DJL Serving has not answered /ping for {period_s * periods} s, longer than its load may take "
-                f"({self.props.load_timeout_s} s), or the host stopped reporting: the server is down "
+                f"({self._props.load_timeout_s} s), or the host stopped reporting: the server is down "
                 "(journalctl -u djl-serving and -u djl-serving-health on the instance)"
             ),
             metric=cloudwatch.MathExpression(

@@ -1,6 +1,6 @@
 """The server's settings: one definition each (its environment variable, default and check),
 read here from the container environment and by the CDK app from cdk.json's ``gpt2``
-section (stacks/config/gpt2.py), which renders them back into the environment with
+section (project_config/gpt2.py), which renders them back into the environment with
 :meth:`ServerSettings.to_environment`. A bad value stops the start with a message that names
 the variable, the value and what is allowed. Standard library only: ``serve`` reads these
 before it starts anything, and the image has nothing of the project but this folder.

@@ -20,7 +20,7 @@ from llm_contracts.manifest import file_entry, sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import NO_CHANGES, Cdk
 from local_aws.containers import ContainerProcess, running_containers
-from stacks.config import AppConfig, load_config
+from project_config import AppConfig, load_config
 from tests.infra.helpers import ROOT, cdk_context, synthesize
 from tests.leaks import MARKER, marked
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from llm_contracts.manifest import sha256_file
-from llm_inference_cdk import EndpointProps, huggingface_inference
+from llm_inference_cdk import SageMakerEndpointProps, huggingface_inference
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.containers import running_containers
-from stacks.config import AppConfig
+from project_config import AppConfig
 from tests.e2e.helpers import (
     Assembly,
     assembly_of,
@@ -48,7 +48,7 @@ def expected_container(stack: str, config: AppConfig, aws: LocalAws) -> tuple[st
     }
 
 
-def endpoint_settings(stack: str, config: AppConfig) -> EndpointProps:
+def endpoint_settings(stack: str, config: AppConfig) -> SageMakerEndpointProps:
     return config.gpt2.endpoint if stack == "Gpt2Stack" else config.gptj.endpoint
 
 

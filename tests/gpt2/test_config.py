@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from project_config import ConfigError, load_config
 from serving.gpt2.settings import SettingsError, from_environment
-from stacks.config import ConfigError, load_config
 
 
 def config(gpt2: dict[str, Any], artifacts: Path | None = None) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stacks.config import from_cdk_json
+from project_config import from_cdk_json
 from tests.gptj.helpers import FEW_SHOT, ROOT, SEED_PROMPT
 
 PYTHON312 = ROOT / ".venv-hf312" / "bin" / "python"

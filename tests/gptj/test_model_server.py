@@ -19,7 +19,7 @@ import pytest
 from artifacts_builder import gptj
 from llm_contracts.gptj import PAYLOAD_MANIFEST, mms_manifest_lookalikes
 from local_aws.containers import Container, HuggingFaceContainer, _group_members
-from stacks.config import from_cdk_json
+from project_config import from_cdk_json
 from tests.gptj.helpers import BAD, FEW_SHOT, SEED_PROMPT, SHARD, load_inference
 
 pytestmark = pytest.mark.slow

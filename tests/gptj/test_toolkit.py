@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from llm_contracts.gptj import PAYLOAD_MANIFEST
-from stacks.config import from_cdk_json
+from project_config import from_cdk_json
 from tests.gptj.helpers import BAD, GOOD, SEED_PROMPT, SHARD, copy_payload, load_inference, request
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from stacks.config import ConfigError
+from project_config import ConfigError
 
 from .helpers import ROOT, stand_in_artifacts
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from llm_contracts.inf2 import KNOWN_MODELS, copies_loaded_in_turn, facts_from_config, memory_bytes
-from stacks.config import ConfigError, from_cdk_json
-from stacks.config.inf2 import settings_problems
+from project_config import ConfigError, from_cdk_json
+from project_config.inf2 import settings_problems
 from stacks.inf2_ec2 import check_bundle
 
 

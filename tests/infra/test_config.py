@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from stacks.config import PROJECT_ROOT, ConfigError, load_config
-from stacks.config.inf2 import hub_model
+from project_config import PROJECT_ROOT, ConfigError, load_config
+from project_config.inf2 import hub_model
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts
 
 
@@ -300,3 +300,17 @@ def test_the_probe_request_follows_the_handler() -> None:
     assert json.loads(config().inf2.server.probe_request) == {"text": ["Hello"], "max_new_tokens": 1}
     djl = config(**{"inf2.entry_point": "djl_python.transformers_neuronx"}).inf2.server.probe_request
     assert json.loads(djl) == {"inputs": "Hello", "parameters": {"max_new_tokens": 1}}
+
+
+def test_every_bad_setting_of_a_section_is_reported_on_a_line_of_its_own() -> None:
+    with pytest.raises(ConfigError) as error:
+        config(**{"gpt2.min_capacity": 0, "gpt2.scale_in_cooldown_s": -1})
+    assert str(error.value).splitlines() == [
+        "gpt2.min_capacity=0 is invalid: allowed is a whole number from 1 to 100",
+        "gpt2.scale_in_cooldown_s=-1 is invalid: allowed is a whole number from 0 to 86400",
+    ]
+    # Rules across settings, of the endpoint and of its update policy, in one error too.
+    with pytest.raises(ConfigError) as error:
+        config(**{"gpt2.volume_size_gb": 50, "gpt2.update_strategy": "canary"})
+    lines = str(error.value).splitlines()
+    assert [line.split("=")[0] for line in lines] == ["gpt2.volume_size_gb", "gpt2.update_strategy"], lines

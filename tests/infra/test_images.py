@@ -9,7 +9,7 @@ from aws_cdk import App, CfnMapping, Environment, Stack
 from aws_cdk.assertions import Template
 
 from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx, huggingface_inference
-from stacks.config import ConfigError, load_config
+from project_config import ConfigError, load_config
 from tests.infra.helpers import cdk_context
 
 REGIONS = ["us-east-1", "eu-west-1", "ap-southeast-3", "af-south-1", "cn-north-1", "us-gov-west-1"]

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from llm_inference_cdk.endpoint_props import MODES
-from stacks.config import PROJECT_ROOT, load_config, settings_of
-from stacks.config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLOYMENT_KEYS, mode_keys
+from project_config import PROJECT_ROOT, load_config, settings_of
+from project_config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLOYMENT_KEYS, mode_keys
 from tests.infra.helpers import ROOT
 
 #: The configuration reference, and the sections whose table it keeps in the `| key | default ... |` form.

@@ -8,12 +8,30 @@ from aws_cdk import Stack
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from llm_inference_cdk import ContainerImage, EndpointProps, ModelData, SageMakerEndpoint
+from llm_inference_cdk import ContainerImage, ModelData, SageMakerEndpoint, SageMakerEndpointProps
 
 IMAGE_URI = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my-model:1.0"
+#: (method, namespace, metric, statistic) of each metric SageMaker publishes for a variant.
+VARIANT_METRICS = [
+    ("metric_invocations", "AWS/SageMaker", "Invocations", "Sum"),
+    ("metric_invocations_per_instance", "AWS/SageMaker", "InvocationsPerInstance", "Sum"),
+    ("metric_model_latency", "AWS/SageMaker", "ModelLatency", "Average"),
+    ("metric_overhead_latency", "AWS/SageMaker", "OverheadLatency", "Average"),
+    ("metric_invocation_4xx_errors", "AWS/SageMaker", "Invocation4XXErrors", "Sum"),
+    ("metric_invocation_5xx_errors", "AWS/SageMaker", "Invocation5XXErrors", "Sum"),
+    ("metric_invocation_model_errors", "AWS/SageMaker", "InvocationModelErrors", "Sum"),
+    ("metric_model_setup_time", "AWS/SageMaker", "ModelSetupTime", "Average"),
+    ("metric_cpu_utilization", "/aws/sagemaker/Endpoints", "CPUUtilization", "Average"),
+    ("metric_memory_utilization", "/aws/sagemaker/Endpoints", "MemoryUtilization", "Average"),
+    ("metric_gpu_utilization", "/aws/sagemaker/Endpoints", "GPUUtilization", "Average"),
+    ("metric_gpu_memory_utilization", "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", "Average"),
+    ("metric_disk_utilization", "/aws/sagemaker/Endpoints", "DiskUtilization", "Average"),
+]
 
 
-def endpoint(stack: Stack, **props: Any) -> SageMakerEndpoint:
+def endpoint(
+    stack: Stack, props_class: type[SageMakerEndpointProps] = SageMakerEndpointProps, **props: Any
+) -> SageMakerEndpoint:
     """The endpoint of `props` (on ml.g5.xlarge unless they say otherwise), its image by URI and
     its model data in the caller's bucket."""
     bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
@@ -22,7 +40,7 @@ def endpoint(stack: Stack, **props: Any) -> SageMakerEndpoint:
         "Endpoint",
         image=ContainerImage.from_uri(IMAGE_URI),
         model_data=ModelData.from_bucket(bucket, "gpt2/model.tar.gz"),
-        props=EndpointProps(**{"instance_type": "ml.g5.xlarge", **props}),
+        props=props_class(**{"instance_type": "ml.g5.xlarge", **props}),
     )
 
 

@@ -14,9 +14,9 @@ from llm_inference_cdk import (
     AlarmProps,
     AutoscalingProps,
     DeploymentProps,
-    EndpointProps,
     PropError,
     SageMakerEndpoint,
+    SageMakerEndpointProps,
 )
 from tests.library import helpers
 
@@ -73,7 +73,7 @@ def test_a_fleet_defaults_to_rolling_on_accelerators_and_canary_on_cpus(
 ) -> None:
     scaling = AutoscalingProps(min_capacity=2, max_capacity=8, target_invocations_per_instance=100)
     _, made, template = synthesized(instance_type=instance_type, autoscaling=scaling, alarms=AlarmProps())
-    assert made.props.deployment_strategy == strategy
+    assert made.deployment_strategy == strategy
     config = deployment_config(template)
     assert set(config) == {policy, "AutoRollbackConfiguration"}
     if strategy == "rolling":
@@ -134,7 +134,7 @@ def test_the_update_check_can_be_left_out() -> None:
 )
 def test_an_update_policy_the_variant_cannot_follow_is_refused(given: dict[str, Any], message: str) -> None:
     with pytest.raises(PropError, match=rf"^DeploymentProps: {message}"):
-        EndpointProps(instance_type="ml.g5.xlarge", **given)
+        SageMakerEndpointProps(instance_type="ml.g5.xlarge", **given)
 
 
 @pytest.mark.parametrize(
@@ -157,3 +157,66 @@ def test_an_update_policy_the_variant_cannot_follow_is_refused(given: dict[str, 
 def test_each_refused_deployment_prop_names_itself(given: dict[str, Any], message: str) -> None:
     with pytest.raises(PropError, match=rf"^DeploymentProps: {message}"):
         DeploymentProps(**given)
+
+
+def test_the_update_policy_module_stands_alone_in_a_bare_stack() -> None:
+    """deployment.py, beside DeploymentProps, builds the update policy and the check for any
+    SageMaker endpoint resource, without a SageMakerEndpoint around it."""
+    from aws_cdk import aws_sagemaker as sagemaker
+
+    from llm_inference_cdk.deployment import Watched, endpoint_deployment, fail_rolled_back_updates
+
+    stack = Stack()
+    config = sagemaker.CfnEndpointConfig(
+        stack,
+        "Config",
+        production_variants=[{"variantName": "AllTraffic", "modelName": "m", "instanceType": "ml.g5.xlarge"}],
+    )
+    endpoint = sagemaker.CfnEndpoint(
+        stack,
+        "Endpoint",
+        endpoint_config_name=config.attr_endpoint_config_name,
+        deployment_config=endpoint_deployment("canary", DeploymentProps(canary_percent=20), ["my-alarm"]),
+    )
+    check = fail_rolled_back_updates(
+        stack,
+        Watched(
+            what="endpoint config the endpoint",
+            noun="config",
+            expected=config.attr_endpoint_config_name,
+            action="describeEndpoint",
+            parameters={"EndpointName": endpoint.attr_endpoint_name},
+            field="EndpointConfigName",
+            arn=endpoint.ref,
+            resource=endpoint,
+        ),
+    )
+    template = Template.from_stack(stack)
+    assert deployment_config(template) == {
+        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "my-alarm"}]},
+        "BlueGreenUpdatePolicy": {
+            "MaximumExecutionTimeoutInSeconds": 3600,
+            "TerminationWaitInSeconds": 0,
+            "TrafficRoutingConfiguration": {
+                "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 20},
+                "Type": "CANARY",
+                "WaitIntervalInSeconds": 600,
+            },
+        },
+    }
+    (config_id,) = template.find_resources("AWS::SageMaker::EndpointConfig")
+    (parameter,) = template.find_resources("AWS::SSM::Parameter").values()
+    assert parameter["Properties"]["AllowedPattern"] == {
+        "Fn::Join": ["", ["^", {"Fn::GetAtt": [config_id, "EndpointConfigName"]}, "$"]]
+    }
+    # The value is what DescribeEndpoint answers after each update.
+    (running_id,) = template.find_resources("Custom::AWS")
+    assert parameter["Properties"]["Value"] == {"Fn::GetAtt": [running_id, "EndpointConfigName"]}
+    assert stack.resolve(check.parameter_name) == {"Ref": stack.get_logical_id(check.node.default_child)}
+    (describe,) = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == "sagemaker:DescribeEndpoint"
+    ]
+    assert describe["Resource"] == {"Ref": stack.get_logical_id(endpoint)}

@@ -275,3 +275,11 @@ def test_the_dashboard_shows_health_neuroncores_alarms_and_recent_errors(tmp_pat
     query = json.dumps(logs["properties"]["query"])
     assert "SOURCE" in query and "filter @message like" in query
     assert json.dumps(stack.resolve(made.log_group.log_group_name)) in query.replace("\\", "")
+
+
+def test_the_server_shows_what_a_user_needs_read_only_and_no_props(tmp_path: Path) -> None:
+    _, made = server(tmp_path, port=8081)
+    assert (made.instance_type, made.port) == ("inf2.48xlarge", 8081)
+    assert not hasattr(made, "props")
+    with pytest.raises(AttributeError):
+        made.port = 9000  # type: ignore[misc]

@@ -15,10 +15,10 @@ from llm_inference_cdk import (
     AlarmProps,
     AsyncInferenceProps,
     AutoscalingProps,
-    EndpointProps,
     InferenceComponentProps,
     PropError,
     SageMakerEndpoint,
+    SageMakerEndpointProps,
 )
 from tests.library import helpers
 
@@ -176,7 +176,7 @@ SCALING = AutoscalingProps(min_capacity=1, max_capacity=2, target_invocations_pe
 )
 def test_a_component_that_cannot_fit_or_a_second_mode_is_refused(given: dict[str, Any], message: str) -> None:
     with pytest.raises(PropError) as refused:
-        EndpointProps(**{"instance_type": "ml.g5.2xlarge", **given})
+        SageMakerEndpointProps(**{"instance_type": "ml.g5.2xlarge", **given})
     assert message in str(refused.value)
     assert "\n" not in str(refused.value)
 

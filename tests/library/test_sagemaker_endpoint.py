@@ -20,14 +20,15 @@ from llm_inference_cdk import (
     AlarmProps,
     AutoscalingProps,
     ContainerImage,
-    EndpointProps,
+    DeploymentProps,
     ModelData,
     PropError,
     S3PrefixModelData,
     SageMakerEndpoint,
+    SageMakerEndpointProps,
     huggingface_inference,
 )
-from tests.library.helpers import IMAGE_URI, endpoint
+from tests.library.helpers import IMAGE_URI, VARIANT_METRICS, endpoint
 
 
 def statements(template: Template) -> list[dict[str, Any]]:
@@ -110,7 +111,7 @@ def test_a_caller_supplied_role_is_used_and_granted() -> None:
         "Endpoint",
         image=ContainerImage.from_uri(IMAGE_URI),
         model_data=ModelData.from_bucket(bucket, "a/model.tar.gz"),
-        props=EndpointProps(instance_type="ml.g5.xlarge"),
+        props=SageMakerEndpointProps(instance_type="ml.g5.xlarge"),
         role=role,
     )
     template = Template.from_stack(stack)
@@ -139,24 +140,7 @@ def test_grant_invoke_names_this_endpoint_alone() -> None:
     assert grant["Resource"] == {"Ref": endpoint_id} == stack.resolve(made.endpoint_arn)
 
 
-@pytest.mark.parametrize(
-    ("method", "namespace", "name", "statistic"),
-    [
-        ("metric_invocations", "AWS/SageMaker", "Invocations", "Sum"),
-        ("metric_invocations_per_instance", "AWS/SageMaker", "InvocationsPerInstance", "Sum"),
-        ("metric_model_latency", "AWS/SageMaker", "ModelLatency", "Average"),
-        ("metric_overhead_latency", "AWS/SageMaker", "OverheadLatency", "Average"),
-        ("metric_invocation_4xx_errors", "AWS/SageMaker", "Invocation4XXErrors", "Sum"),
-        ("metric_invocation_5xx_errors", "AWS/SageMaker", "Invocation5XXErrors", "Sum"),
-        ("metric_invocation_model_errors", "AWS/SageMaker", "InvocationModelErrors", "Sum"),
-        ("metric_model_setup_time", "AWS/SageMaker", "ModelSetupTime", "Average"),
-        ("metric_cpu_utilization", "/aws/sagemaker/Endpoints", "CPUUtilization", "Average"),
-        ("metric_memory_utilization", "/aws/sagemaker/Endpoints", "MemoryUtilization", "Average"),
-        ("metric_gpu_utilization", "/aws/sagemaker/Endpoints", "GPUUtilization", "Average"),
-        ("metric_gpu_memory_utilization", "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", "Average"),
-        ("metric_disk_utilization", "/aws/sagemaker/Endpoints", "DiskUtilization", "Average"),
-    ],
-)
+@pytest.mark.parametrize(("method", "namespace", "name", "statistic"), VARIANT_METRICS)
 def test_metrics_carry_the_dimensions_sagemaker_publishes(
     method: str, namespace: str, name: str, statistic: str
 ) -> None:
@@ -215,7 +199,7 @@ def test_uncompressed_prefix_of_the_callers_bucket() -> None:
         "Endpoint",
         image=ContainerImage.from_uri(IMAGE_URI),
         model_data=ModelData.from_s3_prefix(bucket, "gptj/v1/"),
-        props=EndpointProps(instance_type="ml.g5.2xlarge"),
+        props=SageMakerEndpointProps(instance_type="ml.g5.2xlarge"),
     )
     template = Template.from_stack(stack)
     template.has_resource_properties(
@@ -256,7 +240,7 @@ def test_payload_folder_copied_under_a_prefix(tmp_path: Path) -> None:
         "Endpoint",
         image=ContainerImage.from_uri(IMAGE_URI),
         model_data=data,
-        props=EndpointProps(instance_type="ml.g5.xlarge"),
+        props=SageMakerEndpointProps(instance_type="ml.g5.xlarge"),
     )
     template = Template.from_stack(stack)
     copies = {k: c for k, c in template.find_resources("Custom::AWS").items() if "copyObject" in json.dumps(c)}
@@ -279,7 +263,7 @@ def test_deep_learning_container_resolves_per_region() -> None:
         "Endpoint",
         image=ContainerImage.from_dlc(image),
         model_data=ModelData.from_bucket(s3.Bucket.from_bucket_name(stack, "B", "models-b"), "m.tar.gz"),
-        props=EndpointProps(instance_type="ml.g5.xlarge"),
+        props=SageMakerEndpointProps(instance_type="ml.g5.xlarge"),
     )
     template = Template.from_stack(stack)
     assert len(template.find_mappings("*")) == 1  # one registry per region, looked up on AWS::Region
@@ -310,49 +294,53 @@ REFUSED = [
         r"evaluation_periods=100 is invalid: allowed is at most 84 with period_s=7200",
     ),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "g5.xlarge"},
         r"instance_type='g5.xlarge' is invalid: allowed is a SageMaker instance type",
     ),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "ml.g5.3xlarge"},
         r"instance_type='ml.g5.3xlarge' is invalid: allowed is a size of ml.g5: xlarge, 2xlarge",
     ),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "ml.g5.xlarge", "volume_size_gb": 50},
         r"volume_size_gb=50 is invalid: allowed is unset for ml.g5.xlarge: its family has NVMe",
     ),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "ml.g5.xlarge", "initial_instance_count": 9, "autoscaling": AutoscalingProps(**SCALING)},
         r"initial_instance_count=9 is invalid: allowed is between min_capacity \(1\) and max_capacity \(4\)",
     ),
-    (EndpointProps, {"instance_type": "ml.g5.xlarge", "initial_instance_count": 0}, r"initial_instance_count=0"),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
+        {"instance_type": "ml.g5.xlarge", "initial_instance_count": 0},
+        r"initial_instance_count=0",
+    ),
+    (
+        SageMakerEndpointProps,
         {"instance_type": "ml.t2.medium", "autoscaling": AutoscalingProps(**SCALING)},
         r"instance_type='ml.t2.medium' is invalid: allowed is a type that is not burstable",
     ),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "ml.g5.xlarge", "startup_health_check_timeout_s": 30},
         r"startup_health_check_timeout_s=30 is invalid: allowed is a whole number from 60 to 3600",
     ),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "ml.g5.xlarge", "environment": {"BAD-NAME": "x"}},
         r"environment=.* is invalid: allowed is at most 100 environment variable names",
     ),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "ml.g5.xlarge", "inference_ami_version": "latest"},
         r"inference_ami_version='latest'",
     ),
-    (EndpointProps, {"instance_type": "ml.g5.xlarge", "variant_name": "-x"}, r"variant_name='-x'"),
+    (SageMakerEndpointProps, {"instance_type": "ml.g5.xlarge", "variant_name": "-x"}, r"variant_name='-x'"),
     (
-        EndpointProps,
+        SageMakerEndpointProps,
         {"instance_type": "ml.g5.xlarge", "enable_network_isolation": "yes"},
         r"enable_network_isolation='yes' is invalid: allowed is true or false",
     ),
@@ -387,3 +375,83 @@ def test_each_refused_prop_names_itself_its_value_and_what_is_allowed(
 def test_image_and_model_data_refuse_what_sagemaker_cannot_read(make: Any, message: str) -> None:
     with pytest.raises(PropError, match=message):
         make()
+
+
+def test_the_former_name_endpoint_props_still_works_and_warns() -> None:
+    import llm_inference_cdk
+    from llm_inference_cdk import endpoint_props
+
+    for module in (llm_inference_cdk, endpoint_props):
+        with pytest.warns(DeprecationWarning, match=r"EndpointProps is deprecated: use SageMakerEndpointProps"):
+            old = module.EndpointProps  # type: ignore[attr-defined]
+        assert old is SageMakerEndpointProps
+    with pytest.warns(DeprecationWarning):
+        from llm_inference_cdk import EndpointProps  # type: ignore[attr-defined]
+    stack = Stack()
+    made = endpoint(stack, EndpointProps)
+    Template.from_stack(stack).resource_count_is("AWS::SageMaker::Endpoint", 1)
+    assert made.endpoint_name
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchProps'"):
+        _ = llm_inference_cdk.NoSuchProps  # type: ignore[attr-defined]
+
+
+def test_the_props_class_is_exported_under_the_name_of_its_construct() -> None:
+    import llm_inference_cdk
+
+    assert "SageMakerEndpointProps" in llm_inference_cdk.__all__
+    assert "EndpointProps" not in llm_inference_cdk.__all__
+
+
+def test_every_refused_prop_is_reported_together_one_line_each() -> None:
+    with pytest.raises(PropError) as error:
+        SageMakerEndpointProps(
+            instance_type="ml.g5.xlarge", initial_instance_count=0, variant_name="-x", enable_network_isolation="yes"
+        )
+    assert str(error.value).splitlines() == [
+        "SageMakerEndpointProps: initial_instance_count=0 is invalid: allowed is a whole number from 1 to 100, "
+        "or unset",
+        "SageMakerEndpointProps: enable_network_isolation='yes' is invalid: allowed is true or false",
+        "SageMakerEndpointProps: variant_name='-x' is invalid: allowed is 1 to 63 letters, digits and hyphens, "
+        "not starting with one",
+    ]
+    assert [p.prop for p in error.value.problems] == [
+        "initial_instance_count",
+        "enable_network_isolation",
+        "variant_name",
+    ]
+    # Rules across props, the props' own and their parts', are reported together as well.
+    with pytest.raises(PropError) as error:
+        SageMakerEndpointProps(
+            instance_type="ml.g5.xlarge",
+            volume_size_gb=50,
+            deployment=DeploymentProps(strategy="canary"),
+            alarms=AlarmProps(period_s=60, evaluation_periods=20),
+        )
+    assert [(p.owner, p.prop) for p in error.value.problems] == [
+        ("SageMakerEndpointProps", "volume_size_gb"),
+        ("DeploymentProps", "strategy"),
+        ("DeploymentProps", "wait_interval_s"),
+    ]
+    assert len(str(error.value).splitlines()) == 3
+
+
+def test_a_valid_endpoint_props_builds_in_a_bare_stack_after_its_checks() -> None:
+    stack = Stack()
+    endpoint(stack, volume_size_gb=None, variant_name="Blue")
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::SageMaker::EndpointConfig", {"ProductionVariants": [Match.object_like({"VariantName": "Blue"})]}
+    )
+
+
+def test_the_endpoint_shows_what_a_user_needs_read_only_and_no_props() -> None:
+    stack = Stack()
+    made = endpoint(stack, variant_name="Blue", initial_instance_count=2)
+    assert not hasattr(made, "props")
+    assert (made.instance_type, made.variant_name, made.instance_count) == ("ml.g5.xlarge", "Blue", 2)
+    assert (made.mode, made.deployment_strategy) == ("realtime", "rolling")
+    endpoint_resource = next(iter(Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint")))
+    assert stack.resolve(made.endpoint_arn) == {"Ref": endpoint_resource}
+    assert stack.resolve(made.endpoint_name) == {"Fn::GetAtt": [endpoint_resource, "EndpointName"]}
+    for name in ("endpoint_name", "endpoint_arn", "variant_name", "instance_type", "mode", "deployment_strategy"):
+        with pytest.raises(AttributeError):
+            setattr(made, name, "other")

@@ -22,8 +22,8 @@ from llm_contracts.inf2 import (
 )
 from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx
 from llm_inference_cdk.inf2.props import Inf2ServerProps
-from stacks.config.endpoint import ALARM_EMAIL, TOPIC_ARN, check_notifications
-from stacks.config.reader import PROJECT_ROOT, ConfigError, Section, read_props
+from project_config.endpoint import ALARM_EMAIL, TOPIC_ARN, check_notifications
+from project_config.reader import PROJECT_ROOT, ConfigError, Section, read_props
 
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from llm_contracts import instances
 from llm_inference_cdk.dlc import ImageResolutionError, huggingface_inference
-from llm_inference_cdk.endpoint_props import EndpointProps
-from llm_inference_cdk.props import instance_of, integer, invalid, prop, text, validate
-from stacks.config.endpoint import (
+from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
+from llm_inference_cdk.props import PropError, instance_of, integer, invalid, prop, text, validate
+from project_config.endpoint import (
     ALARM_EMAIL,
     TOPIC_ARN,
     check_environment,
@@ -19,8 +20,8 @@ from stacks.config.endpoint import (
     check_notifications,
     read_endpoint,
 )
-from stacks.config.gpt2 import ECR_URI
-from stacks.config.reader import Section, read_props
+from project_config.gpt2 import ECR_URI
+from project_config.reader import Section, read_props
 
 #: The endpoint's defaults for this model.
 ENDPOINT_DEFAULTS = {
@@ -56,7 +57,7 @@ class HuggingFaceImage:
 
 @dataclass(frozen=True, kw_only=True)
 class GptjSettings:
-    endpoint: EndpointProps = prop(check=instance_of(EndpointProps))
+    endpoint: SageMakerEndpointProps = prop(check=instance_of(SageMakerEndpointProps))
     hf_image: HuggingFaceImage = prop(check=instance_of(HuggingFaceImage))
     #: The payload folder (shipped uncompressed under an S3 prefix) or a model.tar.gz
     #: (None: ``<artifacts_dir>/gptj/model``).
@@ -73,10 +74,12 @@ class GptjSettings:
     alarm_email: str | None = prop(None, check=ALARM_EMAIL)
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+
+    def _rules(self) -> Iterator[PropError]:
         gpus = max(1, instances.gpus(self.endpoint.instance_type))
         if self.model_server_workers > gpus:
-            raise invalid(
+            yield invalid(
                 self,
                 "model_server_workers",
                 f"at most {gpus}: {self.endpoint.instance_type} has {gpus} GPU{'s' if gpus > 1 else ''}, and each "

@@ -7,10 +7,9 @@ from pathlib import Path
 
 from llm_contracts import instances
 from llm_contracts.aws import ECR_IMAGE
-from llm_inference_cdk.endpoint_props import EndpointProps
+from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.props import instance_of, optional, prop, text, validate
-from serving.gpt2.settings import ServerSettings, stack_settings
-from stacks.config.endpoint import (
+from project_config.endpoint import (
     ALARM_EMAIL,
     TOPIC_ARN,
     check_environment,
@@ -18,7 +17,8 @@ from stacks.config.endpoint import (
     check_notifications,
     read_endpoint,
 )
-from stacks.config.reader import PROJECT_ROOT, ConfigError, Section, read_props
+from project_config.reader import PROJECT_ROOT, ConfigError, Section, read_props
+from serving.gpt2.settings import ServerSettings, stack_settings
 
 #: The endpoint's defaults for this model (the seed's 600 ms latency bar among them).
 ENDPOINT_DEFAULTS = {
@@ -42,7 +42,7 @@ ECR_URI = optional(
 
 @dataclass(frozen=True, kw_only=True)
 class Gpt2Settings:
-    endpoint: EndpointProps = prop(check=instance_of(EndpointProps))
+    endpoint: SageMakerEndpointProps = prop(check=instance_of(SageMakerEndpointProps))
     #: The server's settings, which reach the container as its environment.
     server: ServerSettings = prop(check=instance_of(ServerSettings))
     #: The packaged model.tar.gz (None: ``<artifacts_dir>/gpt2/model.tar.gz``).

@@ -5,8 +5,9 @@ cdk.json and arrives as text, read as JSON unless the setting is a string. A sec
 builds its props classes with :func:`read_props`: each field is read from the key of its
 name (or the one `keys` maps it to); a field the section does not set takes the section's
 default from `defaults`, else the props class's own. The props class checks the values and
-raises a PropError naming the field; :func:`read_props` turns that into a :class:`ConfigError`
-naming the key: ``gpt2.max_capacity=2 is invalid: allowed is at least min_capacity (5)``.
+raises a PropError listing each field it refuses; :func:`read_props` turns that into a
+:class:`ConfigError` with one line per key: ``gpt2.max_capacity=2 is invalid: allowed is at
+least min_capacity (5)``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from llm_inference_cdk.props import PropError
+
 #: Relative paths in the configuration are relative to the project root (where cdk.json is).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 T = TypeVar("T")
 
@@ -139,11 +142,14 @@ def read_props(
     keys: Mapping[str, str] | None = None,
     defaults: Mapping[str, Any] | None = None,
     only: Sequence[str] | None = None,
+    owners: Mapping[str, Mapping[str, str]] | None = None,
     **given: Any,
 ) -> T:
     """`cls` built from `section`: the fields in `given` as given, those in `only` (default:
     all others) from their keys, the rest left to `cls`'s defaults. Path fields are relative to
-    the project root."""
+    the project root. A refusal becomes a ConfigError with a line per key: a problem of `cls`
+    names the key of its field (`keys`), one of a props class in `owners` (a rule of `cls`
+    that faults a field of its parts) the key that class's map gives."""
     keys, defaults = dict(keys or {}), dict(defaults or {})
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     wanted = set(names if only is None else only) - set(given)
@@ -165,7 +171,14 @@ def read_props(
         values[field.name] = value
     try:
         return cls(**values)
+    except PropError as exc:
+        owner_keys = {**(owners or {}), cls.__name__: keys}
+        if any(problem.owner not in owner_keys for problem in exc.problems):
+            raise
+        lines = [str(section.fail(owner_keys[p.owner].get(p.prop, p.prop), p.value, p.allowed)) for p in exc.problems]
+        raise ConfigError("\n".join(lines)) from None
     except ValueError as exc:
+        # A settings class of its own (serving's): one problem, named by its `prop`.
         prop = getattr(exc, "prop", None)
         if prop is None or prop not in names:
             raise

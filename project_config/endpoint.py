@@ -16,11 +16,11 @@ from llm_inference_cdk.endpoint_props import (
     AsyncInferenceProps,
     AutoscalingProps,
     DeploymentProps,
-    EndpointProps,
     InferenceComponentProps,
+    SageMakerEndpointProps,
 )
-from llm_inference_cdk.props import PropError, optional, text
-from stacks.config.reader import Section, read_props
+from llm_inference_cdk.props import optional, text
+from project_config.reader import Section, read_props
 
 #: cdk.json keys of the alarm props (the others are read under their own names).
 ALARM_KEYS = {
@@ -53,7 +53,7 @@ ASYNC_KEYS = {
     "max_instances": "async_max_instances",
     "target_backlog_per_instance": "async_target_backlog",
 }
-#: Each mode's scaling props, their keys, and the EndpointProps field that holds them.
+#: Each mode's scaling props, their keys, and the SageMakerEndpointProps field that holds them.
 _MODE_PROPS: dict[str, tuple[type[Any], dict[str, str], str]] = {
     "realtime": (AutoscalingProps, {}, "autoscaling"),
     "inference-component": (InferenceComponentProps, COMPONENT_KEYS, "inference_component"),
@@ -69,7 +69,7 @@ def mode_keys(mode: str) -> set[str]:
     return {keys.get(f.name, f.name) for f in dataclasses.fields(cls)}
 
 
-def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> EndpointProps:
+def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> SageMakerEndpointProps:
     """The endpoint's props from `section`; `defaults` are the stack's own (by prop name, and
     by cdk.json key for the scaling props of the endpoint's mode)."""
     mode = section.choice("endpoint_mode", "realtime", MODES)
@@ -91,27 +91,22 @@ def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> EndpointProp
     scaling = {field: read_props(section, cls, keys=keys, defaults=mode_defaults)}
     alarms = read_props(section, AlarmProps, keys=ALARM_KEYS, defaults=defaults)
     deployment = read_props(section, DeploymentProps, keys=DEPLOYMENT_KEYS, defaults=defaults)
-    try:
-        return read_props(
-            section,
-            EndpointProps,
-            defaults=defaults,
-            only=[
-                "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
-                "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
-                "inference_ami_version",
-            ],
-            alarms=alarms,
-            deployment=deployment,
-            **scaling,
-        )  # fmt: skip
-    except PropError as exc:
+    return read_props(
+        section,
+        SageMakerEndpointProps,
+        defaults=defaults,
+        only=[
+            "instance_type", "initial_instance_count", "startup_health_check_timeout_s",
+            "model_data_download_timeout_s", "volume_size_gb", "enable_network_isolation", "environment",
+            "inference_ami_version",
+        ],
         # Rules across props: the update policy's that depend on the variant (its count, its
         # alarms), a component's compute that must fit the instance type.
-        owner_keys = {DeploymentProps.__name__: DEPLOYMENT_KEYS, cls.__name__: keys}
-        if exc.owner not in owner_keys:
-            raise
-        raise section.fail(owner_keys[exc.owner].get(exc.prop, exc.prop), exc.value, exc.allowed) from None
+        owners={DeploymentProps.__name__: DEPLOYMENT_KEYS, cls.__name__: keys},
+        alarms=alarms,
+        deployment=deployment,
+        **scaling,
+    )  # fmt: skip
 
 
 def check_notifications(section: Section, topic_arn: str | None, email: str | None) -> None:
@@ -125,7 +120,7 @@ def check_notifications(section: Section, topic_arn: str | None, email: str | No
     )
 
 
-def check_family(section: Section, endpoint: EndpointProps, families: frozenset[str], reason: str) -> None:
+def check_family(section: Section, endpoint: SageMakerEndpointProps, families: frozenset[str], reason: str) -> None:
     section.check(
         "instance_type",
         endpoint.instance_type,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llm_inference_cdk.props import optional, prop, string_map, text, validate
-from stacks.config.reader import PROJECT_ROOT, Section, read_props
+from project_config.reader import PROJECT_ROOT, Section, read_props
 
 _TAG_KEY = re.compile(r"^(?!aws:)[\w .:/=+\-@]{1,128}$")
 

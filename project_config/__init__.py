@@ -1,4 +1,7 @@
-"""The one place where configuration is read.
+"""The one place where the project's configuration is read, shared by the CDK app
+(``stacks``, ``app.py``), the artifacts builder and the local AWS: each reads the settings
+``cdk synth`` would see, through :func:`load_config` or :func:`from_cdk_json`, and none of
+them imports the others (tests/test_imports.py).
 
 `cdk.json` context (one section per stack, plus `project`) is parsed into frozen, validated
 dataclasses that the stacks receive as keyword-only arguments; no construct calls
@@ -22,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stacks.config import gpt2, gptj, inf2, project
-from stacks.config.gpt2 import Gpt2Settings
-from stacks.config.gptj import GptjSettings, HuggingFaceImage
-from stacks.config.inf2 import Inf2Settings, ModelServerSettings
-from stacks.config.project import ProjectSettings
-from stacks.config.reader import PROJECT_ROOT, ConfigError, Section, parse_context_pairs, parse_value
+from project_config import gpt2, gptj, inf2, project
+from project_config.gpt2 import Gpt2Settings
+from project_config.gptj import GptjSettings, HuggingFaceImage
+from project_config.inf2 import Inf2Settings, ModelServerSettings
+from project_config.project import ProjectSettings
+from project_config.reader import PROJECT_ROOT, ConfigError, Section, parse_context_pairs, parse_value
 
 SECTIONS = ("project", "gpt2", "gptj", "inf2")
 _SECTION_LIKE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -132,6 +135,6 @@ def settings_of(section: str) -> set[str]:
 
 def from_cdk_json(overrides: Mapping[str, Any] | None = None, *, path: Path = PROJECT_ROOT / "cdk.json") -> AppConfig:
     """The configuration as `cdk synth` would see it, for tools run outside the CDK app
-    (the artifacts builder): cdk.json's context plus dotted overrides."""
+    (the artifacts builder, the local AWS): cdk.json's context plus dotted overrides."""
     context = json.loads(path.read_text()).get("context", {})
     return load_config({**context, **(overrides or {})})

@@ -1,0 +1,96 @@
+"""An endpoint's alarms (:class:`AlarmProps`): those on what a new model can break (latency,
+5xx and model errors), which its update policy rolls back on, and those on its instances'
+capacity (disk, GPU memory), which only notify."""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Duration, Names, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+
+from llm_inference_cdk.endpoint_base import SageMakerEndpointBase
+from llm_inference_cdk.endpoint_props import AlarmProps
+
+
+def make_alarms(
+    endpoint: SageMakerEndpointBase, props: AlarmProps, *, gpu: bool, topic: sns.ITopic | None, names: dict[str, str]
+) -> tuple[list[cloudwatch.Alarm], list[cloudwatch.Alarm]]:
+    """The alarms `props` sets on `endpoint` (the GPU memory alarm where it has `gpu`s), as
+    (rollback alarms, capacity alarms); `topic` is notified on ALARM and OK; each alarm's name
+    goes in `names` by construct id."""
+    period = Duration.seconds(props.period_s)
+    # (id, threshold, description, metric, alarm above rather than at, a rollback alarm)
+    specs = [
+        # ModelLatency is published in microseconds.
+        ("LatencyAlarm", None if props.latency_ms is None else props.latency_ms * 1000,
+         f"Mean model latency above {props.latency_ms} ms", endpoint.metric_model_latency, True, True),
+        ("Errors5xxAlarm", props.errors_5xx, f"{props.errors_5xx} or more 5xx invocation errors per period",
+         endpoint.metric_invocation_5xx_errors, False, True),
+        ("ModelErrorsAlarm", props.model_errors,
+         f"{props.model_errors} or more invocations per period the model answered with an error or did not "
+         "answer", endpoint.metric_invocation_model_errors, False, True),
+        ("DiskAlarm", props.disk_percent, f"ML storage volume more than {props.disk_percent}% full",
+         endpoint.metric_disk_utilization, True, False),
+        ("GpuMemoryAlarm", props.gpu_memory_percent if gpu else None,
+         f"GPU memory more than {props.gpu_memory_percent}% used", endpoint.metric_gpu_memory_utilization, True, False),
+    ]  # fmt: skip
+    rollback: list[cloudwatch.Alarm] = []
+    capacity: list[cloudwatch.Alarm] = []
+    for construct_id, threshold, description, metric, strictly, rolls_back in specs:
+        if threshold is None:
+            continue
+        alarm = _alarm(
+            endpoint, names, construct_id, description, metric(period=period), threshold, props, strictly=strictly
+        )
+        (rollback if rolls_back else capacity).append(alarm)
+    if topic is not None:
+        action = cw_actions.SnsAction(topic)
+        for alarm in rollback + capacity:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+    return rollback, capacity
+
+
+def alarm_arns(scope: SageMakerEndpointBase, names: list[str]) -> list[str]:
+    """The ARNs of the alarms `names` in `scope`'s stack. From their names, not their
+    attributes: the execution role's policy that reads them must exist before the model, which
+    comes before the endpoint the alarms watch."""
+    stack = Stack.of(scope)
+    return [
+        stack.format_arn(
+            service="cloudwatch", resource="alarm", resource_name=name, arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+        for name in names
+    ]
+
+
+def _alarm(
+    endpoint: SageMakerEndpointBase,
+    names: dict[str, str],
+    construct_id: str,
+    description: str,
+    metric: cloudwatch.IMetric,
+    threshold: float,
+    props: AlarmProps,
+    *,
+    strictly: bool = False,
+) -> cloudwatch.Alarm:
+    # A name of its own, unique to the stack and path, used as written: the endpoint's update
+    # policy names its rollback alarms, which name the endpoint in their dimensions; a
+    # reference either way would make each wait for the other.
+    name = f"{Names.unique_resource_name(endpoint, max_length=200, separator='-')}-{construct_id}"
+    names[construct_id] = name
+    return cloudwatch.Alarm(
+        endpoint,
+        construct_id,
+        alarm_name=name,
+        alarm_description=description,
+        metric=metric,
+        threshold=threshold,
+        evaluation_periods=props.evaluation_periods,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+        if strictly
+        else cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
