@@ -8,12 +8,17 @@ import http.client
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+from botocore.exceptions import ClientError
 
+from local_aws import LocalAws
+from local_aws.demo import stream_lines
 from serving.gpt2.batching import DynamicBatcher, Job
 from serving.gpt2.generation import Completion, SamplingParams, StopCheck, decode_loop
 from serving.gpt2.local import LocalServer
@@ -179,3 +184,68 @@ def test_a_failure_after_the_first_token_is_the_last_line() -> None:
     assert "token" in lines[0]
     assert lines[-1]["error"]["code"] == "generation_failed"
     assert all("token" in line for line in lines[:-1])
+
+
+# --- Through the local AWS: InvokeEndpointWithResponseStream with boto3 ------------------------------
+
+
+@pytest.fixture(scope="module")
+def endpoint(model_tar: Path) -> Iterator[tuple[LocalAws, str]]:
+    """The GPT-2 image on an endpoint of the local AWS (its container: `serve` on this host)."""
+    with LocalAws(aws_managed_policies=False) as aws:
+        aws.client("s3").create_bucket(Bucket="models")
+        aws.client("s3").upload_file(str(model_tar), "models", "gpt2/model.tar.gz")
+        sm = aws.client("sagemaker")
+        sm.create_model(
+            ModelName="gpt2",
+            ExecutionRoleArn=f"arn:aws:iam::{aws.account}:role/sagemaker",
+            PrimaryContainer={
+                "Image": aws.ecr_image_uri("gpt2", "1"),
+                "ModelDataUrl": "s3://models/gpt2/model.tar.gz",
+                "Environment": {"GPT2_BACKEND": "onnxruntime", "GPT2_THREADS": "1"},
+            },
+        )
+        variant = {
+            "VariantName": "AllTraffic",
+            "ModelName": "gpt2",
+            "InstanceType": "ml.c6i.large",
+            "InitialInstanceCount": 1,
+        }
+        sm.create_endpoint_config(EndpointConfigName="gpt2", ProductionVariants=[variant])
+        sm.create_endpoint(EndpointName="gpt2", EndpointConfigName="gpt2")
+        sm.get_waiter("endpoint_in_service").wait(EndpointName="gpt2", WaiterConfig={"Delay": 1, "MaxAttempts": 120})
+        yield aws, "gpt2"
+
+
+def test_boto3_reads_the_stream_through_the_local_aws(endpoint: tuple[LocalAws, str]) -> None:
+    aws, name = endpoint
+    runtime = aws.client("sagemaker-runtime")
+    request = {"input": "amazon", "parameters": {"max_new_tokens": 10}}
+    answer = runtime.invoke_endpoint_with_response_stream(
+        EndpointName=name, Body=json.dumps({**request, "stream": True}), ContentType="application/json"
+    )
+    assert answer["ContentType"] == "application/jsonlines"
+    raw = b"".join(event["PayloadPart"]["Bytes"] for event in answer["Body"])
+    lines = [json.loads(line) for line in raw.splitlines()]
+    end = lines[-1]["end"]
+    assert len(lines) - 1 == end["completion_tokens"]
+    assert list(stream_lines(aws, name, request)) == lines  # what `make demo` prints, line by line
+    whole = json.loads(
+        runtime.invoke_endpoint(EndpointName=name, Body=json.dumps(request), ContentType="application/json")[
+            "Body"
+        ].read()
+    )
+    assert end["text"] == whole["outputs"][0]["completions"][0]["text"]
+
+
+def test_a_request_past_the_models_length_is_a_model_error_before_the_stream(endpoint: tuple[LocalAws, str]) -> None:
+    aws, name = endpoint
+    with pytest.raises(ClientError) as raised:
+        aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
+            EndpointName=name,
+            Body=json.dumps({"input": "amazon " * 60, "stream": True}),
+            ContentType="application/json",
+        )
+    response = raised.value.response
+    assert response["Error"]["Code"] == "ModelError" and response["OriginalStatusCode"] == 400
+    assert "input_too_long" in response["OriginalMessage"]
