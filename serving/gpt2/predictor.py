@@ -314,14 +314,6 @@ class Predictor:
     def _stream(self, request: GenerationRequest, job: Job, prompt_tokens: int) -> TokenStream:
         assert self.tokenizer is not None and self.info is not None and self.backend is not None
         stream = TokenStream(self.tokenizer, request.stop, job)
-        future = self._submit(job)
-        future.add_done_callback(stream.on_done)
-        try:
-            stream.wait_first(max(0.0, job.deadline - time.monotonic()))
-        except (FutureTimeout, DeadlineExceeded):
-            raise self._timed_out(job) from None
-        except GenerationFailed as exc:
-            raise self._failed(exc) from None
         stream.bind(
             job,
             self.batcher,
@@ -329,6 +321,15 @@ class Predictor:
             end={"prompt_tokens": prompt_tokens, "model": self.info.model, "backend": self.backend.name},
             idle_timeout_s=self.settings.request_timeout_s,
         )
+        future = self._submit(job)
+        future.add_done_callback(stream.on_done)
+        try:
+            stream.wait_first(max(0.0, job.deadline - time.monotonic()))
+        except (FutureTimeout, DeadlineExceeded):
+            stream.close()  # a job already running stops at its next step
+            raise self._timed_out(job) from None
+        except GenerationFailed as exc:
+            raise self._failed(exc) from None
         return stream
 
     def _document(self, request: GenerationRequest, result: BatchResult, prompt_lengths: list[int]) -> dict[str, Any]:

@@ -115,8 +115,8 @@ class TokenStream:
         end: dict[str, Any],
         idle_timeout_s: float,
     ) -> None:
-        """What the answer needs once its first token came: the batcher to withdraw the job
-        from, what to tell of the generation's outcome, the end line's fixed fields."""
+        """What the answer needs: the batcher to withdraw the job from, what to tell of the
+        generation's outcome, the end line's fixed fields, the longest wait for a token."""
         self._job, self._batcher, self._on_result, self._end = job, batcher, on_result, end
         self._idle_timeout_s = idle_timeout_s
 
