@@ -249,3 +249,15 @@ def test_a_request_past_the_models_length_is_a_model_error_before_the_stream(end
     response = raised.value.response
     assert response["Error"]["Code"] == "ModelError" and response["OriginalStatusCode"] == 400
     assert "input_too_long" in response["OriginalMessage"]
+
+
+def test_a_streamed_request_past_its_deadline_before_the_first_token_is_a_503(running: Any) -> None:
+    # a 3 s queue delay and a 1 s deadline: the lone request's first token never comes in time
+    env = {"GPT2_MAX_BATCH_SIZE": "4", "GPT2_MAX_QUEUE_DELAY_US": "3000000", "GPT2_REQUEST_TIMEOUT_S": "1"}
+    with running(env) as srv:
+        status, headers, (answer,) = stream(srv.port, {"input": "a", "parameters": {"max_new_tokens": 2}})
+        assert (status, answer["error"]["code"], headers.get("Retry-After")) == (503, "timeout", "1")
+        assert headers["Content-Type"] == "application/json"
+        # the server is whole: a full batch does not wait for the delay
+        four = json.dumps({"inputs": ["a", "b", "c", "d"], "parameters": {"max_new_tokens": 2}}).encode()
+        assert post(srv.port, four)[0] == 200
