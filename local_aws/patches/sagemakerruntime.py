@@ -199,7 +199,7 @@ def _stream(
     if attributes:
         out["X-Amzn-SageMaker-Custom-Attributes"] = attributes
     # moto's dispatch hands the body to a Flask Response as it is: an iterable is streamed.
-    return 200, out, _Stream(answer, connection, route.pop_all())  # type: ignore[return-value]
+    return 200, out, _Stream(answer, connection, variant, route.pop_all())  # type: ignore[return-value]
 
 
 def _route_args(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[tuple[str, str, str], str | None]:
@@ -215,9 +215,13 @@ class _Stream:
     the endpoint's container is let go (an update may stop it)."""
 
     def __init__(
-        self, answer: http.client.HTTPResponse, connection: http.client.HTTPConnection, held: contextlib.ExitStack
+        self,
+        answer: http.client.HTTPResponse,
+        connection: http.client.HTTPConnection,
+        variant: str,
+        held: contextlib.ExitStack,
     ) -> None:
-        self._parts = _parts(answer, connection)
+        self._parts = _parts(answer, connection, variant)
         self._held = held
 
     def __iter__(self) -> Iterator[bytes]:
@@ -230,7 +234,7 @@ class _Stream:
             self._held.close()
 
 
-def _parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnection) -> Generator[bytes]:
+def _parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnection, variant: str) -> Generator[bytes]:
     deadline = time.monotonic() + STREAM_TIMEOUT_S
     try:
         if not answer.chunked:
@@ -246,9 +250,10 @@ def _parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnect
                 return
             yield eventstream.event("PayloadPart", data)
     except TimeoutError:
+        # SageMaker's words, as a user reported them (re:Post "invoke-streaming-timeout-error").
         yield _stream_error(
             "ModelInvocationTimeExceeded",
-            f"The model did not finish sending its response within {STREAM_TIMEOUT_S:g} seconds.",
+            f"Your model {variant} did not complete sending the inference response in the allotted time.",
         )
     except (OSError, http.client.HTTPException, ValueError):
         # The container closed or reset the connection before its answer's end (for a chunked

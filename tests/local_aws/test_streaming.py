@@ -106,6 +106,7 @@ def test_an_answer_past_the_time_limit_is_a_model_stream_error(
     headers, payload = messages[-1]
     assert headers[":exception-type"] == "ModelStreamError"
     assert json.loads(payload)["ErrorCode"] == "ModelInvocationTimeExceeded"
+    assert "AllTraffic did not complete sending the inference response" in json.loads(payload)["Message"]
     assert 1 <= len(messages) - 1 <= 3  # what came within the second
 
 
