@@ -17,7 +17,16 @@ from botocore.exceptions import ClientError, EventStreamError
 from local_aws import LocalAws, eventstream
 from local_aws.patches import sagemakerruntime
 from local_aws.runtime import HOSTING
-from tests.local_aws.helpers import client, echo_endpoint, echo_launcher, endpoint_status, error_of
+from tests.local_aws.helpers import (
+    client,
+    create_stack,
+    delete_stack,
+    echo_endpoint,
+    echo_launcher,
+    endpoint_status,
+    error_of,
+    physical_ids,
+)
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +145,18 @@ def test_a_caller_that_goes_away_ends_the_containers_answer(aws: LocalAws, echo:
     time.sleep(0.5)
     assert log.read_text().split() == lines  # nothing sent since
     assert int(lines[-1]) < 60  # of 200 parts, 10 s of them
+
+
+def test_an_inference_component_streams_its_own_containers_answer(aws: LocalAws) -> None:
+    from tests.local_aws.test_patches import component_stack
+
+    assert create_stack(aws, "ic-stream", component_stack("1")) is None
+    try:
+        endpoint = physical_ids(aws, "ic-stream")["Endpoint"].rsplit("/", 1)[-1]
+        body = {"parts": ["a", "b"]}
+        answer = call(aws, endpoint, body, InferenceComponentName="echo-ic")
+        assert b"".join(data for _, data in parts(answer)) == b"ab"
+        # an endpoint of components called without naming one, as InvokeEndpoint
+        assert error_of(lambda: call(aws, endpoint, body)) == "ValidationError"
+    finally:
+        delete_stack(aws, "ic-stream")
