@@ -10,7 +10,9 @@ ARTIFACTS ?= artifacts
 PORT ?= 8080
 # make loadtest: the endpoint, the request file and the levels (see `python -m loadtest --help`).
 ENDPOINT ?=
-REQUEST ?= loadtest/requests/gpt2.json
+# STREAM=1: InvokeEndpointWithResponseStream, with time to first token and between tokens.
+STREAM ?=
+REQUEST ?= $(if $(STREAM),loadtest/requests/gpt2_stream.json,loadtest/requests/gpt2.json)
 CONCURRENCY ?= 1 4 16
 SECONDS ?= 30
 # The venv first on PATH: its tools (ruff, mypy, pytest) and the CDK CLI from node_modules.
@@ -34,7 +36,7 @@ help:
 	@echo "make test-fast   the tests that need no server, deploy, artifact build or synthesis (no lint)"
 	@echo "make serve-gpt2  serve the GPT-2 container code on the host (PORT=$(PORT))"
 	@echo "make bench       run the benchmarks under bench/"
-	@echo "make loadtest    load-test a SageMaker endpoint: ENDPOINT=<name> [REQUEST=<json file>] [CONCURRENCY=\"1 4 16\"] [SECONDS=30]"
+	@echo "make loadtest    load-test a SageMaker endpoint: ENDPOINT=<name> [REQUEST=<json file>] [CONCURRENCY=\"1 4 16\"] [SECONDS=30] [STREAM=1]"
 	@echo "make lint        ruff, mypy and hadolint"
 
 # Debian packages the tests and the demo run for real (nginx, shellcheck, systemd-analyze, curl,
@@ -174,7 +176,7 @@ loadtest: setup
 	  echo "ENDPOINT is not set: make loadtest ENDPOINT=<endpoint name> [REQUEST=<json file>] [CONCURRENCY=\"1 4 16\"] [SECONDS=30]" >&2; \
 	  exit 2; \
 	fi
-	$(BIN)/python -m loadtest --endpoint '$(ENDPOINT)' --request '$(REQUEST)' --concurrency $(CONCURRENCY) --seconds $(SECONDS)
+	$(BIN)/python -m loadtest --endpoint '$(ENDPOINT)' --request '$(REQUEST)' --concurrency $(CONCURRENCY) --seconds $(SECONDS) $(if $(STREAM),--stream)
 
 clean:
 	rm -rf cdk.out $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache

@@ -142,7 +142,7 @@ def container_port(aws: LocalAws, endpoint: str) -> int:
     return container.port
 
 
-def interleaved(paths: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
+def interleaved(paths: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
     """Seconds of each call of each path, one call of every path a round; which goes first
     rotates, so that neither drift nor a cache warmed by the previous call favours one."""
     names = list(paths)

@@ -260,8 +260,10 @@ class SageMakerEndpoint(SageMakerEndpointBase):
     # --- grants -----------------------------------------------------------------------------
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let `grantee` call this endpoint and nothing else: InvokeEndpoint (and
-        InvokeEndpointWithResponseStream, which the same action covers); in inference-component
+        """Let `grantee` call this endpoint and nothing else: InvokeEndpoint and
+        InvokeEndpointWithResponseStream (AWS authorizes both with the one action
+        ``sagemaker:InvokeEndpoint``: the Service Authorization Reference lists no action of
+        the streaming call's own); in inference-component
         mode on this component; in async mode InvokeEndpointAsync, with its requests put under
         the bucket's ``input/`` (``grant_read_results`` lets it read the answers)."""
         if self.async_output is not None:

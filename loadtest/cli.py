@@ -96,6 +96,13 @@ def parser() -> argparse.ArgumentParser:
         "bucket of the endpoint's output path), send InvokeEndpointAsync and poll the output location; the "
         "latency is end to end, queueing included, and --read-timeout bounds the wait",
     )
+    p.add_argument(
+        "--stream",
+        action="store_true",
+        help="send InvokeEndpointWithResponseStream (the request's body must ask the container to stream, e.g. "
+        "loadtest/requests/gpt2_stream.json) and measure time to first token, time between tokens and tokens per "
+        "second beside the latency",
+    )
     p.add_argument("--region", help="AWS region (default: AWS_DEFAULT_REGION, AWS_REGION, else the profile's)")
     p.add_argument("--read-timeout", type=POSITIVE_SECONDS, default=DEFAULT_READ_TIMEOUT_S,
                    help=f"seconds a request may wait for its answer (default: {DEFAULT_READ_TIMEOUT_S:g})")  # fmt: skip
@@ -197,6 +204,8 @@ def prepare(args: argparse.Namespace) -> tuple[Request, Target, Any, list[str]]:
     import boto3
 
     request = load_request(args.request)
+    if args.async_input is not None and args.stream:
+        raise TargetError("--async and --stream: an asynchronous endpoint answers through S3, not as a stream")
     if args.async_input is not None and args.inference_component:
         raise TargetError("--async and --inference-component: an asynchronous endpoint has no inference components")
     target = Target(args.endpoint, args.inference_component)
@@ -219,7 +228,7 @@ def run_levels(
     factory = (
         async_invokers(target, request, config, args.input_location, session, args.read_timeout)
         if args.input_location
-        else sagemaker_invokers(target, request, config, session)
+        else sagemaker_invokers(target, request, config, session, stream=args.stream)
     )
     warm_up(factory, args.warmup)
     runs = []

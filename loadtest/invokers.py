@@ -9,6 +9,9 @@ thread before the level starts (building boto3 clients concurrently is not threa
 
 from __future__ import annotations
 
+import itertools
+import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,8 +26,27 @@ DEFAULT_READ_TIMEOUT_S = 70.0
 CONNECT_TIMEOUT_S = 10.0
 
 
+@dataclass(frozen=True)
+class StreamTiming:
+    """When one streamed answer's tokens arrived, in seconds from the call."""
+
+    token_times_s: tuple[float, ...]
+    #: From the call to the stream's end.
+    duration_s: float
+
+    @property
+    def first_token_s(self) -> float | None:
+        return self.token_times_s[0] if self.token_times_s else None
+
+    @property
+    def gaps_s(self) -> list[float]:
+        return [later - earlier for earlier, later in itertools.pairwise(self.token_times_s)]
+
+
 class Invoker(Protocol):
-    def __call__(self) -> None: ...
+    """Sends one request; a streaming invoker returns when its tokens arrived."""
+
+    def __call__(self) -> StreamTiming | None: ...
 
 
 InvokerFactory = Callable[[], Invoker]
@@ -71,20 +93,65 @@ class SageMakerInvoker:
         }
         self.arguments.update({key: value for key, value in optional.items() if value is not None})
 
-    def __call__(self) -> None:
+    def __call__(self) -> StreamTiming | None:
         answer = self.client.invoke_endpoint(**self.arguments)
         answer["Body"].read()
+        return None
+
+
+def count_tokens(line: bytes) -> int:
+    """The tokens one line of a streamed answer stands for: a JSON line with a "token" (this
+    project's GPT-2 container), or a server-sent event's ``data:`` line other than ``[DONE]``
+    (vLLM, TGI, LMI): one; any other line (an end or error line, an empty one): none."""
+    text = line.strip()
+    if text.startswith(b"data:"):
+        return 0 if text[5:].strip() in (b"", b"[DONE]") else 1
+    if text.startswith(b"{"):
+        try:
+            return 1 if "token" in json.loads(text) else 0
+        except ValueError:
+            return 0
+    return 0
+
+
+class StreamingInvoker(SageMakerInvoker):
+    """InvokeEndpointWithResponseStream: the time each token arrived. Tokens are counted by line
+    (count_tokens); an answer with no such line counts each PayloadPart as one token. An error
+    event in the stream (ModelStreamError) raises, as a failed call does."""
+
+    def __call__(self) -> StreamTiming:
+        started = time.perf_counter()
+        answer = self.client.invoke_endpoint_with_response_stream(**self.arguments)
+        times: list[float] = []
+        parts: list[float] = []
+        pending = b""
+        for event in answer["Body"]:
+            data = event.get("PayloadPart", {}).get("Bytes", b"")
+            now = time.perf_counter() - started
+            parts.append(now)
+            *lines, pending = (pending + data).split(b"\n")
+            times.extend(now for line in lines for _ in range(count_tokens(line)))
+        times.extend(time.perf_counter() - started for _ in range(count_tokens(pending)))
+        return StreamTiming(tuple(times or parts), time.perf_counter() - started)
 
 
 def sagemaker_invokers(
-    target: Target, request: Request, config: Config, session: Any | None = None, region: str | None = None
+    target: Target,
+    request: Request,
+    config: Config,
+    session: Any | None = None,
+    region: str | None = None,
+    *,
+    stream: bool = False,
 ) -> InvokerFactory:
-    """Invokers of InvokeEndpoint, each with its own sagemaker-runtime client of `session` (default:
-    a new boto3 session: the standard credential chain, AWS_REGION, AWS_ENDPOINT_URL)."""
+    """Invokers of InvokeEndpoint (InvokeEndpointWithResponseStream with `stream`), each with its
+    own sagemaker-runtime client of `session` (default: a new boto3 session: the standard
+    credential chain, AWS_REGION, AWS_ENDPOINT_URL)."""
     import boto3
 
     session = session or boto3.session.Session(region_name=region)
-    return lambda: SageMakerInvoker(session.client("sagemaker-runtime", config=config), target, request)
+    kind = StreamingInvoker if stream else SageMakerInvoker
+    return lambda: kind(session.client("sagemaker-runtime", config=config), target, request)
 
 
 #: How often an asynchronous request's output and failure locations are looked at.
@@ -131,8 +198,6 @@ class AsyncInvoker:
         self.arguments.update({key: value for key, value in optional.items() if value is not None})
 
     def __call__(self) -> None:
-        import time
-
         answer = self.runtime.invoke_endpoint_async(**self.arguments)
         output, failure = answer["OutputLocation"], answer.get("FailureLocation")
         deadline = time.monotonic() + self.timeout_s

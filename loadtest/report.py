@@ -72,6 +72,42 @@ def table(levels: Sequence[Mapping[str, Any]], label: tuple[str, Sequence[str]] 
     return "\n".join(lines)
 
 
+STREAM_HEADER = (
+    "| concurrency | streamed | tokens | time to first token p50 / p90 / p99 ms "
+    "| time between tokens p50 / p90 / p99 ms | tokens/s per request mean / p50 | tokens/s in total |"
+)
+STREAM_NOTES = (
+    "Streamed (--stream): InvokeEndpointWithResponseStream, times as the client reads them. A token is a line "
+    'of the answer with a token (a JSON line with "token", or a server-sent event\'s data line); tokens that '
+    "arrive in one PayloadPart arrive together (a gap of 0). Tokens per second of a request are its tokens over "
+    "its time from the call to the stream's end; in total, every token of the level over its elapsed time."
+)
+
+
+def _three(stats: Mapping[str, float] | None, keys: Sequence[str] = ("p50", "p90", "p99")) -> str:
+    return " / ".join(_ms((stats or {}).get(k)) for k in keys)
+
+
+def stream_table(levels: Sequence[Mapping[str, Any]]) -> str | None:
+    """The streamed figures of the levels as a Markdown table; None when none streamed."""
+    if not any(level.get("stream") for level in levels):
+        return None
+    lines = [STREAM_HEADER, "|" + "---:|" * 7]
+    for level in levels:
+        stream = level.get("stream") or {}
+        cells = [
+            str(level["concurrency"]),
+            str(stream.get("requests", 0)),
+            str(stream.get("tokens", 0)),
+            _three(stream.get("time_to_first_token_ms")),
+            _three(stream.get("time_between_tokens_ms")),
+            _three(stream.get("tokens_per_s_per_request"), ("mean", "p50")),
+            _ms(stream.get("tokens_per_s")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     target, request = report["target"], report["request"]
     component = f", inference component `{target['inference_component']}`" if target["inference_component"] else ""
@@ -87,6 +123,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         NOTES,
     ]
+    streamed = stream_table(report["levels"])
+    if streamed is not None:
+        lines.extend(["", streamed, "", STREAM_NOTES])
     lines.extend(_problems(report["levels"]))
     return "\n".join(lines) + "\n"
 
@@ -112,7 +151,9 @@ def plot(series: Mapping[str, Sequence[Mapping[str, Any]]], path: Path, title: s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (qps_ax, lat_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    streamed = any(level.get("stream") for levels in series.values() for level in levels)
+    fig, axes = plt.subplots(1, 3 if streamed else 2, figsize=(16 if streamed else 11, 4.2))
+    qps_ax, lat_ax = axes[0], axes[1]
     for i, (name, levels) in enumerate(series.items()):
         color = f"C{i}"
         xs = [level["concurrency"] for level in levels]
@@ -121,15 +162,26 @@ def plot(series: Mapping[str, Sequence[Mapping[str, Any]]], path: Path, title: s
             ys = [(level["latency_ms"] or {}).get(stat) for level in levels]
             lat_ax.plot(xs, [float("nan") if y is None else y for y in ys], style, marker="o", color=color,
                         label=f"{name}, {stat}")  # fmt: skip
+        if streamed:
+            for stat, style in (("p50", "-"), ("p99", ":")):
+                ys = [((level.get("stream") or {}).get("time_to_first_token_ms") or {}).get(stat) for level in levels]
+                axes[2].plot(xs, [float("nan") if y is None else y for y in ys], style, marker="o", color=color,
+                             label=f"{name}, first token {stat}")  # fmt: skip
+            ys = [((level.get("stream") or {}).get("time_between_tokens_ms") or {}).get("p50") for level in levels]
+            axes[2].plot(xs, [float("nan") if y is None else y for y in ys], "--", marker="x", color=color,
+                         label=f"{name}, between tokens p50")  # fmt: skip
     concurrency = sorted({level["concurrency"] for levels in series.values() for level in levels})
-    for ax, axis_title in ((qps_ax, "throughput (QPS)"), (lat_ax, "client latency (ms)")):
+    titled = [(qps_ax, "throughput (QPS)"), (lat_ax, "client latency (ms)")]
+    if streamed:
+        titled.append((axes[2], "streamed tokens (ms)"))
+    for ax, axis_title in titled:
         ax.set_xscale("log", base=2)
         ax.set_xticks(concurrency, [str(c) for c in concurrency])
         ax.set_xlabel("concurrent clients")
         ax.set_title(axis_title)
         ax.grid(alpha=0.3)
-    qps_ax.legend(fontsize=8)
-    lat_ax.legend(fontsize=8)
+    for ax, _ in titled:
+        ax.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from loadtest.invokers import Invoker, InvokerFactory
-from loadtest.stats import classify, error_message, latency_summary
+from loadtest.invokers import Invoker, InvokerFactory, StreamTiming
+from loadtest.stats import classify, error_message, latency_summary, summary
 
 
 @dataclass
@@ -21,6 +21,8 @@ class Recorder:
 
     latencies_s: list[float] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    #: Of the successful streamed requests: when their tokens arrived.
+    streams: list[StreamTiming] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -59,7 +61,29 @@ class LevelRun:
             "qps": requests / self.elapsed_s if self.elapsed_s > 0 else 0.0,
             # Of the successful requests: a failure's latency is the error path's, not the model's.
             "latency_ms": latency_summary(latencies),
+            "stream": self._stream_summary(),
             "interrupted": self.interrupted,
+        }
+
+    def _stream_summary(self) -> dict[str, Any] | None:
+        """Time to first token, time between tokens (over every gap of every request), tokens per
+        second of each request (its tokens over its duration) and of the level (every token over
+        the elapsed time); None when no request streamed."""
+        streams = [s for r in self.recorders for s in r.streams]
+        if not streams:
+            return None
+        tokens = sum(len(s.token_times_s) for s in streams)
+        return {
+            "requests": len(streams),
+            "tokens": tokens,
+            "time_to_first_token_ms": latency_summary(
+                [s.first_token_s for s in streams if s.first_token_s is not None]
+            ),
+            "time_between_tokens_ms": latency_summary([gap for s in streams for gap in s.gaps_s]),
+            "tokens_per_s_per_request": summary(
+                [len(s.token_times_s) / s.duration_s for s in streams if s.duration_s > 0]
+            ),
+            "tokens_per_s": tokens / self.elapsed_s if self.elapsed_s > 0 else 0.0,
         }
 
 
@@ -71,11 +95,13 @@ def _client(invoker: Invoker, recorder: Recorder, deadline: float, stop: threadi
     while not stop.is_set() and time.perf_counter() < deadline:
         started = time.perf_counter()
         try:
-            invoker()
+            timing = invoker()
         except Exception as exc:  # every failure is a data point of the level, whatever it is
             recorder.errors.append((classify(exc), error_message(exc)))
         else:
             recorder.latencies_s.append(time.perf_counter() - started)
+            if timing is not None:
+                recorder.streams.append(timing)
 
 
 Progress = Callable[[int, float, list[Recorder]], None]

@@ -39,13 +39,18 @@ def percentile(ordered: Sequence[float], p: float) -> float:
 
 def latency_summary(latencies_s: Sequence[float]) -> dict[str, float] | None:
     """mean, p50, p90, p99 and max in milliseconds; None without a single latency."""
-    if not latencies_s:
+    return summary([1000 * s for s in latencies_s])
+
+
+def summary(values: Sequence[float]) -> dict[str, float] | None:
+    """mean, p50, p90, p99 and max of `values`; None without a single value."""
+    if not values:
         return None
-    ordered = sorted(1000 * s for s in latencies_s)
-    summary = {"mean": statistics.fmean(ordered)}
-    summary.update({f"p{p}": percentile(ordered, p) for p in PERCENTILES})
-    summary["max"] = ordered[-1]
-    return summary
+    ordered = sorted(values)
+    found = {"mean": statistics.fmean(ordered)}
+    found.update({f"p{p}": percentile(ordered, p) for p in PERCENTILES})
+    found["max"] = ordered[-1]
+    return found
 
 
 def classify(exc: BaseException) -> str:
@@ -72,6 +77,8 @@ def classify(exc: BaseException) -> str:
             said = (response.get("Error", {}).get("Message"), response.get("Message"), response.get("OriginalMessage"))
             return TIMEOUT if any("timed out" in str(text) for text in said) else "ModelError"
         return f"ModelError {original}"
+    if code in ("ModelStreamError", "InternalStreamFailure"):
+        return code  # an error event of a stream, after its first parts (InvokeEndpointWithResponseStream)
     return f"other ({code or status or 'unknown'})"
 
 

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from local_aws.cdk import PROJECT_ROOT, Cdk
@@ -46,6 +47,36 @@ def invoke(aws: LocalAws, stack: str, request: Mapping[str, object]) -> str:
     )
 
 
+def stream_lines(aws: LocalAws, name: str, request: Mapping[str, object]) -> Iterator[dict[str, Any]]:
+    """Call endpoint `name` with InvokeEndpointWithResponseStream, as a client in AWS would:
+    each JSON line of the container's streamed answer (serving/gpt2/streaming.py) as soon as its
+    PayloadPart arrives (a part may hold less or more than a line)."""
+    answer = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
+        EndpointName=name, ContentType="application/json", Body=json.dumps({**request, "stream": True})
+    )
+    pending = b""
+    for event in answer["Body"]:
+        pending += event.get("PayloadPart", {}).get("Bytes", b"")
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield json.loads(line)
+
+
+def print_stream(aws: LocalAws, stack: str, request: Mapping[str, object]) -> None:
+    """Each token as it arrives, with the milliseconds since the call."""
+    print(f"    {json.dumps(request)} ->")
+    started = time.monotonic()
+    for line in stream_lines(aws, aws.stack_outputs(stack)["EndpointName"], request):
+        at = (time.monotonic() - started) * 1000
+        if "token" in line:
+            print(f"    {at:8.1f} ms  token {line['token']['id']:>5}  {line['token']['text']!r}", flush=True)
+        elif "end" in line:
+            end = line["end"]
+            print(f"    {at:8.1f} ms  end ({end['finish_reason']}, batch {end['batch_size']}): {end['text']!r}")
+        else:
+            print(f"    {at:8.1f} ms  error: {line['error']}")
+
+
 def run(artifacts: Path, app: Path, timeout_s: float) -> None:
     with LocalAws() as aws:
         cdk = Cdk(aws, timeout_s=timeout_s)
@@ -74,6 +105,12 @@ def run(artifacts: Path, app: Path, timeout_s: float) -> None:
                     print(f"      {key} = {value}")
             with step("GPT-2 request", "InvokeEndpoint: the endpoint's container (nginx + gunicorn) answers"):
                 print(f"    -> {invoke(aws, 'Gpt2Stack', {'input': 'amazon'})}")
+            with step(
+                "GPT-2 streamed request",
+                'InvokeEndpointWithResponseStream with "stream": true: each token is a line the container sends '
+                "as it is generated, arriving here as a PayloadPart of the event stream",
+            ):
+                print_stream(aws, "Gpt2Stack", {"input": "amazon", "parameters": {"max_new_tokens": 16}})
             with step("GPT-J request", "InvokeEndpoint: the Hugging Face image's model server answers"):
                 request = {"inputs": SEED_GPTJ_PROMPT, "parameters": {"max_new_tokens": 12}}
                 print(f"    -> {invoke(aws, 'GptjStack', request)}")

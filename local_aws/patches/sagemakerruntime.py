@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import logging
 import threading
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import moto.sagemakerruntime.urls as runtime_urls
 from moto.core.common_types import TYPE_RESPONSE
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.s3.models import s3_backends
 from moto.sagemaker.models import sagemaker_backends
 from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 from moto.sns.models import sns_backends
 from moto.utilities.utils import get_partition
 
+from local_aws import eventstream
 from local_aws.containers import Container
 from local_aws.patches.base import patch, replace
 from local_aws.patches.sagemaker import components
@@ -132,6 +138,173 @@ def _forward(
     if attributes:
         out["X-Amzn-SageMaker-Custom-Attributes"] = attributes
     return 200, out, answer.body
+
+
+# --- Response streaming ---------------------------------------------------------------------------
+
+#: The longest a streamed answer may take, first byte to last, before SageMaker ends it with
+#: ModelStreamError ModelInvocationTimeExceeded. The API reference names the error but not the
+#: limit; 8 minutes is what SageMaker's hosting quotas give response streaming, as far as we
+#: know (not checked against a page here): docs/LOCAL_AWS_STREAMING.md. Tests lower it.
+STREAM_TIMEOUT_S: float = 8 * 60
+#: The most bytes of the container's answer one PayloadPart carries: a part holds what the
+#: container has sent so far, at most this much.
+PART_BYTES = 64 * 1024
+#: The most bytes of a container's error answer (non-2xx before streaming) read for ModelError.
+MAX_ERROR_BYTES = 64 * 1024
+STREAM_PATH_SUFFIX = "/invocations-response-stream"
+RUNTIME_PATHS = {
+    **runtime_urls.url_paths,
+    "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$": runtime_urls.response.dispatch,
+}
+
+
+def _stream_error(code: str, message: str) -> bytes:
+    return eventstream.exception("ModelStreamError", {"Message": message, "ErrorCode": code})
+
+
+def _stream(
+    headers: Mapping[str, str], body: bytes, key: tuple[str, str, str], route: contextlib.ExitStack
+) -> TYPE_RESPONSE:
+    """POST /invocations to the container of `route` (held until the stream ends) and its answer
+    as InvokeEndpointWithResponseStream's: a status before the stream (ModelError), or 200 and
+    the event stream."""
+    account, region, name = key
+    variant, container = route.enter_context(HOSTING.route(*_route_args(key, headers)))
+    sent = {"Content-Type": headers.get("Content-Type") or "application/octet-stream"}
+    if headers.get("X-Amzn-SageMaker-Accept"):
+        sent["Accept"] = headers["X-Amzn-SageMaker-Accept"]
+    if headers.get("X-Amzn-SageMaker-Custom-Attributes"):
+        sent["X-Amzn-SageMaker-Custom-Attributes"] = headers["X-Amzn-SageMaker-Custom-Attributes"]
+    connection = http.client.HTTPConnection("127.0.0.1", container.port, timeout=INVOCATION_TIMEOUT_S)
+    route.callback(connection.close)
+    try:
+        connection.request("POST", "/invocations", body=body, headers=sent)
+        answer = connection.getresponse()
+    except (OSError, http.client.HTTPException):  # a timeout, or nothing listening any more
+        timed_out = f"Your invocation timed out while waiting for a response from container {variant}."
+        return _model_error(0, timed_out.encode(), name, account, region, variant)
+    if answer.status >= 400:
+        try:
+            text = answer.read(MAX_ERROR_BYTES)
+        except (OSError, http.client.HTTPException):
+            text = b""
+        return _model_error(answer.status, text, name, account, region, variant)
+    out = {
+        "Content-Type": "application/vnd.amazon.eventstream",
+        "X-Amzn-SageMaker-Content-Type": answer.getheader("Content-Type") or "",
+        "x-Amzn-Invoked-Production-Variant": variant,
+    }
+    attributes = answer.getheader("X-Amzn-SageMaker-Custom-Attributes")
+    if attributes:
+        out["X-Amzn-SageMaker-Custom-Attributes"] = attributes
+    # moto's dispatch hands the body to a Flask Response as it is: an iterable is streamed.
+    return 200, out, _Stream(answer, connection, variant, route.pop_all())  # type: ignore[return-value]
+
+
+def _route_args(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[tuple[str, str, str], str | None]:
+    return _target(key, headers.get("X-Amzn-SageMaker-Inference-Component")), headers.get(
+        "X-Amzn-SageMaker-Target-Variant"
+    )
+
+
+class _Stream:
+    """The container's answer as events, each part as soon as the container sends it. The
+    server closes it when the caller goes away (its next write fails) or the stream ends: the
+    connection to the container is closed then, which is how the container learns of it, and
+    the endpoint's container is let go (an update may stop it)."""
+
+    def __init__(
+        self,
+        answer: http.client.HTTPResponse,
+        connection: http.client.HTTPConnection,
+        variant: str,
+        held: contextlib.ExitStack,
+    ) -> None:
+        self._parts = _parts(answer, connection, variant)
+        self._held = held
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._parts
+
+    def close(self) -> None:
+        try:
+            self._parts.close()
+        finally:
+            self._held.close()
+
+
+def _parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnection, variant: str) -> Generator[bytes]:
+    deadline = time.monotonic() + STREAM_TIMEOUT_S
+    try:
+        if not answer.chunked:
+            # A whole answer (Content-Length): one part (the choice for what AWS does not
+            # document, docs/LOCAL_AWS_STREAMING.md).
+            _set_timeout(connection, deadline)
+            yield from eventstream.payload_parts(answer.read())
+            return
+        while True:
+            _set_timeout(connection, deadline)
+            data = answer.read1(PART_BYTES)
+            if not data:
+                return
+            yield eventstream.event("PayloadPart", data)
+    except TimeoutError:
+        # SageMaker's words, as a user reported them (re:Post "invoke-streaming-timeout-error").
+        yield _stream_error(
+            "ModelInvocationTimeExceeded",
+            f"Your model {variant} did not complete sending the inference response in the allotted time.",
+        )
+    except (OSError, http.client.HTTPException, ValueError):
+        # The container closed or reset the connection before its answer's end (for a chunked
+        # answer, before the last chunk).
+        yield _stream_error("StreamBroken", "The connection between SageMaker and the model was reset or closed.")
+
+
+def _set_timeout(connection: http.client.HTTPConnection, deadline: float) -> None:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0 or connection.sock is None:
+        raise TimeoutError
+    connection.sock.settimeout(remaining)
+
+
+@patch(
+    restores="""InvokeEndpointWithResponseStream (POST /endpoints/<name>/invocations-response-stream,
+    botocore's sagemaker-runtime model) reaches the endpoint's container and answers its chunked
+    answer as the event stream botocore reads (application/vnd.amazon.eventstream): each piece
+    the container sends, as it arrives, a PayloadPart; an answer cut before its end a
+    ModelStreamError (StreamBroken); one past the time limit a ModelStreamError
+    (ModelInvocationTimeExceeded); a 4xx or 5xx of the container before the stream is ModelError
+    (424), a missing endpoint or a body over 6 MB a ValidationError. A caller that goes away
+    closes the connection to the container. Stock moto routes the path to no handler."""
+)
+def streamed_invocations_reach_the_container() -> None:
+    def routed(self: Any, environ: dict[str, Any], path: str) -> str | None:
+        host: str | None = original(self, environ, path)
+        # moto sends SageMaker's runtime paths to the runtime by their end ("invocations") only.
+        if host is not None and host.startswith("api.sagemaker.") and path.endswith(STREAM_PATH_SUFFIX):
+            return host.replace("api.sagemaker.", "runtime.sagemaker.", 1)
+        return host
+
+    def invoke_endpoint_with_response_stream(self: Any) -> TYPE_RESPONSE:
+        name = self.path.split("/")[2]
+        body = self.body if isinstance(self.body, bytes) else str(self.body or "").encode()
+        if len(body) > MAX_PAYLOAD_BYTES:
+            return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
+        key = (self.current_account, self.region, name)
+        route = contextlib.ExitStack()
+        with route:
+            try:
+                return _stream(self.headers, body, key, route)
+            except EndpointNotFound:
+                return _validation_error(f"Endpoint {name} of account {self.current_account} not found.")
+            except (NotInService, LookupError) as exc:
+                return _validation_error(str(exc))
+
+    original = DomainDispatcherApplication.infer_service_region_host
+    replace(DomainDispatcherApplication, "infer_service_region_host", routed)
+    replace(runtime_urls, "url_paths", RUNTIME_PATHS)
+    replace(SageMakerRuntimeResponse, "invoke_endpoint_with_response_stream", invoke_endpoint_with_response_stream)
 
 
 # --- Asynchronous inference ----------------------------------------------------------------------

@@ -23,7 +23,7 @@ MAX_STOP_CHARS = 64
 MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 100.0
 PARAMETERS = ("max_new_tokens", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "stop")
-TOP_LEVEL = ("input", "inputs", "parameters")
+TOP_LEVEL = ("input", "inputs", "parameters", "stream")
 #: A valid request nests three levels deep ({"parameters": {"stop": [...]}}); a few more let the
 #: messages name what is wrong in a body that nests a little too much.
 MAX_JSON_DEPTH = 8
@@ -55,6 +55,8 @@ class GenerationRequest:
     top_k: int
     top_p: float
     stop: list[str]
+    #: Answer tokens as they are generated (JSON lines, chunked): one completion only.
+    stream: bool = False
 
     def params(self, max_new_tokens: int) -> SamplingParams:
         return SamplingParams(
@@ -229,7 +231,7 @@ def parse_request(  # noqa: C901
         raise invalid(f'the body is a JSON {_type_name(payload)}; send an object such as {{"inputs": "amazon"}}')
     unknown = sorted(set(payload) - set(TOP_LEVEL))
     if unknown:
-        raise invalid(f"unknown field {unknown[0]!r}: allowed fields are input, inputs and parameters")
+        raise invalid(f"unknown field {unknown[0]!r}: allowed fields are input, inputs, parameters and stream")
     prompts = _prompts(payload, info, max_rows, max_prompt_chars)
 
     params = payload.get("parameters", {})
@@ -266,6 +268,14 @@ def parse_request(  # noqa: C901
         )
     for i, text in enumerate(stop_list):
         _text(text, f"parameters.stop[{i}]")
+    stream = payload.get("stream", False)
+    if not isinstance(stream, bool):
+        raise invalid(f"stream={_preview(stream)} is invalid: allowed is true or false")
+    if stream and len(prompts) * n > 1:
+        raise invalid(
+            f"stream=true streams one completion; this request asks for {len(prompts)} inputs x "
+            f"num_return_sequences {n}: send one input and num_return_sequences 1, or stream=false"
+        )
     if len(prompts) * n > max_rows:
         raise invalid(
             f"{len(prompts)} inputs x num_return_sequences {n} = {len(prompts) * n} completions; this server "
@@ -280,6 +290,7 @@ def parse_request(  # noqa: C901
         top_k=top_k,
         top_p=top_p,
         stop=stop_list,
+        stream=stream,
     )
 
 

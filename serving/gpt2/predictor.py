@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from serving.gpt2.api import (
     MAX_PAYLOAD_BYTES,
     ApiError,
+    GenerationRequest,
     check_content_type,
     completion_budget,
     decode_body,
@@ -31,10 +33,11 @@ from serving.gpt2.api import (
     max_prompt_chars,
     parse_request,
 )
-from serving.gpt2.batching import DeadlineExceeded, DynamicBatcher, GenerationFailed, Job, QueueFull
+from serving.gpt2.batching import BatchResult, DeadlineExceeded, DynamicBatcher, GenerationFailed, Job, QueueFull
 from serving.gpt2.generation import TOKENIZER_DIR, Backend, ModelInfo
 from serving.gpt2.health import WorkerHealth
 from serving.gpt2.settings import ServerSettings, from_environment
+from serving.gpt2.streaming import STREAM_HEADERS, TokenStream
 
 log = logging.getLogger("gpt2.predictor")
 
@@ -232,13 +235,11 @@ class Predictor:
             503, "loading", "the model is still loading: retry when GET /ping answers 200", {"Retry-After": "5"}
         )
 
-    # Complex on purpose: a request's path in order (parse, budget, queue, wait, answer), each error
-    # the documented one.
-    def invoke(self, content_type: str | None, body: bytes) -> dict[str, Any]:  # noqa: C901
+    def _prepare(self, content_type: str | None, body: bytes) -> tuple[GenerationRequest, Job, list[int]]:
+        """The request checked, tokenized and fitted to the model: its job and prompt lengths."""
         if self.state not in ("ready", "unhealthy"):
             raise self._not_ready()
         assert self.info is not None and self.tokenizer is not None and self.batcher is not None
-        assert self.backend is not None
         info, tokenizer = self.info, self.tokenizer
         check_content_type(content_type)
         max_chars = max_prompt_chars(info, tokenizer.max_token_chars)
@@ -261,33 +262,79 @@ class Predictor:
 
         deadline = time.monotonic() + self.settings.request_timeout_s
         job = Job(prompts=prompts, params=params, deadline=deadline, stop=stop if stop_strings else None)
+        return request, job, prompt_lengths
+
+    def _submit(self, job: Job) -> Future[BatchResult]:
+        assert self.batcher is not None
         try:
-            future = self.batcher.submit(job)
+            return self.batcher.submit(job)
         except QueueFull as exc:
             raise ApiError(
                 503, "overloaded", f"the server is at capacity ({exc}): retry shortly", {"Retry-After": "1"}
             ) from None
+
+    def _timed_out(self, job: Job) -> ApiError:
+        """Give up on `job` (it leaves the queue at once) and the 503 that says so."""
+        assert self.batcher is not None
+        job.future.cancel()
+        self.batcher.withdraw(job)
+        return ApiError(
+            503,
+            "timeout",
+            f"no answer within {self.settings.request_timeout_s:.0f} s (the server is overloaded): retry shortly",
+            {"Retry-After": "1"},
+        )
+
+    def _failed(self, exc: GenerationFailed) -> ApiError:
+        self._generation_done(exc)
+        # The log has the exception and its traceback; the client gets neither.
+        return ApiError(
+            500,
+            "generation_failed",
+            f"{exc} while generating this request (requests batched with it are not affected); "
+            "the server log has the details",
+        )
+
+    def invoke(self, content_type: str | None, body: bytes) -> dict[str, Any] | TokenStream:
+        """The answer: a document, or (``"stream": true``) the stream of one completion's tokens,
+        whose first token (or end) has come: an error before it is still a status."""
+        request, job, prompt_lengths = self._prepare(content_type, body)
+        if request.stream:
+            return self._stream(request, job, prompt_lengths[0])
+        future = self._submit(job)
         try:
-            result = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            result = future.result(timeout=max(0.0, job.deadline - time.monotonic()))
         except (FutureTimeout, DeadlineExceeded):
-            future.cancel()
-            self.batcher.withdraw(job)
-            raise ApiError(
-                503,
-                "timeout",
-                f"no answer within {self.settings.request_timeout_s:.0f} s (the server is overloaded): retry shortly",
-                {"Retry-After": "1"},
-            ) from None
+            raise self._timed_out(job) from None
         except GenerationFailed as exc:
-            self._generation_done(exc)
-            # The log has the exception and its traceback; the client gets neither.
-            raise ApiError(
-                500,
-                "generation_failed",
-                f"{exc} while generating this request (requests batched with it are not affected); "
-                "the server log has the details",
-            ) from None
+            raise self._failed(exc) from None
         self._generation_done(None)
+        return self._document(request, result, prompt_lengths)
+
+    def _stream(self, request: GenerationRequest, job: Job, prompt_tokens: int) -> TokenStream:
+        assert self.tokenizer is not None and self.info is not None and self.backend is not None
+        stream = TokenStream(self.tokenizer, request.stop, job)
+        stream.bind(
+            job,
+            self.batcher,
+            on_result=self._generation_done,
+            end={"prompt_tokens": prompt_tokens, "model": self.info.model, "backend": self.backend.name},
+            idle_timeout_s=self.settings.request_timeout_s,
+        )
+        future = self._submit(job)
+        future.add_done_callback(stream.on_done)
+        try:
+            stream.wait_first(max(0.0, job.deadline - time.monotonic()))
+        except (FutureTimeout, DeadlineExceeded):
+            stream.close()  # a job already running stops at its next step
+            raise self._timed_out(job) from None
+        except GenerationFailed as exc:
+            raise self._failed(exc) from None
+        return stream
+
+    def _document(self, request: GenerationRequest, result: BatchResult, prompt_lengths: list[int]) -> dict[str, Any]:
+        assert self.tokenizer is not None and self.info is not None and self.backend is not None
+        tokenizer, stop_strings = self.tokenizer, request.stop
         outputs, total_new = [], 0
         for i, text in enumerate(request.prompts):
             completions = []
@@ -311,7 +358,7 @@ class Predictor:
         return {
             "outputs": outputs,
             "usage": {"prompt_tokens": sum(prompt_lengths), "completion_tokens": total_new},
-            "model": info.model,
+            "model": self.info.model,
             "backend": self.backend.name,
             "batch_size": result.batch_rows,
         }
@@ -347,7 +394,12 @@ class App:
             elif path == "/invocations":
                 self._allow(method, ("POST",))
                 raw = _read_body(environ)
-                status, body = 200, self.predictor.invoke(environ.get("CONTENT_TYPE"), raw)
+                answer = self.predictor.invoke(environ.get("CONTENT_TYPE"), raw)
+                if isinstance(answer, TokenStream):
+                    # No Content-Length: chunked, each line sent as it is made (streaming.py).
+                    start_response("200 OK", list(STREAM_HEADERS.items()))
+                    return answer
+                status, body = 200, answer
             elif path == "/openapi.json":
                 self._allow(method, ("GET",))
                 status, body = 200, self.predictor.openapi()

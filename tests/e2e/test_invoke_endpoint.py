@@ -72,3 +72,37 @@ def test_an_unknown_endpoint_is_a_validation_error(deployed: Cdk, local_aws: Loc
     response = model_error(lambda: runtime.invoke_endpoint(EndpointName="no-such-endpoint", Body=b"{}"))
     assert response["Error"]["Code"] == "ValidationError"
     assert "no-such-endpoint" in response["Error"]["Message"]
+
+
+def test_gpt2_streams_its_tokens(deployed: Cdk, local_aws: LocalAws) -> None:
+    from local_aws.demo import stream_lines
+
+    name = local_aws.stack_outputs("Gpt2Stack")["EndpointName"]
+    lines = list(stream_lines(local_aws, name, {"input": "amazon", "parameters": {"max_new_tokens": 8}}))
+    end = lines[-1]["end"]
+    assert [line["token"]["text"] for line in lines[:-1]] and len(lines) - 1 == end["completion_tokens"]
+    assert (
+        end["text"]
+        == invoke(local_aws, "Gpt2Stack", {"input": "amazon", "parameters": {"max_new_tokens": 8}})["outputs"][0][
+            "completions"
+        ][0]["text"]
+    )
+
+
+def test_gptj_refuses_a_stream_and_answers_whole_through_the_streaming_call(deployed: Cdk, local_aws: LocalAws) -> None:
+    runtime = local_aws.client("sagemaker-runtime")
+    name = local_aws.stack_outputs("GptjStack")["EndpointName"]
+    request = {"inputs": SEED_GPTJ_PROMPT, "parameters": {"max_new_tokens": 4}}
+    response = model_error(
+        lambda: runtime.invoke_endpoint_with_response_stream(
+            EndpointName=name, ContentType="application/json", Body=json.dumps({**request, "stream": True})
+        )
+    )
+    assert response["Error"]["Code"] == "ModelError" and response["OriginalStatusCode"] == 400
+    assert "stream is not supported" in response["OriginalMessage"]
+    # Without the flag, the model server's whole answer arrives as one part.
+    answer = runtime.invoke_endpoint_with_response_stream(
+        EndpointName=name, ContentType="application/json", Body=json.dumps(request)
+    )
+    parts = [event["PayloadPart"]["Bytes"] for event in answer["Body"]]
+    assert len(parts) == 1 and json.loads(parts[0])[0]["generated_text"].startswith(SEED_GPTJ_PROMPT)

@@ -97,3 +97,21 @@ def test_a_request_file_that_is_not_json_is_one_line_and_exit_code_2(local_aws: 
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert f"request file {request} is not JSON" in line
+
+
+def test_stream_reports_time_to_first_token(endpoint: str, local_aws: LocalAws, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = loadtest(local_aws, "--endpoint", endpoint, "--request", "loadtest/requests/gpt2_stream.json", "--stream",
+                      "--concurrency", "1", "4", "--seconds", str(SECONDS), "--metrics-wait", "0", "--warmup", "1",
+                      "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "report.json").read_text())
+    for level in report["levels"]:
+        assert level["errors"] == {} and level["successes"] > 0
+        stream = level["stream"]
+        assert stream["requests"] == level["successes"] and stream["tokens"] >= stream["requests"]
+        first = stream["time_to_first_token_ms"]
+        # The first token comes no later than the whole answer.
+        assert 0 < first["p50"] <= level["latency_ms"]["p50"]
+        assert stream["tokens_per_s"] > 0 and stream["tokens_per_s_per_request"]["p50"] > 0
+    assert "time to first token" in (out / "report.md").read_text()

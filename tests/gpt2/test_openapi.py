@@ -94,6 +94,11 @@ CASES: list[tuple[str, bytes, bool, int, str]] = [
     ("unpaired surrogate", b'{"input": "a\\ud800"}', False, 400, "'\\ud800', an unpaired UTF-16 surrogate"),
     ("unknown field", body(input="a", prompt="b"), False, 400, "unknown field 'prompt'"),
     ("unknown parameter", body({"beams": 2}), False, 400, "unknown parameter 'beams'"),
+    ("stream of two inputs", body(ONE, inputs=["a", "b"], stream=True), False, 400,
+     "stream=true streams one completion"),
+    ("stream of two sequences", body({**SAMPLE, "num_return_sequences": 2}, input="a", stream=True), False, 400,
+     "stream=true streams one completion"),
+    ("stream not a boolean", body(ONE, input="a", stream="yes"), False, 400, 'stream="yes" is invalid'),
     # valid, refused only for a reason the Request schema's description lists
     ("inputs x num_return_sequences past max_rows", body({**SAMPLE, "num_return_sequences": 2}, inputs=["a"] * 6),
      True, 400, "6 inputs x num_return_sequences 2 = 12 completions"),

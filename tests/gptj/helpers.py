@@ -81,6 +81,7 @@ BAD: dict[str, tuple[dict[str, str], str]] = {
     "empty inputs": (request(""), "inputs=''"),
     "parameters not an object": ({"body": json.dumps({"inputs": "a", "parameters": [1]})}, "parameters=[1]"),
     "unknown parameter": (request("a", max_tokens=3), "max_tokens"),
+    "stream": ({"body": json.dumps({"inputs": "a", "stream": True})}, "stream is not supported"),
     "unknown field": ({"body": json.dumps({"inputs": "a", "params": {}})}, "params"),
     "max_new_tokens zero": (request("a", max_new_tokens=0), "max_new_tokens=0"),
     "max_new_tokens too many": (request("a", max_new_tokens=10**6), "max_new_tokens=1000000"),

@@ -117,7 +117,7 @@ def test_seed_requests_through_the_model_server(server: HuggingFaceContainer, na
 
 
 @pytest.mark.parametrize(
-    "bad", ["no inputs", "max_new_tokens too many", "temperature NaN", "body not JSON", "CSV content type"]
+    "bad", ["no inputs", "max_new_tokens too many", "temperature NaN", "body not JSON", "CSV content type", "stream"]
 )
 def test_bad_requests_get_a_400_naming_the_value(server: HuggingFaceContainer, bad: str) -> None:
     request, expected = BAD[bad]

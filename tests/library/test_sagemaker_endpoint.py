@@ -140,6 +140,39 @@ def test_grant_invoke_names_this_endpoint_alone() -> None:
     assert grant["Resource"] == {"Ref": endpoint_id} == stack.resolve(made.endpoint_arn)
 
 
+#: The IAM action AWS authorizes each synchronous SageMaker runtime call with (Service Authorization
+#: Reference for SageMaker, and the InvokeEndpointWithResponseStream API reference: "the same
+#: permission as InvokeEndpoint"): there is no sagemaker:InvokeEndpointWithResponseStream action.
+RUNTIME_ACTIONS = {
+    "InvokeEndpoint": "sagemaker:InvokeEndpoint",
+    "InvokeEndpointWithResponseStream": "sagemaker:InvokeEndpoint",
+}
+
+
+@pytest.mark.parametrize("operation", sorted(RUNTIME_ACTIONS))
+def test_grant_invoke_covers_each_synchronous_runtime_call(operation: str) -> None:
+    import botocore.session
+
+    # The operation is one the runtime API has (botocore's sagemaker-runtime model).
+    runtime = botocore.session.get_session().get_service_model("sagemaker-runtime")
+    assert operation in runtime.operation_names
+    stack = Stack()
+    made = endpoint(stack)
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    made.grant_invoke(caller)
+    granted = [
+        s
+        for s in statements(Template.from_stack(stack))
+        if s["Effect"] == "Allow" and RUNTIME_ACTIONS[operation] in _actions(s)
+    ]
+    assert [s["Resource"] for s in granted] == [stack.resolve(made.endpoint_arn)]
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
 @pytest.mark.parametrize(("method", "namespace", "name", "statistic"), VARIANT_METRICS)
 def test_metrics_carry_the_dimensions_sagemaker_publishes(
     method: str, namespace: str, name: str, statistic: str

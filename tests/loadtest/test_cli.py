@@ -46,6 +46,7 @@ def test_help_lists_the_options() -> None:
         (["--seconds", "-5"], "argument --seconds: -5 is out of range"),
         (["--request", str(ROOT / "README.md")], "request file"),
         (["--request", str(ROOT / "nothing.json")], "cannot be read"),
+        (["--stream", "--async"], "--async and --stream: an asynchronous endpoint answers through S3"),
     ],
 )
 def test_a_bad_option_or_request_file_is_one_line_and_exit_code_2(

@@ -7,6 +7,10 @@ that tells what it was given. It is configured through the Model's environment:
 * ``ECHO_EXIT_CODE``: exit at once with this code (a container that never becomes healthy).
 
 A request ``{"status": N}`` is answered with status N; ``{"sleep_s": S}`` waits S seconds first.
+A request ``{"parts": [...]}`` is answered with HTTP/1.1 chunked transfer, one chunk per part,
+``part_delay_s`` apart; ``cut_after: N`` closes the connection after N parts without the last
+chunk (a broken answer); ``log: path`` appends ``sent N`` after each part and ``gone after N``
+when a write fails (the caller went away), then stops sending.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ MODEL_DIR = Path(os.environ["SM_MODEL_DIR"])
 
 
 class Handler(BaseHTTPRequestHandler):
+    # Chunked answers need HTTP/1.1; every other answer has a Content-Length.
+    protocol_version = "HTTP/1.1"
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 
@@ -49,6 +56,9 @@ class Handler(BaseHTTPRequestHandler):
             request = None
         if isinstance(request, dict) and "sleep_s" in request:
             time.sleep(float(request["sleep_s"]))
+        if isinstance(request, dict) and "parts" in request:
+            self.stream(request)
+            return
         if isinstance(request, dict) and "status" in request:
             self.answer(int(request["status"]), {"error": f"asked for {request['status']}"})
             return
@@ -65,6 +75,37 @@ class Handler(BaseHTTPRequestHandler):
             },
             {"X-Amzn-SageMaker-Custom-Attributes": f"echoed={attributes}"} if attributes else None,
         )
+
+    def stream(self, request: dict[str, object]) -> None:
+        parts = [str(p) for p in request["parts"]]  # type: ignore[attr-defined]
+        delay = float(request.get("part_delay_s", 0))  # type: ignore[arg-type]
+        cut_after = request.get("cut_after")
+        log = Path(str(request["log"])) if "log" in request else None
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for sent, part in enumerate(parts):
+            if cut_after is not None and sent >= int(cut_after):  # type: ignore[call-overload]
+                self.close_connection = True
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
+            data = part.encode()
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            except OSError:
+                if log is not None:
+                    with log.open("a") as out:
+                        out.write(f"gone after {sent}\n")
+                self.close_connection = True
+                return
+            if log is not None:
+                with log.open("a") as out:
+                    out.write(f"sent {sent + 1}\n")
+            time.sleep(delay)
+        self.wfile.write(b"0\r\n\r\n")
 
 
 def main() -> None:

@@ -638,6 +638,23 @@ def invocation(aws: LocalAws) -> object:
     return passed, answer.get("CustomAttributes"), rejected, unknown
 
 
+def streamed_invocation(aws: LocalAws) -> object:
+    """InvokeEndpointWithResponseStream of an answer sent in three chunks, Accept passed as
+    X-Amzn-SageMaker-Accept: the parts received, or the error code of the call."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    received: list[bytes] = []
+
+    def stream() -> None:
+        answer = runtime.invoke_endpoint_with_response_stream(
+            EndpointName="echo", Body=b'{"parts": ["a", "b", "c"]}', ContentType="application/json"
+        )
+        received.extend(event["PayloadPart"]["Bytes"] for event in answer["Body"])
+
+    return error_of(stream), b"".join(received)
+
+
 # --- Inference components and async inference ----------------------------------------------------
 
 
@@ -862,6 +879,7 @@ SCENARIOS: dict[str, Scenario] = {
         aws=(['{"q": 1}', "application/x-q", "text/x-a", "t=1"], "echoed=t=1", "ModelError", "ValidationError"),
         stock=(["body", None, None, None], "custom_attributes", None, None),
     ),
+    "streamed_invocations_reach_the_container": Scenario(streamed_invocation, aws=(None, b"abc"), stock=("404", b"")),
     "failed_updates_roll_back": Scenario(
         failed_update,
         aws=(None, "UPDATE_ROLLBACK_COMPLETE", False, [1], "ok"),

@@ -604,6 +604,13 @@ def parse_request(body: dict[str, Any], model: dict[str, Any], prompt_tokens: An
 
 
 def predict_fn(data: dict[str, Any], model: dict[str, Any]) -> list[dict[str, str]]:
+    if "stream" in data:
+        # Multi Model Server builds whole responses (sagemaker-inference-toolkit#137).
+        raise RequestError(
+            "stream is not supported: this model server (the Hugging Face toolkit's Multi Model Server) "
+            'answers whole responses only; send the request without "stream" (InvokeEndpointWithResponseStream '
+            "then gets the whole answer as one part)"
+        )
     unknown = sorted(set(data) - {"inputs", "parameters"})
     if unknown:
         raise RequestError(f'the body has unknown fields {unknown}: send only "inputs" and "parameters"')

@@ -1,0 +1,110 @@
+"""--stream: InvokeEndpointWithResponseStream timed token by token, against a local AWS endpoint
+whose container streams (tests/local_aws/echo_image.py), and the figures in the report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ClientError
+
+from loadtest.invokers import StreamingInvoker, StreamTiming, Target, client_config, count_tokens
+from loadtest.report import markdown, stream_table, write
+from loadtest.request import Request
+from loadtest.runner import LevelRun, Recorder
+from loadtest.stats import classify
+from local_aws import LocalAws
+from local_aws.runtime import HOSTING
+from tests.loadtest.test_report import report
+from tests.local_aws.helpers import echo_endpoint, echo_launcher, endpoint_status
+
+
+def token(text: str) -> str:
+    return json.dumps({"token": {"id": 1, "text": text}}) + "\n"
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[LocalAws]:
+    with LocalAws(aws_managed_policies=False) as local, pytest.MonkeyPatch.context() as patched:
+        patched.setattr(HOSTING, "launcher", echo_launcher)
+        echo_endpoint(local, "echo")
+        assert endpoint_status(local, "echo", settle=True) == "InService"
+        yield local
+
+
+def invoker(aws: LocalAws, body: object) -> StreamingInvoker:
+    client = aws.client("sagemaker-runtime", config=client_config(1))
+    return StreamingInvoker(
+        client, Target("echo"), Request(body=json.dumps(body).encode(), content_type="application/json")
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "tokens"),
+    [
+        (b'{"token": {"id": 5, "text": " a"}}', 1),
+        (b'{"end": {"text": "a"}}', 0),
+        (b'{"error": {"code": "timeout"}}', 0),
+        (b'data: {"choices": [{"text": " a"}]}', 1),
+        (b"data: [DONE]", 0),
+        (b"", 0),
+        (b"{not json", 0),
+    ],
+)
+def test_a_token_is_a_line_with_a_token(line: bytes, tokens: int) -> None:
+    assert count_tokens(line) == tokens
+
+
+def test_each_token_is_timed_as_it_arrives(aws: LocalAws) -> None:
+    # Three tokens 0.3 s apart, the second line split over two chunks, then the end line.
+    second = token("b")
+    parts = [token("a"), second[:10], second[10:], token("c") + '{"end": {}}\n']
+    timing = invoker(aws, {"parts": parts, "part_delay_s": 0.3})()
+    assert len(timing.token_times_s) == 3
+    assert timing.first_token_s is not None and timing.first_token_s < 0.3
+    assert [round(gap, 1) for gap in timing.gaps_s] == [0.6, 0.3]
+    assert timing.duration_s >= timing.token_times_s[-1]
+
+
+def test_an_answer_without_token_lines_counts_its_parts(aws: LocalAws) -> None:
+    timing = invoker(aws, {"parts": ["x", "y"], "part_delay_s": 0.2})()
+    assert len(timing.token_times_s) == 2
+
+
+def test_a_broken_stream_is_counted_as_model_stream_error(aws: LocalAws) -> None:
+    with pytest.raises(ClientError) as raised:
+        invoker(aws, {"parts": [token("a"), token("b")], "cut_after": 1})()
+    assert classify(raised.value) == "ModelStreamError"
+
+
+def test_the_level_sums_up_its_streams_and_the_report_shows_them(tmp_path: Path) -> None:
+    recorder = Recorder(
+        latencies_s=[1.0, 2.0], streams=[StreamTiming((0.1, 0.2, 0.4), 1.0), StreamTiming((0.3, 0.5), 2.0)]
+    )
+    started = datetime(2026, 12, 1, tzinfo=UTC)
+    level = LevelRun(1, 10.0, started, started + timedelta(seconds=10), 10.0, [recorder]).summary()
+    stream = level["stream"]
+    assert (stream["requests"], stream["tokens"], stream["tokens_per_s"]) == (2, 5, 0.5)
+    assert stream["time_to_first_token_ms"]["p50"] == pytest.approx(100) and stream["time_to_first_token_ms"][
+        "max"
+    ] == pytest.approx(300)
+    assert sorted(
+        round(v) for v in (stream["time_between_tokens_ms"]["p50"], stream["time_between_tokens_ms"]["max"])
+    ) == [200, 200]
+    assert stream["tokens_per_s_per_request"]["mean"] == pytest.approx((3 / 1.0 + 2 / 2.0) / 2)
+    document = report([level])
+    table = stream_table([level])
+    assert table is not None and table in markdown(document)
+    assert "| 1 | 2 | 5 | 100.0 / 300.0 / 300.0 |" in table
+    paths = write(document, tmp_path)
+    assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads(paths["json"].read_text())["levels"][0]["stream"] == stream
+
+
+def test_a_level_that_did_not_stream_has_no_stream_figures() -> None:
+    started = datetime(2026, 12, 1, tzinfo=UTC)
+    level = LevelRun(1, 10.0, started, started, 1.0, [Recorder(latencies_s=[1.0])]).summary()
+    assert level["stream"] is None and stream_table([level]) is None

@@ -1,0 +1,162 @@
+"""InvokeEndpointWithResponseStream on the local AWS, through boto3 and the real HTTP path: the
+container's chunked answer as botocore's event stream, its faults and limits, and a caller
+that goes away (docs/LOCAL_AWS_STREAMING.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.eventstream import EventStreamBuffer
+from botocore.exceptions import ClientError, EventStreamError
+
+from local_aws import LocalAws, eventstream
+from local_aws.patches import sagemakerruntime
+from local_aws.runtime import HOSTING
+from tests.local_aws.helpers import (
+    client,
+    create_stack,
+    delete_stack,
+    echo_endpoint,
+    echo_launcher,
+    endpoint_status,
+    error_of,
+    physical_ids,
+)
+
+
+@pytest.fixture(scope="module")
+def echo(aws: LocalAws) -> Iterator[str]:
+    """One echo endpoint for the module (the autouse launcher fixture is per test: set here too)."""
+    aws.reset()
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(HOSTING, "launcher", echo_launcher)
+        echo_endpoint(aws, "stream")
+        assert endpoint_status(aws, "stream", settle=True) == "InService"
+    yield "stream"
+    aws.reset()
+
+
+def call(aws: LocalAws, name: str, request: object, **options: Any) -> dict[str, Any]:
+    runtime = client(aws, "sagemaker-runtime")
+    body = request if isinstance(request, bytes) else json.dumps(request).encode()
+    answer: dict[str, Any] = runtime.invoke_endpoint_with_response_stream(
+        EndpointName=name, Body=body, ContentType="application/json", **options
+    )
+    return answer
+
+
+def parts(answer: dict[str, Any]) -> Iterator[tuple[float, bytes]]:
+    """(arrival time, bytes) of each PayloadPart."""
+    for event in answer["Body"]:
+        yield time.monotonic(), event["PayloadPart"]["Bytes"]
+
+
+def raw_messages(answer: dict[str, Any]) -> list[tuple[dict[str, Any], bytes]]:
+    """The answer's event stream messages as botocore's decoder reads them off the wire."""
+    buffer = EventStreamBuffer()
+    buffer.add_data(answer["Body"]._raw_stream.read())
+    return [(m.headers, m.payload) for m in buffer]
+
+
+def test_the_encoder_round_trips_through_botocores_decoder() -> None:
+    buffer = EventStreamBuffer()
+    buffer.add_data(eventstream.event("PayloadPart", b"\x00tok\xff") + eventstream.exception("X", {"Message": "m"}))
+    first, second = list(buffer)
+    assert first.headers == {
+        ":message-type": "event",
+        ":event-type": "PayloadPart",
+        ":content-type": "application/octet-stream",
+    }
+    assert first.payload == b"\x00tok\xff"
+    assert second.headers[":exception-type"] == "X" and json.loads(second.payload) == {"Message": "m"}
+
+
+def test_each_chunk_arrives_as_a_payload_part_as_it_is_sent(aws: LocalAws, echo: str) -> None:
+    started = time.monotonic()
+    answer = call(aws, echo, {"parts": ["one ", "two ", "three"], "part_delay_s": 0.4}, CustomAttributes="t=1")
+    assert answer["ContentType"] == "text/plain"
+    assert answer["InvokedProductionVariant"] == "AllTraffic"
+    received = list(parts(answer))
+    assert b"".join(data for _, data in received) == b"one two three"
+    # The first part came before the container had sent the rest (0.8 s of delays after it).
+    assert received[0][0] - started < received[-1][0] - started - 0.6
+    assert len(received) == 3
+
+
+def test_a_whole_answer_is_one_part(aws: LocalAws, echo: str) -> None:
+    received = [data for _, data in parts(call(aws, echo, {"q": 1}))]
+    assert len(received) == 1
+    assert json.loads(received[0])["body"] == '{"q": 1}'
+
+
+def test_an_answer_the_container_cuts_is_a_model_stream_error(aws: LocalAws, echo: str) -> None:
+    answer = call(aws, echo, {"parts": ["a", "b", "c", "d"], "cut_after": 2})
+    received = []
+    with pytest.raises(EventStreamError) as raised:
+        for _, data in parts(answer):
+            received.append(data)
+    assert b"".join(received) == b"ab"
+    assert raised.value.response["Error"]["Code"] == "ModelStreamError"
+    (*_, (headers, payload)) = raw_messages(call(aws, echo, {"parts": ["a", "b", "c"], "cut_after": 1}))
+    assert headers[":exception-type"] == "ModelStreamError"
+    assert json.loads(payload)["ErrorCode"] == "StreamBroken"
+
+
+def test_an_answer_past_the_time_limit_is_a_model_stream_error(
+    aws: LocalAws, echo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sagemakerruntime, "STREAM_TIMEOUT_S", 1.0)
+    messages = raw_messages(call(aws, echo, {"parts": ["a", "b", "c", "d", "e"], "part_delay_s": 0.4}))
+    headers, payload = messages[-1]
+    assert headers[":exception-type"] == "ModelStreamError"
+    assert json.loads(payload)["ErrorCode"] == "ModelInvocationTimeExceeded"
+    assert "AllTraffic did not complete sending the inference response" in json.loads(payload)["Message"]
+    assert 1 <= len(messages) - 1 <= 3  # what came within the second
+
+
+def test_an_error_status_before_the_stream_is_a_model_error(aws: LocalAws, echo: str) -> None:
+    with pytest.raises(ClientError) as raised:
+        call(aws, echo, {"status": 422})
+    assert raised.value.response["Error"]["Code"] == "ModelError"
+    assert raised.value.response["OriginalStatusCode"] == 422
+
+
+def test_a_missing_endpoint_and_a_body_over_6_mb_are_validation_errors(aws: LocalAws, echo: str) -> None:
+    assert error_of(lambda: call(aws, "nowhere", {})) == "ValidationError"
+    assert error_of(lambda: call(aws, echo, b"x" * (6 * 1024 * 1024 + 1))) == "ValidationError"
+
+
+def test_a_caller_that_goes_away_ends_the_containers_answer(aws: LocalAws, echo: str, tmp_path: Path) -> None:
+    log = tmp_path / "sent.log"
+    answer = call(aws, echo, {"parts": ["x"] * 200, "part_delay_s": 0.05, "log": str(log)})
+    events = iter(answer["Body"])
+    next(events), next(events)
+    answer["Body"].close()
+    deadline = time.monotonic() + 10
+    while "gone" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = log.read_text().split()
+    assert "gone" in lines, lines[-3:]
+    time.sleep(0.5)
+    assert log.read_text().split() == lines  # nothing sent since
+    assert int(lines[-1]) < 60  # of 200 parts, 10 s of them
+
+
+def test_an_inference_component_streams_its_own_containers_answer(aws: LocalAws) -> None:
+    from tests.local_aws.test_patches import component_stack
+
+    assert create_stack(aws, "ic-stream", component_stack("1")) is None
+    try:
+        endpoint = physical_ids(aws, "ic-stream")["Endpoint"].rsplit("/", 1)[-1]
+        body = {"parts": ["a", "b"]}
+        answer = call(aws, endpoint, body, InferenceComponentName="echo-ic")
+        assert b"".join(data for _, data in parts(answer)) == b"ab"
+        # an endpoint of components called without naming one, as InvokeEndpoint
+        assert error_of(lambda: call(aws, endpoint, body)) == "ValidationError"
+    finally:
+        delete_stack(aws, "ic-stream")
