@@ -1,0 +1,131 @@
+"""A newcomer's first hour, timed: README's commands on a fresh clone with empty caches.
+
+Clones this repository's HEAD into a new folder, gives pip and npm caches of their own that
+start empty (the Debian packages, pyenv's Pythons and the torch wheel on disk stay as the machine
+has them), then runs, one after another and as README gives them:
+
+1. ``make demo`` (set up, build the tiny artifacts, deploy, call and destroy the three stacks),
+2. ``make test-fast`` (the fast tier, after that setup),
+3. ``make test`` (the rest of the setup, lint, every test),
+
+timing each and reading pytest's closing line. Targets (issue 24): ``make demo`` within 5 min,
+``make test-fast`` under 60 s, ``make test`` within 20 min, on a 2-core machine.
+
+    python -m bench.fresh_clone                  # about 30 minutes on 2 cores
+    python -m bench.fresh_clone --keep           # keep the clone (its logs) afterwards
+
+Results: ``bench/results/fresh_clone.json`` and a Markdown table on stdout for
+docs/BENCHMARKS.md; each phase's full output in the clone's ``build/fresh-clone/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+#: (phase, command, target in seconds)
+PHASES = (("make demo", ["make", "demo"], 300), ("make test-fast", ["make", "test-fast"], 60),
+          ("make test", ["make", "test"], 1200))  # fmt: skip
+PYTEST_SUMMARY = re.compile(r"^=* ?(\d+ (?:passed|failed).*) in [\d.]+s", re.MULTILINE)
+
+
+def cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "unknown"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+
+
+def run_phase(name: str, command: list[str], clone: Path, env: dict[str, str], logs: Path) -> dict[str, Any]:
+    log = logs / (name.replace(" ", "-") + ".log")
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    with log.open("w") as out:
+        # Its own process group: an interrupted run (Ctrl-C, a timeout's SIGTERM) ends the whole
+        # make and everything it started, as the tests require of themselves.
+        proc = subprocess.Popen(
+            command, cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            code = proc.wait()
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise
+    seconds = time.monotonic() - started
+    text = log.read_text(errors="replace")
+    summary = PYTEST_SUMMARY.findall(text)
+    return {
+        "phase": name,
+        "command": " ".join(command),
+        "exit_code": code,
+        "seconds": round(seconds, 1),
+        "pytest": summary[-1] if summary else None,
+        "load_average_before": round(load_before, 2),
+        "log": str(log),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep the clone and its logs")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fresh_clone.json")
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="fresh-clone-"))
+    clone = work / "repo"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    logs = clone / "build" / "fresh-clone"
+    logs.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTEST", "LLM_INFERENCE_"))}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if str(ROOT) not in p)
+    env["PIP_CACHE_DIR"] = str(work / "pip-cache")
+    env["npm_config_cache"] = str(work / "npm-cache")
+    env["MYPY_CACHE_DIR"] = str(clone / ".mypy_cache")
+    results = []
+    try:
+        for name, command, target in PHASES:
+            print(f"[fresh-clone] {name} ...", file=sys.stderr, flush=True)
+            result = {**run_phase(name, command, clone, env, logs), "target_seconds": target}
+            print(f"[fresh-clone] {name}: exit {result['exit_code']} in {result['seconds']:.0f} s "
+                  f"({result['pytest'] or 'no pytest summary'})", file=sys.stderr, flush=True)  # fmt: skip
+            results.append(result)
+            if result["exit_code"] != 0:
+                break
+    finally:
+        report = {
+            "commit": head,
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_model()}, {platform.platform()}",
+            "phases": results,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"Commit {head}, {report['machine']}\n")
+    print("| phase | exit | time | target | pytest | load before |")
+    print("|---|---:|---:|---:|---|---:|")
+    for r in results:
+        minutes = f"{r['seconds'] / 60:.1f} min" if r["seconds"] >= 120 else f"{r['seconds']:.0f} s"
+        print(f"| `{r['command']}` | {r['exit_code']} | {minutes} | {r['target_seconds'] // 60 or 1} min | "
+              f"{r['pytest'] or '-'} | {r['load_average_before']} |")  # fmt: skip
+    return 0 if results and all(r["exit_code"] == 0 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
