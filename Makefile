@@ -40,7 +40,8 @@ help:
 	@echo "make lint        ruff, mypy and hadolint"
 
 # Debian packages the tests and the demo run for real (nginx, shellcheck, systemd-analyze, curl,
-# and a Java runtime for the Hugging Face image's model server, Multi Model Server).
+# a Java runtime for the Hugging Face image's model server, Multi Model Server, and qemu-user,
+# whose emulated AVX2 CPU runs the int8 graphs as a CPU without VNNI does).
 system-deps:
 	@missing=""; \
 	command -v nginx >/dev/null || missing="$$missing nginx"; \
@@ -48,6 +49,7 @@ system-deps:
 	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
+	command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

@@ -72,6 +72,21 @@ def quantized(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Quantiz
     return get
 
 
+@pytest.fixture(scope="session")
+def qemu_haswell() -> list[str]:
+    """The command prefix that runs an x86-64 program on an emulated Haswell: AVX2, no AVX-512
+    and no VNNI, the CPU of the SageMaker families whose int8 products saturate (qemu-user, a
+    Debian package `make system-deps` installs)."""
+    import platform
+    import shutil
+
+    if platform.machine() != "x86_64":
+        pytest.skip("qemu-x86_64 -cpu Haswell emulates an x86-64 CPU for x86-64 programs")
+    qemu = shutil.which("qemu-x86_64")
+    assert qemu, "qemu-x86_64 is missing: `make system-deps` installs Debian's qemu-user"
+    return [qemu, "-cpu", "Haswell-noTSX"]
+
+
 #: (test, the branch it took) for each test whose outcome depends on this host's CPU.
 _HOST_BRANCHES: list[tuple[str, str]] = []
 

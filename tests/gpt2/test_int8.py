@@ -420,3 +420,35 @@ def test_a_build_for_a_cpu_without_an_int8_dot_product_passes_its_gate_and_serve
     assert backends.u8s8_saturates() is True
     backend = backends.OnnxRuntimeBackend(build.model_dir, ModelInfo.load(build.model_dir), threads=1)
     assert backend.onnx_file == ONNX_INT8_DYNAMIC
+
+
+def _logits(model_dir: Path, emulate: list[str]) -> Any:
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    driver = Path(__file__).with_name("logits_driver.py")
+    command = [*emulate, sys.executable, str(driver), str(model_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return np.array(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_on_an_emulated_avx2_cpu_7_bit_weights_compute_the_same_logits_and_8_bit_ones_do_not(
+    quantized: Callable[..., Quantized], qemu_haswell: list[str], request: pytest.FixtureRequest
+) -> None:
+    """ONNX Runtime under qemu's Haswell (AVX2, no VNNI) runs the int16-pair kernels a CPU
+    without an int8 dot product runs: the 7-bit graph gives this host's logits to the bit; the
+    8-bit graph (built where this host has an int8 dot product) gives others, its products
+    saturating, which shows the emulation reaches those kernels."""
+    import numpy as np
+
+    seven = quantized("int8-dynamic", "ml.c5.xlarge").model_dir
+    assert np.array_equal(_logits(seven, qemu_haswell), _logits(seven, []))
+    if request.getfixturevalue("host_u8s8_saturates"):
+        return  # no 8-bit graph is built on this host (the builder refuses it)
+    eight = quantized("int8-dynamic").model_dir
+    assert read_manifest(eight)["onnxruntime"]["quantization"]["weight_bits"] == 8
+    native, emulated = _logits(eight, []), _logits(eight, qemu_haswell)
+    assert float(np.abs(native - emulated).max()) > 0.25 * float(native.std(axis=-1).mean())
