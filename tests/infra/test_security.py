@@ -112,6 +112,15 @@ def test_no_account_id_or_region_literal_in_default_templates(synth: Callable[..
     assert not re.search(r"\b(us|eu|ap|sa|ca|me|af)-[a-z]+-[0-9]\b", inline)
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_security_group_and_rule_descriptions_are_ones_ec2_accepts(variant: Synthesized, stack: str) -> None:
+    # EC2 refuses a description beyond its character set (cfn-lint does not check it): the group
+    # fails, and the stack with it. The local AWS refuses it with the same check.
+    from local_aws.validation import security_group_problems
+
+    assert security_group_problems(variant.template_json(stack)) == []
+
+
 def test_storage_is_encrypted_everywhere(variant: Synthesized) -> None:
     inf2 = variant.template_json("Inf2Stack")
     for instance in resources_of(inf2, "AWS::EC2::Instance").values():
