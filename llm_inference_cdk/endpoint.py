@@ -632,11 +632,13 @@ class SageMakerEndpoint(Construct):
             )
         )
         # cloudwatch:PutMetricData accepts no narrower resource than "*"; the namespace condition narrows it.
+        # Not AWS/SageMaker: namespaces beginning AWS/ are reserved for AWS's services (CloudWatch's
+        # PutMetricData reference), so no caller's PutMetricData there is ever accepted.
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker"]}},
+                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
             )
         )
         acknowledge(

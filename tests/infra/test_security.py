@@ -121,6 +121,22 @@ def test_security_group_and_rule_descriptions_are_ones_ec2_accepts(variant: Synt
     assert security_group_problems(variant.template_json(stack)) == []
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_metric_namespace_granted_is_one_aws_reserves(variant: Synthesized, stack: str) -> None:
+    # Namespaces beginning AWS/ are reserved for AWS's services (CloudWatch API reference,
+    # PutMetricData Namespace): a grant there can never be used, and only reads as if it could.
+    granted = [
+        namespace
+        for statement in policy_statements(variant.template_json(stack))
+        if "cloudwatch:PutMetricData" in actions_of(statement)
+        for condition in statement.get("Condition", {}).values()
+        for namespaces in [condition.get("cloudwatch:namespace", [])]
+        for namespace in ([namespaces] if isinstance(namespaces, str) else namespaces)
+    ]
+    assert granted, "every stack's servers publish metrics under a namespace condition"
+    assert [n for n in granted if n.startswith("AWS/")] == []
+
+
 def test_storage_is_encrypted_everywhere(variant: Synthesized) -> None:
     inf2 = variant.template_json("Inf2Stack")
     for instance in resources_of(inf2, "AWS::EC2::Instance").values():
