@@ -122,6 +122,16 @@ def test_security_group_and_rule_descriptions_are_ones_ec2_accepts(variant: Synt
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_every_literal_value_is_one_aws_accepts(variant: Synthesized, stack: str) -> None:
+    # The requests CloudFormation makes for each resource, checked as the local AWS checks them
+    # when it deploys (botocore's models and AWS's documented constraints): a fault found here
+    # needs no deploy.
+    from local_aws.validation import template_problems
+
+    assert template_problems(variant.template_json(stack)) == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_no_metric_namespace_granted_is_one_aws_reserves(variant: Synthesized, stack: str) -> None:
     # Namespaces beginning AWS/ are reserved for AWS's services (CloudWatch API reference,
     # PutMetricData Namespace): a grant there can never be used, and only reads as if it could.
