@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import ArnFormat, Duration, Names, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -32,7 +32,7 @@ from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, Deplo
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
 from llm_inference_cdk.nag import acknowledge, nag_arn
-from llm_inference_cdk.props import invalid
+from llm_inference_cdk.props import PropError, invalid
 from llm_inference_cdk.scaling import VARIANT_INSTANCES, target_tracking
 from llm_inference_cdk.sdk_calls import function_role
 
@@ -77,6 +77,15 @@ class SageMakerEndpoint(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="SageMaker execution role: reads its model data, pulls its image, writes its logs",
         )
+        stack = Stack.of(self)
+        if image.region is not None and not Token.is_unresolved(stack.region) and image.region != stack.region:
+            # SageMaker pulls a model's image from ECR in the model's own region only.
+            raise PropError(
+                type(self).__name__,
+                "image",
+                getattr(image, "uri", image),
+                f"an ECR image of the stack's region {stack.region}",
+            )
         bound = model_data.bind(self, self.role)
         self.image_uri: str = image.bind(self, self.role)
         self._grant_logs_and_metrics()

@@ -77,7 +77,9 @@ def resource_properties_are_validated() -> None:
 
     def parse_resource_and_generate_name(logical_id: str, resource_json: dict[str, Any], resources_map: Any) -> Any:
         parsed = original(logical_id, resource_json, resources_map)
-        # A type moto lacks (None) is still checked, on its resolved properties.
+        if not parsed and resource_json.get("Type") not in validation.REQUESTS:
+            return parsed
+        # A checked type moto lacks (None: it skips the resource) is still checked, resolved.
         resolved = parsed[1] if parsed else cfn_parsing.clean_json(resource_json, resources_map)
         refused = validation.check_resource(resolved["Type"], resolved.get("Properties") or {})
         if refused is not None:
