@@ -443,6 +443,40 @@ def coerce(shape: Shape, value: Any) -> Any:
     return _scalar(kind, value)
 
 
+def _refers_to(node: Any, resources: set[str]) -> bool:
+    """Whether a template fragment reads what a resource of `resources` made (Ref, Fn::GetAtt,
+    or ${Resource} in Fn::Sub)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Fn::GetAtt" or (key == "Ref" and value in resources):
+                return True
+            if key == "Fn::Sub":
+                text = value[0] if isinstance(value, list) else value
+                named = {m.split(".")[0] for m in regex.findall(r"\$\{([^}!]+)\}", str(text))}
+                if named & resources:
+                    return True
+            if _refers_to(value, resources):
+                return True
+    elif isinstance(node, list):
+        return any(_refers_to(item, resources) for item in node)
+    return False
+
+
+def made_by_the_emulator(template_value: Any, resolved: Any, resources: set[str]) -> Any:
+    """`resolved`, with each value that came from another resource (a name or id moto made up,
+    which AWS would have made valid) marked unresolved: only what the template itself says, and
+    its parameters, is checked."""
+    if _is_intrinsic(template_value) and _refers_to(template_value, resources):
+        return UNRESOLVED
+    if isinstance(template_value, dict) and isinstance(resolved, dict):
+        return {k: made_by_the_emulator(template_value.get(k), v, resources) for k, v in resolved.items()}
+    if isinstance(template_value, list) and isinstance(resolved, list):
+        if len(template_value) != len(resolved):  # Fn::If with AWS::NoValue dropped an item
+            return UNRESOLVED if _refers_to(template_value, resources) else resolved
+        return [made_by_the_emulator(t, r, resources) for t, r in zip(template_value, resolved, strict=True)]
+    return resolved
+
+
 def _rule(rule: dict[str, Any]) -> dict[str, Any]:
     """A SecurityGroupIngress/Egress rule of CloudFormation as EC2's IpPermission."""
     described = {"Description": rule["Description"]} if "Description" in rule else {}

@@ -81,7 +81,12 @@ def resource_properties_are_validated() -> None:
             return parsed
         # A checked type moto lacks (None: it skips the resource) is still checked, resolved.
         resolved = parsed[1] if parsed else cfn_parsing.clean_json(resource_json, resources_map)
-        refused = validation.check_resource(resolved["Type"], resolved.get("Properties") or {})
+        properties = validation.made_by_the_emulator(
+            resource_json.get("Properties") or {},
+            resolved.get("Properties") or {},
+            set(resources_map._resource_json_map),
+        )
+        refused = validation.check_resource(resolved["Type"], properties)
         if refused is not None:
             (service, _, _), error = refused
             raise ResourceFailed(logical_id, resource_failure_reason(service, error))

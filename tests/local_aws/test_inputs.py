@@ -154,6 +154,17 @@ def test_names_cloudformation_generates_and_resolved_values_are_checked_as_aws_s
     long_id = "Model" + "X" * 60
     assert deploy_stack(aws, "stack", _stack(**{long_id: _model()})) is None
     assert stack_status(aws, "stack") == "CREATE_COMPLETE"
+    # Nor is a name moto made for one resource when another reads it (a policy of a role whose
+    # moto name is past IAM's 64 characters).
+    trust = {
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]
+    }
+    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}
+    role, role_id = {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": trust}}, "Role" + "X" * 60
+    given = {"PolicyName": "p", "PolicyDocument": document, "Roles": [{"Ref": role_id}]}
+    policy = {"Type": "AWS::IAM::Policy", "Properties": given}
+    assert deploy_stack(aws, "roles", _stack(**{role_id: role, "Policy": policy})) is None
+    assert stack_status(aws, "roles") == "CREATE_COMPLETE", failures(aws, "roles")
     # A value resolved at deploy time is checked once resolved.
     template = {
         "Parameters": {"Name": {"Type": "String", "Default": "my model"}},
