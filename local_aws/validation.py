@@ -410,6 +410,14 @@ def _is_intrinsic(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref"))
 
 
+def _holds_unresolved(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_unresolved(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_unresolved(v) for v in value)
+    return isinstance(value, Unresolved)
+
+
 def _scalar(kind: str, value: Any) -> Any:
     if kind in ("integer", "long") and isinstance(value, str) and regex.fullmatch(r"-?\d+", value):
         return int(value)
@@ -420,7 +428,9 @@ def _scalar(kind: str, value: Any) -> Any:
     if kind == "boolean" and isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     if kind == "string" and isinstance(value, dict | list):
-        return json.dumps(value)  # a policy or a dashboard given as an object
+        # A policy or a dashboard given as an object; one that names another resource is left
+        # to the service (its text is not what the template says).
+        return UNRESOLVED if _holds_unresolved(value) else json.dumps(value)
     if kind == "string" and isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     return value

@@ -159,8 +159,10 @@ def test_names_cloudformation_generates_and_resolved_values_are_checked_as_aws_s
     trust = {
         "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]
     }
-    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}
     role, role_id = {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": trust}}, "Role" + "X" * 60
+    # (The policy names the role's ARN: a document that reads another resource is sent as text.)
+    statement = {"Effect": "Allow", "Action": "iam:GetRole", "Resource": {"Fn::GetAtt": [role_id, "Arn"]}}
+    document = {"Version": "2012-10-17", "Statement": [statement]}
     given = {"PolicyName": "p", "PolicyDocument": document, "Roles": [{"Ref": role_id}]}
     policy = {"Type": "AWS::IAM::Policy", "Properties": given}
     assert deploy_stack(aws, "roles", _stack(**{role_id: role, "Policy": policy})) is None
