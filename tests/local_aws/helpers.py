@@ -65,14 +65,14 @@ def update_stack(aws: LocalAws, name: str, template: Template, **kwargs: Any) ->
     return error_of(deploy)
 
 
-def deploy_stack(aws: LocalAws, name: str, template: Template) -> str | None:
+def deploy_stack(aws: LocalAws, name: str, template: Template, **kwargs: Any) -> str | None:
     """Create the stack through a change set, as the CDK CLI deploys; the error code if that
     fails, else None."""
     cfn = client(aws, "cloudformation")
 
     def deploy() -> None:
         cfn.create_change_set(
-            StackName=name, ChangeSetName="create", ChangeSetType="CREATE", TemplateBody=body(template)
+            StackName=name, ChangeSetName="create", ChangeSetType="CREATE", TemplateBody=body(template), **kwargs
         )
         cfn.execute_change_set(StackName=name, ChangeSetName="create")
 

@@ -147,6 +147,16 @@ def test_a_resource_aws_refuses_fails_the_deploy_with_its_error(aws: LocalAws) -
     assert client(aws, "sagemaker").list_models()["Models"] == []
 
 
+def test_a_stack_created_with_its_parameters_given_rolls_back_too(aws: LocalAws) -> None:
+    # As `cdk bootstrap` creates CDKToolkit: a failure then made the rollback itself fail (HTTP 500).
+    aws.reset()
+    template = {"Parameters": {"Name": {"Type": "String"}}, **_stack(Model=_model(ModelName={"Ref": "Name"}))}
+    given = [{"ParameterKey": "Name", "ParameterValue": "my model"}]
+    assert deploy_stack(aws, "stack", template, Parameters=given) is None
+    assert stack_status(aws, "stack") == "ROLLBACK_COMPLETE"
+    assert "Error Code: ValidationException" in failures(aws, "stack")["Model"]
+
+
 def test_names_cloudformation_generates_and_resolved_values_are_checked_as_aws_sees_them(aws: LocalAws) -> None:
     # moto generates longer names than CloudFormation (stack-logicalid-suffix, past SageMaker's 63
     # characters here): a template that names nothing is not refused for moto's generator.
