@@ -14,7 +14,7 @@ so that a setting AWS would refuse fails synthesis instead of a deployment.
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -34,7 +34,7 @@ from llm_inference_cdk.endpoint_props import AlarmProps, AutoscalingProps, SageM
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.model_data import ModelData
 from llm_inference_cdk.nag import acknowledge, nag_arn
-from llm_inference_cdk.props import invalid
+from llm_inference_cdk.props import PropError, invalid
 from llm_inference_cdk.scaling import VARIANT_INSTANCES, target_tracking
 
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
@@ -105,6 +105,15 @@ class SageMakerEndpoint(SageMakerEndpointBase):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="SageMaker execution role: reads its model data, pulls its image, writes its logs",
         )
+        stack = Stack.of(self)
+        if image.region is not None and not Token.is_unresolved(stack.region) and image.region != stack.region:
+            # SageMaker pulls a model's image from ECR in the model's own region only.
+            raise PropError(
+                type(self).__name__,
+                "image",
+                getattr(image, "uri", image),
+                f"an ECR image of the stack's region {stack.region}",
+            )
         bound = model_data.bind(self, self.role)
         self.image_uri: str = image.bind(self, self.role)
         self._grant_logs_and_metrics()
@@ -405,11 +414,13 @@ class SageMakerEndpoint(SageMakerEndpointBase):
             )
         )
         # cloudwatch:PutMetricData accepts no narrower resource than "*"; the namespace condition narrows it.
+        # Not AWS/SageMaker: namespaces beginning AWS/ are reserved for AWS's services (CloudWatch's
+        # PutMetricData reference), so no caller's PutMetricData there is ever accepted.
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker"]}},
+                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
             )
         )
         acknowledge(

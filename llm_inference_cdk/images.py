@@ -45,6 +45,11 @@ class ContainerImage(ABC):
         `options` go to ``DockerImageAsset`` (default platform: linux/amd64)."""
         return _AssetImage(Path(directory), options)
 
+    @property
+    def region(self) -> str | None:
+        """The region of the image's registry, where the URI names one (None: the stack's own)."""
+        return None
+
     @abstractmethod
     def bind(self, scope: Construct, grantee: iam.IGrantable) -> str:
         """Let `grantee` pull the image; returns its URI. `scope` holds what the image needs."""
@@ -53,6 +58,10 @@ class ContainerImage(ABC):
 class _EcrImage(ContainerImage):
     def __init__(self, uri: str, match: re.Match[str]) -> None:
         self.uri, self._match = uri, match
+
+    @property
+    def region(self) -> str | None:
+        return self._match["region"]
 
     def bind(self, scope: Construct, grantee: iam.IGrantable) -> str:
         arn = Stack.of(scope).format_arn(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llm_contracts.aws import ECR_IMAGE
 from project_config import gpt2, gptj, inf2, project
 from project_config.gpt2 import Gpt2Settings
 from project_config.gptj import GptjSettings, HuggingFaceImage
@@ -101,6 +102,7 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
         inf2=inf2.read(section("inf2"), artifacts),
     )
     _check_zone_in_region(config)
+    _check_images_in_region(config)
     return config
 
 
@@ -113,6 +115,23 @@ def _check_zone_in_region(config: AppConfig) -> None:
             f"inf2.availability_zone={zone!r} is invalid: allowed is a zone of project.region {region} "
             f"(such as {region}a), or unset project.region"
         )
+
+
+def _check_images_in_region(config: AppConfig) -> None:
+    """SageMaker pulls a model's image from ECR in the model's own region only (CreateModel
+    fails otherwise), so a pinned SageMaker stack's image URI must name that region. (The inf2
+    host pulls with docker, which reaches another region's registry.)"""
+    region = config.project.region
+    if region is None:
+        return
+    for key, uri in (("gpt2.image_uri", config.gpt2.image_uri), ("gptj.image_uri", config.gptj.image_uri)):
+        match = ECR_IMAGE.match(uri) if uri is not None else None
+        if match is not None and match["region"] != region:
+            raise ConfigError(
+                f"{key}={uri!r} is invalid: allowed is an image in ECR of project.region {region} "
+                f"({match['account']}.dkr.ecr.{region}.amazonaws.com/{match['repository']}...), as SageMaker "
+                "pulls a model's image from its own region only, or unset project.region"
+            )
 
 
 def settings_of(section: str) -> set[str]:

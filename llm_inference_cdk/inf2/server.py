@@ -98,7 +98,8 @@ def allow_host_egress(security_group: ec2.ISecurityGroup) -> None:
     security_group.add_egress_rule(
         ec2.Peer.any_ipv4(),
         ec2.Port.tcp(443),
-        "HTTPS: SSM, S3, ECR, CloudWatch, the Hugging Face hub (AWS's and the hub's addresses are not fixed)",
+        # EC2 takes only a-zA-Z0-9, spaces and ._-:/()#,@[]+=&;{}!$* here (no apostrophe).
+        "HTTPS to SSM, S3, ECR, CloudWatch and the Hugging Face hub (the addresses of AWS and the hub are not fixed)",
     )
 
 

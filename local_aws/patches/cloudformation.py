@@ -343,6 +343,10 @@ def _roll_back(resources_map: Any, before: dict[str, Any], added: list[str]) -> 
     new_template = resources_map._template
     resources_map._template = before["template"]
     resources_map.input_parameters = before["parameters"]
+    # Only the previous template's parameters: moto reads a given parameter it has resolved as one
+    # its template declares (a stack created by a change set has none before: KeyError, HTTP 500).
+    slots = before["template"].get("Parameters", {})
+    resources_map.resolved_parameters = {k: v for k, v in resources_map.resolved_parameters.items() if k in slots}
     resources_map.load_mapping()
     resources_map.load_parameters()
     resources_map.load_conditions()

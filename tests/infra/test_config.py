@@ -214,6 +214,24 @@ def test_a_zone_of_another_region_than_the_pinned_one_is_refused() -> None:
     )
 
 
+@pytest.mark.parametrize("section", ["gpt2", "gptj"])
+def test_a_sagemaker_image_of_another_region_than_the_pinned_one_is_refused(section: str) -> None:
+    pinned = {"project.region": "eu-west-1", "project.account": "123456789012"}
+    here, there = (f"123456789012.dkr.ecr.{r}.amazonaws.com/llm/server:1" for r in ("eu-west-1", "us-east-1"))
+    assert getattr(config(**pinned, **{f"{section}.image_uri": here}), section).image_uri == here
+    # An environment-agnostic stack's region is only known at deploy time.
+    assert getattr(config(**{f"{section}.image_uri": there}), section).image_uri == there
+    with pytest.raises(ConfigError) as error:
+        config(**pinned, **{f"{section}.image_uri": there})
+    assert str(error.value) == (
+        f"{section}.image_uri='{there}' is invalid: allowed is an image in ECR of project.region eu-west-1 "
+        "(123456789012.dkr.ecr.eu-west-1.amazonaws.com/llm/server...), as SageMaker pulls a model's image from "
+        "its own region only, or unset project.region"
+    )
+    # The inf2 host's docker pulls from any region's registry.
+    assert config(**pinned, **{"inf2.image_uri": there}).inf2.model_server.image_uri == there
+
+
 def test_one_gptj_worker_per_gpu() -> None:
     cfg = config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
     assert cfg.gptj.model_server_workers == 4

@@ -231,7 +231,7 @@ def test_execution_role_is_least_privilege(default: Synthesized, stack: str, art
     # Pull of that one image repository.
     assert by_action["ecr:BatchGetImage"]["Resource"] != "*"
     assert by_action["cloudwatch:PutMetricData"]["Condition"] == {
-        "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker"]}
+        "StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}
     }
     # SageMaker reads the states of the update's rollback alarms, which are the stack's own.
     names = {a["Properties"]["AlarmName"] for a in resources_of(template, "AWS::CloudWatch::Alarm").values()}

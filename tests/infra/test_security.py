@@ -107,6 +107,41 @@ def test_no_account_id_or_region_literal_in_default_templates(synth: Callable[..
     assert not re.search(r"\b(us|eu|ap|sa|ca|me|af)-[a-z]+-[0-9]\b", inline)
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_security_group_and_rule_descriptions_are_ones_ec2_accepts(variant: Synthesized, stack: str) -> None:
+    # EC2 refuses a description beyond its character set (cfn-lint does not check it): the group
+    # fails, and the stack with it. The local AWS refuses it with the same check.
+    from local_aws.validation import security_group_problems
+
+    assert security_group_problems(variant.template_json(stack)) == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_literal_value_is_one_aws_accepts(variant: Synthesized, stack: str) -> None:
+    # The requests CloudFormation makes for each resource, checked as the local AWS checks them
+    # when it deploys (botocore's models and AWS's documented constraints): a fault found here
+    # needs no deploy.
+    from local_aws.validation import template_problems
+
+    assert template_problems(variant.template_json(stack)) == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_metric_namespace_granted_is_one_aws_reserves(variant: Synthesized, stack: str) -> None:
+    # Namespaces beginning AWS/ are reserved for AWS's services (CloudWatch API reference,
+    # PutMetricData Namespace): a grant there can never be used, and only reads as if it could.
+    granted = [
+        namespace
+        for statement in policy_statements(variant.template_json(stack))
+        if "cloudwatch:PutMetricData" in actions_of(statement)
+        for condition in statement.get("Condition", {}).values()
+        for namespaces in [condition.get("cloudwatch:namespace", [])]
+        for namespace in ([namespaces] if isinstance(namespaces, str) else namespaces)
+    ]
+    assert granted, "every stack's servers publish metrics under a namespace condition"
+    assert [n for n in granted if n.startswith("AWS/")] == []
+
+
 def test_storage_is_encrypted_everywhere(variant: Synthesized) -> None:
     inf2 = variant.template_json("Inf2Stack")
     for instance in resources_of(inf2, "AWS::EC2::Instance").values():

@@ -102,6 +102,22 @@ def test_least_privilege_role_reads_its_object_and_pulls_its_repository() -> Non
     )
 
 
+def test_an_image_of_another_region_than_the_stacks_is_refused() -> None:
+    from aws_cdk import App, Environment
+
+    def in_region(region: str) -> Stack:
+        return Stack(App(), "S", env=Environment(account="111122223333", region=region))
+
+    # IMAGE_URI is in eu-west-1: SageMaker pulls a model's image from its own region only.
+    assert endpoint(in_region("eu-west-1")).image_uri == IMAGE_URI
+    assert endpoint(Stack()).image_uri == IMAGE_URI  # an environment-agnostic stack's region is unknown
+    with pytest.raises(PropError) as error:
+        endpoint(in_region("us-east-1"))
+    assert str(error.value) == (
+        f"SageMakerEndpoint: image={IMAGE_URI!r} is invalid: allowed is an ECR image of the stack's region us-east-1"
+    )
+
+
 def test_a_caller_supplied_role_is_used_and_granted() -> None:
     stack = Stack()
     role = iam.Role(stack, "Mine", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))

@@ -65,6 +65,30 @@ def update_stack(aws: LocalAws, name: str, template: Template, **kwargs: Any) ->
     return error_of(deploy)
 
 
+def deploy_stack(aws: LocalAws, name: str, template: Template, **kwargs: Any) -> str | None:
+    """Create the stack through a change set, as the CDK CLI deploys; the error code if that
+    fails, else None."""
+    cfn = client(aws, "cloudformation")
+
+    def deploy() -> None:
+        cfn.create_change_set(
+            StackName=name, ChangeSetName="create", ChangeSetType="CREATE", TemplateBody=body(template), **kwargs
+        )
+        cfn.execute_change_set(StackName=name, ChangeSetName="create")
+
+    return error_of(deploy)
+
+
+def failures(aws: LocalAws, name: str) -> dict[str, str]:
+    """Logical id -> status reason of each resource the stack's events report failed."""
+    events = client(aws, "cloudformation").describe_stack_events(StackName=name)["StackEvents"]
+    return {
+        e["LogicalResourceId"]: e.get("ResourceStatusReason", "")
+        for e in events
+        if e.get("ResourceStatus", "").endswith("_FAILED")
+    }
+
+
 def delete_stack(aws: LocalAws, name: str) -> str | None:
     """Delete the stack; the error code if that fails, else None."""
     cfn = client(aws, "cloudformation")

@@ -9,6 +9,7 @@ proves the patch is what makes the difference.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,10 +29,12 @@ from tests.local_aws.helpers import (
     client,
     create_stack,
     delete_stack,
+    deploy_stack,
     echo_config,
     echo_endpoint,
     endpoint_status,
     error_of,
+    failures,
     outputs,
     physical_ids,
     stack_status,
@@ -403,20 +406,20 @@ def instance_launched(aws: LocalAws) -> object:
     )
 
 
-def security_group_egress(aws: LocalAws) -> object:
-    """A security group whose template lists its egress rules (HTTPS only): the rules it has."""
-    template = resources(
+def https_out(description: str) -> Template:
+    """A VPC, and a security group whose template lists one egress rule: HTTPS, so described."""
+    rule = {"CidrIp": "0.0.0.0/0", "Description": description, "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
+    return resources(
         Vpc=resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16"),
         Sg=resource(
-            "AWS::EC2::SecurityGroup",
-            GroupDescription="https out",
-            VpcId=ref("Vpc"),
-            SecurityGroupEgress=[
-                {"CidrIp": "0.0.0.0/0", "Description": "https", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
-            ],
+            "AWS::EC2::SecurityGroup", GroupDescription="https out", VpcId=ref("Vpc"), SecurityGroupEgress=[rule]
         ),
     )
-    create_stack(aws, "stack", template)
+
+
+def security_group_egress(aws: LocalAws) -> object:
+    """A security group whose template lists its egress rules (HTTPS only): the rules it has."""
+    create_stack(aws, "stack", https_out("https"))
     (group,) = client(aws, "ec2").describe_security_groups(GroupIds=[physical_ids(aws, "stack")["Sg"]])[
         "SecurityGroups"
     ]
@@ -424,6 +427,26 @@ def security_group_egress(aws: LocalAws) -> object:
         (p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), [r["CidrIp"] for r in p["IpRanges"]])
         for p in group["IpPermissionsEgress"]
     ]
+
+
+def apostrophe_in_a_rule_description(aws: LocalAws) -> object:
+    """A stack deployed as the CDK CLI deploys it, whose group's egress rule description has an
+    apostrophe (Inf2Stack's fault of issue 22): the stack's status, and the failed resource's
+    error code."""
+    deploy_stack(aws, "stack", https_out("the hub's addresses"))
+    failed = failures(aws, "stack")
+    said = re.search(r"Error Code: (\w+)", failed.get("Sg", ""))
+    return stack_status(aws, "stack"), said[1] if said else None
+
+
+def apostrophe_given_to_authorize_egress(aws: LocalAws) -> object:
+    """AuthorizeSecurityGroupEgress called directly with an apostrophe in the rule's description."""
+    ec2 = client(aws, "ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    group = ec2.create_security_group(GroupName="g", Description="https out", VpcId=vpc)["GroupId"]
+    ranges = [{"CidrIp": "0.0.0.0/0", "Description": "the hub's addresses"}]
+    permission = {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "IpRanges": ranges}
+    return error_of(lambda: ec2.authorize_security_group_egress(GroupId=group, IpPermissions=[permission]))
 
 
 # --- SageMaker, IAM, S3 -----------------------------------------------------------------------------
@@ -848,6 +871,14 @@ SCENARIOS: dict[str, Scenario] = {
         default_security_group_restricted,
         aws=(None, ([], []), ([("-1", [], [True])], [("-1", ["0.0.0.0/0"], [])])),
         stock=("ResourceNotFoundException", ([], [("-1", ["0.0.0.0/0"], [])])),
+    ),
+    "resource_properties_are_validated": Scenario(
+        apostrophe_in_a_rule_description,
+        aws=("ROLLBACK_COMPLETE", "InvalidParameterValue"),
+        stock=("CREATE_COMPLETE", None),
+    ),
+    "api_requests_are_validated": Scenario(
+        apostrophe_given_to_authorize_egress, aws="InvalidParameterValue", stock=None
     ),
     "security_group_egress_is_applied": Scenario(
         security_group_egress, aws=[("tcp", 443, 443, ["0.0.0.0/0"])], stock=[("-1", None, None, ["0.0.0.0/0"])]
