@@ -152,9 +152,10 @@ lint-mypy: setup
 	$(BIN)/mypy stacks project_config artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
 
 # The serving code, each under the Python of the image it runs in, and the inf2 host's Neuron
-# metrics under the DLAMI's /usr/bin/python3 (3.10): one run per interpreter.
+# metrics under the DLAMI's /usr/bin/python3 (3.10): the runs of one interpreter share its cache.
 lint-mypy-images: setup
-	$(BIN)/mypy --python-version 3.12 -p serving.gpt2 serving/gptj/code/inference.py
+	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
+	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py
 	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py llm_inference_cdk/inf2/neuron_metrics.py
 
 lint-hadolint: setup
