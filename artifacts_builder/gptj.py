@@ -244,6 +244,11 @@ def container_versions(context: dict[str, str]) -> dict[str, str]:
         image = from_cdk_json(context).gptj.hf_image
     except ConfigError as exc:
         raise BuildError(str(exc)) from None
+    if image is None:
+        raise BuildError(
+            "--format torch-save is for gptj.engine=hf-toolkit: the vllm engine loads safetensors only "
+            "(build with the default --format safetensors)"
+        )
     return {"torch": image.pytorch_version, "transformers": image.transformers_version}
 
 

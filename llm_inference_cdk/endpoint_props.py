@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from llm_contracts import instances
+from llm_contracts import aws, instances
 from llm_inference_cdk.props import (
     Check,
     boolean,
@@ -28,7 +28,7 @@ from llm_inference_cdk.props import (
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
-_AMI_VERSION = re.compile(r"^al2-ami-sagemaker-inference-gpu-[0-9]+(-[0-9]+)?$")
+_AMI_VERSION = re.compile(r"^al2[0-9]*-ami-sagemaker-inference-[a-z]+-[0-9]+(-[0-9]+)?$")
 _VARIANT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _INSTANCE_TYPE = Check(
     lambda v: isinstance(v, str) and instances.SAGEMAKER_INSTANCE.match(v) is not None,
@@ -277,12 +277,13 @@ class EndpointProps:
             what="at most 100 environment variable names (letters, digits, _) to strings of at most 1024 characters",
         ),
     )
-    #: SageMaker's GPU inference AMI (driver and CUDA) such as
-    #: ``al2-ami-sagemaker-inference-gpu-3-1`` (None: the instance family's default AMI).
+    #: SageMaker's inference AMI (driver and CUDA) such as ``al2023-ami-sagemaker-inference-gpu-4-1``:
+    #: one of botocore's ``ProductionVariantInferenceAmiVersion`` (None: the instance family's
+    #: default AMI).
     inference_ami_version: str | None = prop(
         None,
         check=optional(
-            text(_AMI_VERSION, what="a GPU inference AMI version such as al2-ami-sagemaker-inference-gpu-3-1")
+            text(_AMI_VERSION, what="a GPU inference AMI version such as al2023-ami-sagemaker-inference-gpu-4-1")
         ),
     )
     #: The production variant's name.
@@ -324,8 +325,24 @@ class EndpointProps:
             count, (fewest, most, low, high) = self.initial_instance_count, bounds
             if count is not None and not max(1, fewest) <= count <= most:
                 raise invalid(self, "initial_instance_count", f"between {low} ({max(1, fewest)}) and {high} ({most})")
+        self._check_ami()
         self._check_mode()
         self._check_deployment()
+
+    def _check_ami(self) -> None:
+        ami = self.inference_ami_version
+        if ami is None:
+            return
+        known = aws.inference_ami_versions()
+        if ami not in known:
+            raise invalid(self, "inference_ami_version", "one of " + ", ".join(known) + " (botocore's SageMaker model)")
+        # A GPU AMI on Inferentia or a Neuron AMI on a GPU (families this project knows; others
+        # are left to SageMaker).
+        family = instances.family(self.instance_type)
+        kind = "neuron" if family in instances.NEURON_FAMILIES else "gpu" if family in instances.GPU_FAMILIES else None
+        if kind is not None and f"-{kind}-" not in ami:
+            fits = [name for name in known if f"-{kind}-" in name]
+            raise invalid(self, "inference_ami_version", f"an AMI for {self.instance_type}: {', '.join(fits)}")
 
     def _check_mode(self) -> None:
         if self.inference_component is not None and self.async_inference is not None:
