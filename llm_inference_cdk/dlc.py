@@ -11,6 +11,7 @@ configuration checks versions with it); building a URI in a stack does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -131,3 +132,24 @@ def djl_neuronx(version: str) -> DlcImage:
         raise ImageResolutionError("djl_neuronx", "image_version", version, "one of " + ", ".join(versions))
     entry = versions[version]
     return DlcImage(repository=entry["repository"], tag=entry["tag_prefix"], registries=entry["registries"])
+
+
+def vllm_sagemaker(version: str) -> DlcImage:
+    """AWS's vLLM image for SageMaker endpoints (GPU), as ``image_uris.retrieve(framework="vllm")``:
+    ``vllm:<version>-gpu-<py>-<cuda>-<os>-sagemaker``. Its entrypoint turns each ``SM_VLLM_*``
+    variable into the matching ``vllm serve`` flag and serves ``/opt/ml/model`` on port 8080
+    (deep-learning-containers ``scripts/docker/vllm/sagemaker_entrypoint.sh``, ``sagemaker_args.py``)."""
+    config = _image_config("vllm")["inference"]
+    versions = config["versions"]
+    version = config.get("version_aliases", {}).get(version, version)
+    if version not in versions:
+        raise ImageResolutionError("vllm_sagemaker", "vllm_version", version, "one of " + ", ".join(versions))
+    entry = versions[version]
+    tag = f"{entry['tag_prefix']}-gpu-{entry['py_versions'][-1]}-{entry['container_version']['gpu']}"
+    return DlcImage(repository=entry["repository"], tag=tag, registries=entry["registries"])
+
+
+def cuda_of(image: DlcImage) -> str | None:
+    """The CUDA version an image's tag names (``...-cu130-...`` -> ``13.0``), None if it names none."""
+    match = re.search(r"-cu([0-9]+)([0-9])(?:-|$)", image.tag)
+    return f"{match[1]}.{match[2]}" if match else None

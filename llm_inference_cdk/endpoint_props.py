@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llm_contracts import instances
+from llm_contracts import aws, instances
 from llm_inference_cdk.props import (
     Check,
     PropError,
@@ -31,7 +31,7 @@ from llm_inference_cdk.props import (
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
-_AMI_VERSION = re.compile(r"^al2-ami-sagemaker-inference-gpu-[0-9]+(-[0-9]+)?$")
+_AMI_VERSION = re.compile(r"^al2[0-9]*-ami-sagemaker-inference-[a-z]+-[0-9]+(-[0-9]+)?$")
 #: SageMaker's names of endpoints and variants (CreateEndpoint, ProductionVariant), and their words.
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 SAGEMAKER_NAME_ALLOWED = "1 to 63 letters, digits and hyphens, not starting with one"
@@ -292,12 +292,13 @@ class SageMakerEndpointProps:
             what="at most 100 environment variable names (letters, digits, _) to strings of at most 1024 characters",
         ),
     )
-    #: SageMaker's GPU inference AMI (driver and CUDA) such as
-    #: ``al2-ami-sagemaker-inference-gpu-3-1`` (None: the instance family's default AMI).
+    #: SageMaker's inference AMI (driver and CUDA) such as ``al2023-ami-sagemaker-inference-gpu-4-1``:
+    #: one of botocore's ``ProductionVariantInferenceAmiVersion`` (None: the instance family's
+    #: default AMI).
     inference_ami_version: str | None = prop(
         None,
         check=optional(
-            text(_AMI_VERSION, what="a GPU inference AMI version such as al2-ami-sagemaker-inference-gpu-3-1")
+            text(_AMI_VERSION, what="a GPU inference AMI version such as al2023-ami-sagemaker-inference-gpu-4-1")
         ),
     )
     #: The production variant's name.
@@ -341,8 +342,25 @@ class SageMakerEndpointProps:
             count, (fewest, most, low, high) = self.initial_instance_count, bounds
             if count is not None and not max(1, fewest) <= count <= most:
                 yield invalid(self, "initial_instance_count", f"between {low} ({max(1, fewest)}) and {high} ({most})")
+        yield from self._ami_rules()
         yield from self._mode_rules()
         yield from self._deployment_rules()
+
+    def _ami_rules(self) -> Iterator[PropError]:
+        ami = self.inference_ami_version
+        if ami is None:
+            return
+        known = aws.inference_ami_versions()
+        if ami not in known:
+            yield invalid(self, "inference_ami_version", "one of " + ", ".join(known) + " (botocore's SageMaker model)")
+            return
+        # A GPU AMI on Inferentia or a Neuron AMI on a GPU (families this project knows; others
+        # are left to SageMaker).
+        family = instances.family(self.instance_type)
+        kind = "neuron" if family in instances.NEURON_FAMILIES else "gpu" if family in instances.GPU_FAMILIES else None
+        if kind is not None and f"-{kind}-" not in ami:
+            fits = [name for name in known if f"-{kind}-" in name]
+            yield invalid(self, "inference_ami_version", f"an AMI for {self.instance_type}: {', '.join(fits)}")
 
     def _mode_rules(self) -> Iterator[PropError]:
         if self.inference_component is not None and self.async_inference is not None:

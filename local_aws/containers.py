@@ -9,6 +9,8 @@ a stop that leaves no process, socket or temporary file behind (the run folder i
 
 :class:`HuggingFaceContainer` is the Hugging Face PyTorch inference image: the toolkit's real
 ``serve`` (Multi Model Server 1.1.11, Java front end and Python workers) under ``.venv-hf``.
+:class:`VllmContainer` is AWS's vLLM image for SageMaker: its entrypoint's arguments and the
+real vLLM OpenAI server, from the CPU build of the image's vLLM version under ``.venv-vllm``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from types import TracebackType
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 HF_VENV = PROJECT_ROOT / ".venv-hf"
 HF_ENTRYPOINT = Path(__file__).with_name("hf_entrypoint.py")
+VLLM_VENV = PROJECT_ROOT / ".venv-vllm"
+VLLM_ENTRYPOINT = Path(__file__).with_name("vllm_entrypoint.py")
 #: Multi Model Server refuses a port of Short.MAX_VALUE (32767) or more ("Invalid port number").
 MMS_PORT_LIMIT = 32767
 #: SageMaker sends SIGKILL this long after SIGTERM.
@@ -372,4 +376,44 @@ class Gpt2Container(Container):
             # The variant's instance type promises a GPU that this host cannot give: serve from
             # the CPU here (on SageMaker the container would refuse to, and /ping stay 503).
             env["GPT2_REQUIRE_GPU"] = "false"
+        return env
+
+
+class VllmContainer(Container):
+    """AWS's vLLM image for SageMaker: local_aws/vllm_entrypoint.py (the image's entrypoint,
+    and how it differs) starts ``vllm.entrypoints.openai.api_server`` under ``.venv-vllm``, the
+    CPU build of the image's vLLM version."""
+
+    #: GiB of KV cache the CPU engine takes (its default asks for 0.9 of the free memory).
+    kv_cache_gib = 1
+
+    def command(self, run_dir: Path) -> Sequence[str]:
+        python = VLLM_VENV / "bin" / "python"
+        if not python.exists():
+            raise ContainerError(
+                f"{python} is missing: build the CPU build of the image's vLLM with `make .venv-vllm/.installed`"
+            )
+        return [str(python), str(VLLM_ENTRYPOINT)]
+
+    def process_environment(self, run_dir: Path) -> dict[str, str]:
+        env = super().process_environment(run_dir)
+        tmp = str(run_dir / "tmp")
+        env.update(
+            {
+                "SAGEMAKER_BASE_DIR": str(self.base_dir),
+                "TMPDIR": tmp,
+                "HOME": str(run_dir),
+                "PYTHONUNBUFFERED": "1",
+                # The endpoint's container has no network (enable_network_isolation).
+                "HF_HUB_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                # What stands in for the GPU's memory fraction on the CPU build, and every core
+                # (its default binds one of two cores here).
+                "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+                "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(0, (os.cpu_count() or 1) - 1)}",
+                # Its compile caches stay in the run folder, removed at stop.
+                "VLLM_CACHE_ROOT": str(run_dir / "tmp" / "vllm-cache"),
+                "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "tmp" / "inductor-cache"),
+            }
+        )
         return env

@@ -15,7 +15,8 @@ What SageMaker does, done on this host with the image's own server code (local_a
 * deleting the endpoint, or stopping the local AWS, stops its containers.
 
 Which local server runs an image: the Hugging Face PyTorch inference DLC runs the toolkit's model
-server under ``.venv-hf``; any other image is taken for this project's GPT-2 image (the only
+server under ``.venv-hf``; AWS's vLLM image runs its entrypoint's vLLM server under ``.venv-vllm``
+(the CPU build of the image's vLLM version); any other image is taken for this project's GPT-2 image (the only
 image it builds; the local AWS cannot pull images), run from ``serving/gpt2``.
 """
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer
+from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 
 log = logging.getLogger("local_aws.runtime")
 
@@ -42,6 +43,8 @@ DEFAULT_STARTUP_TIMEOUT_S = 600
 #: SageMaker's limit on one invocation.
 INVOCATION_TIMEOUT_S = 60
 HUGGING_FACE_REPOSITORY = "/huggingface-pytorch-inference:"
+#: AWS's vLLM images (llm_inference_cdk.dlc.vllm_sagemaker).
+VLLM_REPOSITORY = "/vllm:"
 
 
 class EndpointNotFound(LookupError):
@@ -54,7 +57,11 @@ class NotInService(RuntimeError):
 
 def container_for(image: str, model_data: Callable[[Path], None], environment: Mapping[str, str]) -> Container:
     """The local server of `image` (see the module's docstring)."""
-    kind = HuggingFaceContainer if HUGGING_FACE_REPOSITORY in image else Gpt2Container
+    kind: type[Container] = Gpt2Container
+    if HUGGING_FACE_REPOSITORY in image:
+        kind = HuggingFaceContainer
+    elif VLLM_REPOSITORY in image:
+        kind = VllmContainer
     return kind(model_data, environment=environment)
 
 

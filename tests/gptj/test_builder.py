@@ -151,6 +151,13 @@ def test_torch_save_refused_when_versions_differ_from_the_image(
     assert not (tmp_path / "gptj" / "model").exists()
 
 
+def test_torch_save_refused_for_the_vllm_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["gptj", "--tiny", "--format", "torch-save", "--out", str(tmp_path), "-c", "gptj.engine=vllm"]) == 2
+    err = capsys.readouterr().err
+    assert "--format torch-save is for gptj.engine=hf-toolkit: the vllm engine loads safetensors only" in err
+    assert not (tmp_path / "gptj" / "model").exists()
+
+
 @pytest.mark.parametrize(
     ("local", "ok"),
     [({"torch": "2.6.0+cu124", "transformers": "4.51.3"}, True), ({"torch": "2.6.0", "transformers": "4.51.2"}, False)],

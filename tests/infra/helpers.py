@@ -18,8 +18,26 @@ from llm_contracts.manifest import write_manifest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACT_FILES = {"gpt2": "model.tar.gz", "inf2": "bundle.tar.gz"}
 #: The GPT-J stand-in payload folder (shipped uncompressed under an S3 prefix): a weights
-#: shard, a file in a subfolder, and the payload manifest.
-GPTJ_PAYLOAD = {"model-00001-of-00001.safetensors": b"weights", "config.json": b"{}", "code/inference.py": b"#"}
+#: shard, GPT-J 6B's config (the vllm engine's memory check reads it), a file in a subfolder,
+#: and the payload manifest.
+GPTJ_CONFIG = {"model_type": "gptj", "n_layer": 28, "n_embd": 4096, "n_head": 16, "n_positions": 2048,
+               "vocab_size": 50400, "rotary_dim": 64, "torch_dtype": "float16"}  # fmt: skip
+GPTJ_PAYLOAD = {
+    "model-00001-of-00001.safetensors": b"weights" * 64,
+    "config.json": json.dumps(GPTJ_CONFIG).encode(),
+    "code/inference.py": b"#" * 64,
+}
+
+
+def regional_dlc_image(repository_and_tag: str) -> dict[str, Any]:
+    """What an environment-agnostic stack writes for a Deep Learning Container's URI: the
+    registry account looked up per region, then ``/<repository>:<tag>``."""
+    from aws_cdk.assertions import Match
+
+    region = {"Ref": "AWS::Region"}
+    account = {"Fn::FindInMap": [Match.any_value(), region, "account"]}
+    suffix = {"Ref": "AWS::URLSuffix"}
+    return {"Fn::Join": ["", [account, ".dkr.ecr.", region, ".", suffix, f"/{repository_and_tag}"]]}
 
 
 def cdk_context(**overrides: Any) -> dict[str, Any]:
@@ -42,7 +60,7 @@ def make_artifacts(root: Path, components: tuple[str, ...] = ("gpt2", "gptj", "i
         payload = root / "gptj" / "model"
         for name, data in GPTJ_PAYLOAD.items():
             (payload / name).parent.mkdir(parents=True, exist_ok=True)
-            (payload / name).write_bytes(data * 64)
+            (payload / name).write_bytes(data)
         write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD}, name=PAYLOAD_MANIFEST)
     return root
 

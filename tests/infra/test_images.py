@@ -8,7 +8,7 @@ import pytest
 from aws_cdk import App, CfnMapping, Environment, Stack
 from aws_cdk.assertions import Template
 
-from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx, huggingface_inference
+from llm_inference_cdk.dlc import ImageResolutionError, cuda_of, djl_neuronx, huggingface_inference, vllm_sagemaker
 from project_config import ConfigError, load_config
 from tests.infra.helpers import cdk_context
 
@@ -49,6 +49,24 @@ def test_djl_neuronx_uri_matches_sdk_retrieve(region: str, sdk_image_uris: Any) 
     assert _image(region, djl_neuronx("0.29.0")) == expected
 
 
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1", "ap-southeast-3", "af-south-1"])
+@pytest.mark.parametrize("version", ["0.30.0", "0.30", "0.27.1"])
+def test_vllm_uri_matches_sdk_retrieve(region: str, version: str) -> None:
+    from sagemaker.core import image_uris
+
+    expected = image_uris.retrieve(
+        framework="vllm", region=region, version=version, instance_type="ml.g5.xlarge", image_scope="inference"
+    )
+    assert _image(region, vllm_sagemaker(version)) == expected
+
+
+def test_the_cuda_an_image_needs_comes_from_its_tag() -> None:
+    assert cuda_of(vllm_sagemaker("0.30.0")) == "13.0"
+    hf = huggingface_inference(transformers_version="4.51.3", pytorch_version="2.6.0", py_version="py312")
+    assert cuda_of(hf) == "12.4"
+    assert cuda_of(djl_neuronx("0.29.0")) is None
+
+
 def test_unknown_versions_name_what_exists() -> None:
     with pytest.raises(ImageResolutionError, match=r"transformers_version='9.9.9' is invalid: .*4\.51\.3"):
         huggingface_inference(transformers_version="9.9.9", pytorch_version="2.6.0", py_version="py312")
@@ -56,6 +74,8 @@ def test_unknown_versions_name_what_exists() -> None:
         huggingface_inference(transformers_version="4.51.3", pytorch_version="1.0.0", py_version="py312")
     with pytest.raises(ImageResolutionError, match=r"image_version='0.1.0'"):
         djl_neuronx("0.1.0")
+    with pytest.raises(ImageResolutionError, match=r"vllm_version='0.1.0' is invalid: allowed is one of .*0\.30\.0"):
+        vllm_sagemaker("0.1.0")
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 from llm_inference_cdk.endpoint_props import MODES
 from project_config import PROJECT_ROOT, load_config, settings_of
 from project_config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLOYMENT_KEYS, mode_keys
+from project_config.gptj import ENGINE_KEYS
 from tests.infra.helpers import ROOT
 
 #: The configuration reference, and the sections whose table it keeps in the `| key | default ... |` form.
@@ -55,7 +56,10 @@ def code_default(settings: Any, key: str) -> Any:
 
 
 def in_mode_of(section: str, key: str) -> dict[str, Any]:
-    """The context that reads `key`: an endpoint mode's own settings exist only in that mode."""
+    """The context that reads `key`: an endpoint mode's own settings exist only in that mode, an
+    engine's only with that engine."""
+    if section == "gptj" and key in ENGINE_KEYS["vllm"]:
+        return {section: {"engine": "vllm"}}
     for mode in MODES[1:]:
         if section in ("gpt2", "gptj") and key in mode_keys(mode) - mode_keys("realtime"):
             return {section: {"endpoint_mode": mode}}

@@ -15,7 +15,7 @@ from aws_cdk.assertions import Match, Template
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import sha256_file, write_manifest
 from project_config import ConfigError
-from tests.infra.helpers import ROOT, Synthesized, actions_of, resources_of
+from tests.infra.helpers import ROOT, Synthesized, actions_of, regional_dlc_image, resources_of
 
 SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
 
@@ -458,19 +458,9 @@ def test_gptj_container_contract(default: Synthesized) -> None:
                         "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "60",
                         "SAGEMAKER_MODEL_SERVER_WORKERS": "1",
                     },
-                    "Image": {
-                        "Fn::Join": [
-                            "",
-                            [
-                                {"Fn::FindInMap": [Match.any_value(), {"Ref": "AWS::Region"}, "account"]},
-                                ".dkr.ecr.",
-                                {"Ref": "AWS::Region"},
-                                ".",
-                                {"Ref": "AWS::URLSuffix"},
-                                "/huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
-                            ],
-                        ]
-                    },
+                    "Image": regional_dlc_image(
+                        "huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04"
+                    ),
                 }
             )
         },

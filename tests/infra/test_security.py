@@ -23,6 +23,14 @@ VARIANTS = {
         "gpt2.endpoint_mode": "inference-component",
     },
     "async": {"gptj.endpoint_mode": "async", "gpt2.endpoint_mode": "async"},
+    # GptjStack on the vllm engine, in each mode (the same overrides as tests/infra/test_gptj_engines.py).
+    "vllm": {"gptj.engine": "vllm"},
+    "vllm-inference-component": {
+        "gptj.endpoint_mode": "inference-component",
+        "gptj.min_copies": "0",
+        "gptj.engine": "vllm",
+    },
+    "vllm-async": {"gptj.endpoint_mode": "async", "gptj.engine": "vllm"},
 }
 # Actions that AWS allows on no narrower resource than "*" (the Service Authorization Reference
 # defines no resource type for them).

