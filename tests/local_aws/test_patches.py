@@ -566,6 +566,27 @@ def lookup_events(aws: LocalAws) -> object:
     return error_of(lambda: trail.lookup_events()) or trail.lookup_events()["Events"]
 
 
+def alarm_notifying_a_queue(aws: LocalAws) -> object:
+    """An alarm forced to ALARM that notifies a topic (its default policy) a queue is subscribed
+    to: the messages the queue gets, and the alarm's action history."""
+    sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = sqs.create_queue(QueueName="oncall")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    cw.put_metric_alarm(
+        AlarmName="errors", Namespace="Test", MetricName="Errors", Statistic="Sum", Period=60, EvaluationPeriods=1,
+        Threshold=1, ComparisonOperator="GreaterThanThreshold", AlarmActions=[topic],
+    )  # fmt: skip
+    cw.set_alarm_state(AlarmName="errors", StateValue="ALARM", StateReason="forced")
+    received = len(sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", []))
+    history = error_of(lambda: cw.describe_alarm_history(AlarmName="errors")) or [
+        h["HistorySummary"] for h in cw.describe_alarm_history(AlarmName="errors", ScanBy="TimestampAscending")[
+            "AlarmHistoryItems"]
+    ]  # fmt: skip
+    return received, history
+
+
 # --- SageMaker hosting: endpoints that run their container -------------------------------------
 
 
@@ -877,6 +898,17 @@ SCENARIOS: dict[str, Scenario] = {
         unnamed_parameter, aws=(None, True, "two"), stock=("500 Internal Server Error", None, None)
     ),
     "lookup_events_answers": Scenario(lookup_events, aws=[], stock="500"),
+    "alarm_actions_run": Scenario(
+        alarm_notifying_a_queue,
+        aws=(
+            1,
+            [
+                "Alarm updated from OK to ALARM",
+                "Successfully executed action arn:aws:sns:us-east-1:123456789012:alarms",
+            ],
+        ),
+        stock=(0, "500"),
+    ),
     "variants_of_inference_components_name_no_model": Scenario(
         config_without_model, aws=(None, "InService"), stock=("500", None)
     ),

@@ -1,0 +1,201 @@
+"""Policies evaluated as AWS evaluates them (local_aws/policies.py), and the calls of deployed
+resources on each other that the local AWS decides with them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import DefaultStackSynthesizer, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk.assertions import Template as CdkTemplate
+
+from llm_inference_cdk import AlarmTopic
+from local_aws import LocalAws
+from local_aws.policies import Caller, condition_holds, evaluate, service_caller
+from tests.local_aws.helpers import Template, client, create_stack, stack_status
+
+ACCOUNT = "123456789012"
+ROLE = Caller(
+    arn=f"arn:aws:iam::{ACCOUNT}:role/reader",
+    account=ACCOUNT,
+    session=f"arn:aws:sts::{ACCOUNT}:assumed-role/reader/s",
+    policies=(
+        json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/output/*"},
+                    {"Effect": "Deny", "Action": "s3:*", "Resource": "arn:aws:s3:::b/output/secret"},
+                ],
+            }
+        ),
+    ),
+)
+
+
+def _policy(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+# --- The evaluator --------------------------------------------------------------------------------
+
+
+def test_identity_policy_allows_what_it_names_and_an_explicit_deny_wins() -> None:
+    assert evaluate(ROLE, "s3:GetObject", "arn:aws:s3:::b/output/a.out").allowed
+    implicit = evaluate(ROLE, "s3:GetObject", "arn:aws:s3:::b/input/a")
+    assert not implicit.allowed
+    assert implicit.message == (
+        f"User: {ROLE.session} is not authorized to perform: s3:GetObject on resource: arn:aws:s3:::b/input/a "
+        "because no identity-based policy allows the s3:GetObject action"
+    )
+    explicit = evaluate(ROLE, "s3:GetObject", "arn:aws:s3:::b/output/secret")
+    assert not explicit.allowed and explicit.message.endswith("with an explicit deny in an identity-based policy")
+
+
+def test_actions_match_without_case_and_resources_with_it() -> None:
+    assert evaluate(ROLE, "S3:getobject", "arn:aws:s3:::b/output/a.out").allowed
+    assert not evaluate(ROLE, "s3:GetObject", "arn:aws:s3:::b/OUTPUT/a.out").allowed
+
+
+def test_a_resource_policy_lets_in_the_service_it_names_under_its_conditions() -> None:
+    topic = "arn:aws:sns:us-east-1:123456789012:alarms"
+    alarms = "arn:aws:cloudwatch:us-east-1:123456789012:alarm:*"
+    policy = _policy(
+        {
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "sns:Publish",
+            "Resource": topic,
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        },
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": "sns:Publish",
+            "Resource": topic,
+            "Condition": {"StringEquals": {"aws:SourceAccount": ACCOUNT}, "ArnLike": {"aws:SourceArn": alarms}},
+        },
+    )
+    cw = service_caller("cloudwatch.amazonaws.com", ACCOUNT)
+    mine = {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": alarms.replace("*", "high-latency")}
+    assert evaluate(cw, "SNS:Publish", topic, resource_policy=policy, context=mine).allowed
+    # Another account's alarm, another service, and plain HTTP are refused.
+    other = {**mine, "aws:SourceAccount": "111122223333"}
+    assert not evaluate(cw, "SNS:Publish", topic, resource_policy=policy, context=other).allowed
+    events = service_caller("events.amazonaws.com", ACCOUNT)
+    refused = evaluate(events, "SNS:Publish", topic, resource_policy=policy, context=mine)
+    assert refused.message.endswith("because no resource-based policy allows the SNS:Publish action")
+    http = evaluate(cw, "SNS:Publish", topic, resource_policy=policy, context={**mine, "aws:SecureTransport": "false"})
+    assert http.message.endswith("with an explicit deny in a resource-based policy")
+
+
+def test_a_key_policy_must_allow_the_caller_or_delegate_to_the_account() -> None:
+    key = "arn:aws:kms:us-east-1:123456789012:key/k"
+    reader = Caller(
+        arn=ROLE.arn,
+        account=ACCOUNT,
+        policies=(json.dumps(_policy({"Effect": "Allow", "Action": "kms:Decrypt", "Resource": key})),),
+    )
+    delegating = _policy(
+        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*", "Resource": "*"}
+    )
+    assert evaluate(reader, "kms:Decrypt", key, resource_policy=delegating, key_policy=True).allowed
+    assert not evaluate(ROLE, "kms:Decrypt", key, resource_policy=delegating, key_policy=True).allowed
+    closed = _policy({"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::111122223333:root"}, "Action": "kms:*"})
+    assert not evaluate(reader, "kms:Decrypt", key, resource_policy=closed, key_policy=True).allowed
+
+
+@pytest.mark.parametrize(
+    ("operator", "key", "expected", "context", "holds"),
+    [
+        ("StringEquals", "aws:SourceAccount", "1", {"aws:sourceaccount": "1"}, True),  # keys ignore case
+        ("StringEquals", "aws:SourceAccount", "1", {}, False),
+        ("StringNotEquals", "aws:SourceAccount", "1", {}, True),
+        ("StringEqualsIfExists", "aws:SourceAccount", "1", {}, True),
+        ("StringLike", "s3:prefix", ["output/*", "failure/*"], {"s3:prefix": "failure/x"}, True),
+        ("ArnLike", "aws:SourceArn", "arn:aws:cloudwatch:*:1:alarm:*", {"aws:SourceArn": "arn:aws:sns:r:1:t"}, False),
+        ("Bool", "aws:SecureTransport", "false", {"aws:SecureTransport": "true"}, False),
+        ("Bool", "kms:GrantIsForAWSResource", True, {"kms:GrantIsForAWSResource": "true"}, True),
+        ("Null", "aws:SourceArn", "true", {}, True),
+        ("ForAnyValue:StringEquals", "cloudwatch:namespace", ["A", "B"], {"cloudwatch:namespace": ["B"]}, True),
+        ("NumericLessThan", "s3:max-keys", "10", {"s3:max-keys": "5"}, True),
+        ("NoSuchOperator", "aws:SourceArn", "x", {"aws:SourceArn": "x"}, False),
+    ],
+)
+def test_condition_operators(operator: str, key: str, expected: Any, context: dict[str, Any], holds: bool) -> None:
+    assert condition_holds(operator, key, expected, context) is holds
+
+
+# --- CloudWatch publishing an alarm's notification to an AlarmTopic -------------------------------
+
+
+def alarm_topic_template() -> Template:
+    """The library's AlarmTopic and one alarm notifying it, as CloudFormation deploys them."""
+    stack = Stack(synthesizer=DefaultStackSynthesizer(generate_bootstrap_version_rule=False))
+    topic = AlarmTopic(stack, "Alarms")
+    metric = cloudwatch.Metric(namespace="Test", metric_name="Errors", period=Duration.minutes(1))
+    alarm = metric.create_alarm(stack, "Alarm", threshold=1, evaluation_periods=1)
+    alarm.add_alarm_action(actions.SnsAction(topic.topic))
+    return dict(CdkTemplate.from_stack(stack).to_json())
+
+
+def _without_cloudwatch(template: Template, resource_type: str, document: str) -> Template:
+    changed = copy.deepcopy(template)
+    for resource in changed["Resources"].values():
+        if resource["Type"] == resource_type:
+            policy = resource["Properties"][document]
+            policy["Statement"] = [
+                s for s in policy["Statement"] if s.get("Principal") != {"Service": "cloudwatch.amazonaws.com"}
+            ]
+    return changed
+
+
+def _notified(aws: LocalAws, template: Template) -> tuple[list[str], list[tuple[str, str]]]:
+    """Deploy `template`, subscribe a queue to its topic, force its alarm to ALARM: the subjects
+    the queue received, and the alarm's action history (summary, error)."""
+    aws.reset()
+    assert create_stack(aws, "topic", template) is None
+    assert stack_status(aws, "topic") == "CREATE_COMPLETE"
+    sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
+    (topic,) = [t["TopicArn"] for t in sns.list_topics()["Topics"]]
+    queue = sqs.create_queue(QueueName="oncall")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    (alarm,) = [a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]]
+    cw.set_alarm_state(AlarmName=alarm, StateValue="ALARM", StateReason="forced by the test")
+    received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    subjects = [json.loads(m["Body"])["Subject"] for m in received]
+    history = cw.describe_alarm_history(AlarmName=alarm, HistoryItemType="Action")["AlarmHistoryItems"]
+    return subjects, [(h["HistorySummary"], json.loads(h["HistoryData"]).get("error", "")) for h in history]
+
+
+def test_an_alarm_topic_hears_its_alarm(aws: LocalAws) -> None:
+    subjects, history = _notified(aws, alarm_topic_template())
+    assert (
+        len(subjects) == 1 and subjects[0].startswith('ALARM: "') and subjects[0].endswith("in US East (N. Virginia)")
+    )
+    ((summary, error),) = history
+    assert summary.startswith("Successfully executed action arn:aws:sns:") and not error
+
+
+def test_a_topic_policy_without_the_cloudwatch_allow_drops_the_notification(aws: LocalAws) -> None:
+    subjects, history = _notified(
+        aws, _without_cloudwatch(alarm_topic_template(), "AWS::SNS::TopicPolicy", "PolicyDocument")
+    )
+    assert subjects == []
+    ((summary, error),) = history
+    assert summary.startswith("Failed to execute action arn:aws:sns:")
+    assert error.startswith("User: cloudwatch.amazonaws.com is not authorized to perform: SNS:Publish on resource:")
+    assert error.endswith("because no resource-based policy allows the SNS:Publish action")
+
+
+def test_a_key_policy_without_the_cloudwatch_statement_drops_the_notification(aws: LocalAws) -> None:
+    subjects, history = _notified(aws, _without_cloudwatch(alarm_topic_template(), "AWS::KMS::Key", "KeyPolicy"))
+    assert subjects == []
+    ((summary, error),) = history
+    assert summary.startswith("Failed to execute action arn:aws:sns:")
+    assert "kms:GenerateDataKey on resource: arn:aws:kms:" in error
