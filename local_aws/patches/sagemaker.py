@@ -37,6 +37,28 @@ from local_aws.runtime import (
 _SAGEMAKER_INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9-]*\.(medium|large|[0-9]*xlarge)$")
 
 
+#: The hosting resources whose names SageMaker writes in lower case in their ARNs, of those the
+#: stacks' grants name. (Models and endpoint configs too, in AWS; they keep moto's case here,
+#: where its CloudFormation finds them again by the name in their ARN, and no grant names them.)
+LOWER_CASED_ARNS = ("endpoint", "inference-component")
+
+
+def sagemaker_arn(kind: str, name: str, account: str, region: str) -> str:
+    """The ARN SageMaker gives a resource of ``kind`` named ``name``."""
+    return arn_formatter(kind, name.lower() if kind in LOWER_CASED_ARNS else name, account, region)
+
+
+@patch(
+    restores="""SageMaker writes the names of endpoints and inference components (and of models
+    and endpoint configs) in lower case in their ARNs (EndpointArn of DescribeEndpoint, CloudFormation's
+    Ref of an endpoint), and IAM compares ARNs as written: a grant formatted from the
+    mixed-case name matches nothing (philschmid/cdk-samples#2, AWS_FACTS.md). Stock moto keeps
+    the name's case."""
+)
+def hosting_arns_are_lower_cased() -> None:
+    replace(sm_models, "arn_formatter", sagemaker_arn)
+
+
 @patch(
     """Endpoint configs accept the SageMaker instance types AWS launched after moto's fixed
     list was written (ml.g5, ml.g6, ml.p4d, ml.p5, ml.inf2, ...). Stock moto rejects them with
@@ -370,7 +392,7 @@ def _deploy_component(
     model_name = str(specification["ModelName"])
     model = backend._models.get(model_name)
     if model is None:
-        arn = arn_formatter("model", model_name, account, region)
+        arn = sagemaker_arn("model", model_name, account, region)
         raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
     spec = _spec(model, ic.variant_name, specification.get("StartupParameters") or {})
 
@@ -425,7 +447,7 @@ class InferenceComponentResource(EmulatedResource):
         name = str(properties.get("InferenceComponentName") or name)
         ic = InferenceComponent(
             name=name,
-            arn=arn_formatter("inference-component", name, account_id, region_name),
+            arn=sagemaker_arn("inference-component", name, account_id, region_name),
             endpoint_name=endpoint_name,
             endpoint_arn=endpoint.arn,
             variant_name=str(properties.get("VariantName") or "AllTraffic"),
@@ -472,7 +494,7 @@ def _wait_component(ic: InferenceComponent, hosted: HostedEndpoint) -> None:
 def _component_or_error(backend: Any, name: str) -> InferenceComponent:
     ic = components(backend.account_id, backend.region_name).get(name)
     if ic is None:
-        arn = arn_formatter("inference-component", name, backend.account_id, backend.region_name)
+        arn = sagemaker_arn("inference-component", name, backend.account_id, backend.region_name)
         raise SageMakerValidationError(message=f"Could not find inference component '{arn}'.")
     return ic
 

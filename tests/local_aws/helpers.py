@@ -143,6 +143,13 @@ def echo_endpoint(aws: LocalAws, name: str, environment: Mapping[str, str] | Non
     client(aws, "sagemaker").create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
 
 
+def endpoint_named(aws: LocalAws, arn: str) -> str:
+    """The name of the endpoint of `arn` (SageMaker writes its name in lower case there)."""
+    endpoints = client(aws, "sagemaker").list_endpoints()["Endpoints"]
+    (name,) = [e["EndpointName"] for e in endpoints if e["EndpointArn"] == arn]
+    return str(name)
+
+
 def endpoint_status(aws: LocalAws, name: str, *, settle: bool = False, timeout_s: float = 60) -> str:
     """The endpoint's status; with `settle`, once it is no longer Creating or Updating."""
     sm = client(aws, "sagemaker")

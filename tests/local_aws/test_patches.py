@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
 import pytest
 from moto.sagemaker.models import FakeEndpointConfig
 
@@ -30,6 +31,7 @@ from tests.local_aws.helpers import (
     delete_stack,
     echo_config,
     echo_endpoint,
+    endpoint_named,
     endpoint_status,
     error_of,
     outputs,
@@ -566,6 +568,28 @@ def lookup_events(aws: LocalAws) -> object:
     return error_of(lambda: trail.lookup_events()) or trail.lookup_events()["Events"]
 
 
+def unpermitted_read(aws: LocalAws) -> object:
+    """An object read with credentials of sts:AssumeRole for a role with no policy."""
+    s3, iam = client(aws, "s3"), client(aws, "iam")
+    s3.create_bucket(Bucket="bucket")
+    s3.put_object(Bucket="bucket", Key="key", Body=b"x")
+    trust = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "123456789012"}, "Action": "sts:AssumeRole"}]}  # fmt: skip
+    role = iam.create_role(RoleName="nothing", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    creds = client(aws, "sts").assume_role(RoleArn=role, RoleSessionName="reader")["Credentials"]
+    reader = boto3.client(
+        "s3", endpoint_url=aws.endpoint, region_name=aws.region, aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"],
+    )  # fmt: skip
+    return error_of(lambda: reader.get_object(Bucket="bucket", Key="key"))
+
+
+def mixed_case_endpoint(aws: LocalAws) -> object:
+    """The ARN of an endpoint named in mixed case."""
+    echo_endpoint(aws, "Mixed-Case")
+    return client(aws, "sagemaker").describe_endpoint(EndpointName="Mixed-Case")["EndpointArn"]
+
+
 def alarm_notifying_a_queue(aws: LocalAws) -> object:
     """An alarm forced to ALARM that notifies a topic (its default policy) a queue is subscribed
     to: the messages the queue gets, and the alarm's action history."""
@@ -636,8 +660,7 @@ def endpoint_in_a_stack(aws: LocalAws) -> object:
     (Two seconds, not less: on a loaded host stock moto's stack creation and the status call
     took over half a second, and the endpoint was InService already.)"""
     create_stack(aws, "stack", echo_stack(ECHO_PING_AFTER_S="2"))
-    name = physical_ids(aws, "stack")["Endpoint"].rsplit("/", 1)[-1]
-    created = endpoint_status(aws, name)
+    created = endpoint_status(aws, endpoint_named(aws, physical_ids(aws, "stack")["Endpoint"]))
     return created, create_stack(aws, "broken", echo_stack(ECHO_EXIT_CODE="3"))
 
 
@@ -721,7 +744,7 @@ def component_lifecycle(aws: LocalAws) -> object:
     status = error_of(lambda: sm.describe_inference_component(InferenceComponentName="echo-ic"))
     if status is None:
         status = sm.describe_inference_component(InferenceComponentName="echo-ic")["InferenceComponentStatus"]
-    endpoint = physical_ids(aws, "ic")["Endpoint"].rsplit("/", 1)[-1]
+    endpoint = endpoint_named(aws, physical_ids(aws, "ic")["Endpoint"])
 
     def version() -> object:
         def call() -> object:
@@ -898,6 +921,12 @@ SCENARIOS: dict[str, Scenario] = {
         unnamed_parameter, aws=(None, True, "two"), stock=("500 Internal Server Error", None, None)
     ),
     "lookup_events_answers": Scenario(lookup_events, aws=[], stock="500"),
+    "assumed_roles_are_evaluated_by_s3": Scenario(unpermitted_read, aws="AccessDenied", stock=None),
+    "hosting_arns_are_lower_cased": Scenario(
+        mixed_case_endpoint,
+        aws="arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case",
+        stock="arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case",
+    ),
     "alarm_actions_run": Scenario(
         alarm_notifying_a_queue,
         aws=(

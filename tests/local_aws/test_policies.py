@@ -12,11 +12,12 @@ from aws_cdk import DefaultStackSynthesizer, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk.assertions import Template as CdkTemplate
+from botocore.exceptions import ClientError
 
 from llm_inference_cdk import AlarmTopic
 from local_aws import LocalAws
 from local_aws.policies import Caller, condition_holds, evaluate, service_caller
-from tests.local_aws.helpers import Template, client, create_stack, stack_status
+from tests.local_aws.helpers import Template, client, create_stack, echo_endpoint, endpoint_status, stack_status
 
 ACCOUNT = "123456789012"
 ROLE = Caller(
@@ -199,3 +200,104 @@ def test_a_key_policy_without_the_cloudwatch_statement_drops_the_notification(aw
     ((summary, error),) = history
     assert summary.startswith("Failed to execute action arn:aws:sns:")
     assert "kms:GenerateDataKey on resource: arn:aws:kms:" in error
+
+
+# --- A role given the library's grants, calling with credentials of sts:AssumeRole -------------
+
+
+def _assumed(aws: LocalAws, statements: list[dict[str, Any]]) -> dict[str, str]:
+    """Credentials of a new role whose one policy holds `statements`, from sts:AssumeRole."""
+    iam = client(aws, "iam")
+    trust = _policy({"Effect": "Allow", "Principal": {"AWS": aws.account}, "Action": "sts:AssumeRole"})
+    role = iam.create_role(RoleName="caller", AssumeRolePolicyDocument=json.dumps(trust))["Role"]
+    iam.put_role_policy(RoleName="caller", PolicyName="grants", PolicyDocument=json.dumps(_policy(*statements)))
+    creds = client(aws, "sts").assume_role(RoleArn=role["Arn"], RoleSessionName="test")["Credentials"]
+    return {
+        "aws_access_key_id": creds["AccessKeyId"],
+        "aws_secret_access_key": creds["SecretAccessKey"],
+        "aws_session_token": creds["SessionToken"],
+    }
+
+
+def _as(aws: LocalAws, service: str, credentials: dict[str, str]) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        service,
+        endpoint_url=aws.endpoint,
+        region_name=aws.region,
+        config=Config(retries={"total_max_attempts": 1}),
+        **credentials,
+    )
+
+
+def test_invoke_endpoint_is_allowed_on_the_arn_sagemaker_writes_alone(aws: LocalAws) -> None:
+    """grant_invoke names the endpoint's ARN as SageMaker reports it (names in lower case); a
+    grant formatted from the mixed-case name the endpoint was created with matches nothing."""
+    aws.reset()
+    echo_endpoint(aws, "Echo-Mixed")
+    assert endpoint_status(aws, "Echo-Mixed", settle=True) == "InService"
+    reported = client(aws, "sagemaker").describe_endpoint(EndpointName="Echo-Mixed")["EndpointArn"]
+    assert reported.endswith(":endpoint/echo-mixed")
+    invoke = {"Action": "sagemaker:InvokeEndpoint", "Effect": "Allow"}
+    granted = _as(aws, "sagemaker-runtime", _assumed(aws, [{**invoke, "Resource": reported}]))
+    assert granted.invoke_endpoint(EndpointName="Echo-Mixed", Body=b"{}")["ResponseMetadata"]["HTTPStatusCode"] == 200
+    client(aws, "iam").delete_role_policy(RoleName="caller", PolicyName="grants")
+    client(aws, "iam").delete_role(RoleName="caller")
+
+    formatted = reported.replace("echo-mixed", "Echo-Mixed")
+    misgranted = _as(aws, "sagemaker-runtime", _assumed(aws, [{**invoke, "Resource": formatted}]))
+    with pytest.raises(ClientError) as refused:
+        misgranted.invoke_endpoint(EndpointName="Echo-Mixed", Body=b"{}")
+    assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert refused.value.response["Error"]["Message"] == (
+        "User: arn:aws:sts::123456789012:assumed-role/caller/test is not authorized to perform: "
+        f"sagemaker:InvokeEndpoint on resource: {reported} because no identity-based policy allows the "
+        "sagemaker:InvokeEndpoint action"
+    )
+    # The account's own credentials (those `python -m local_aws` prints) stay its administrator's.
+    assert client(aws, "sagemaker-runtime").invoke_endpoint(EndpointName="Echo-Mixed", Body=b"{}")["Body"].read()
+
+
+def test_read_results_lets_the_reader_list_and_get_the_answers_alone(aws: LocalAws) -> None:
+    """The statements grant_read_results writes (s3:ListBucket under output/ and failure/,
+    s3:GetObject of them), evaluated for an assumed role."""
+    aws.reset()
+    s3 = client(aws, "s3")
+    s3.create_bucket(Bucket="answers")
+    for key in ("output/a.out", "input/a"):
+        s3.put_object(Bucket="answers", Key=key, Body=b"x")
+    reader = _as(
+        aws,
+        "s3",
+        _assumed(
+            aws,
+            [
+                {
+                    "Effect": "Allow",
+                    "Action": "s3:ListBucket",
+                    "Resource": "arn:aws:s3:::answers",
+                    "Condition": {"StringLike": {"s3:prefix": ["output/*", "failure/*"]}},
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": ["arn:aws:s3:::answers/output/*", "arn:aws:s3:::answers/failure/*"],
+                },
+            ],
+        ),
+    )
+    assert reader.get_object(Bucket="answers", Key="output/a.out")["Body"].read() == b"x"
+    assert [o["Key"] for o in reader.list_objects_v2(Bucket="answers", Prefix="output/")["Contents"]] == [
+        "output/a.out"
+    ]
+    for call in (
+        lambda: reader.get_object(Bucket="answers", Key="input/a"),
+        lambda: reader.list_objects_v2(Bucket="answers", Prefix="input/"),
+        lambda: reader.put_object(Bucket="answers", Key="output/b.out", Body=b"y"),
+    ):
+        with pytest.raises(ClientError) as refused:
+            call()
+        assert refused.value.response["Error"]["Code"] == "AccessDenied"
+        assert "because no identity-based policy allows" in refused.value.response["Error"]["Message"]
