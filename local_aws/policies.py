@@ -221,7 +221,13 @@ def evaluate(
         or delegate to the account's identity-based policies.
     :param context: the request's condition keys beyond aws:SecureTransport (always true here).
     """
-    ctx = {**TRANSPORT, "aws:PrincipalAccount": caller.account, **(context or {})}
+    ctx = {
+        **TRANSPORT,
+        "aws:PrincipalAccount": caller.account,
+        # Every resource here is the caller's account's (S3's ARNs name no account).
+        "aws:ResourceAccount": [*resource.split(":"), "", "", "", "", ""][4] or caller.account,
+        **(context or {}),
+    }
     if not caller.service:
         ctx.setdefault("aws:PrincipalArn", caller.arn)
     identity = [s for doc in caller.policies for s in statements(doc)]

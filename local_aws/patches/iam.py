@@ -81,6 +81,16 @@ def assumed_role_caller(headers: Mapping[str, str], account_id: str, region_name
     return role_caller(role, session.account_id, session=session.arn)
 
 
+# moto's names of S3 requests that IAM authorizes under another action (Amazon S3 User Guide,
+# "Amazon S3 policy actions by API operation"); the others are IAM's names already.
+_S3_ACTIONS = {
+    "HeadBucket": "ListBucket",
+    "GetPublicAccessBlock": "GetBucketPublicAccessBlock",
+    "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
+    "DeletePublicAccessBlock": "PutBucketPublicAccessBlock",
+}
+
+
 def s3_context(querystring: Mapping[str, Any]) -> dict[str, str]:
     """The S3 condition keys of a request that the stacks' grants use (s3:prefix of a listing)."""
     prefix = querystring.get("prefix")
@@ -108,7 +118,7 @@ def assumed_roles_are_evaluated_by_s3() -> None:
         resource = f"arn:{partition}:s3:::{bucket_name or '*'}" + (f"/{key_name}" if key_name else "")
         bucket = s3_backends[self.current_account][partition].buckets.get(bucket_name or "")
         policy = bucket.policy.decode() if bucket is not None and bucket.policy else None
-        action = f"s3:{self.data.get('Action', '')}"
+        action = f"s3:{_S3_ACTIONS.get(self.data.get('Action', ''), self.data.get('Action', ''))}"
         decision = evaluate(caller, action, resource, resource_policy=policy, context=s3_context(self.querystring))
         if not decision.allowed:
             raise S3ClientError("AccessDenied", decision.message)

@@ -17,7 +17,15 @@ from botocore.exceptions import ClientError
 from llm_inference_cdk import AlarmTopic
 from local_aws import LocalAws
 from local_aws.policies import Caller, condition_holds, evaluate, service_caller
-from tests.local_aws.helpers import Template, client, create_stack, echo_endpoint, endpoint_status, stack_status
+from tests.local_aws.helpers import (
+    ECHO_IMAGE,
+    Template,
+    client,
+    create_stack,
+    echo_endpoint,
+    endpoint_status,
+    stack_status,
+)
 
 ACCOUNT = "123456789012"
 ROLE = Caller(
@@ -301,3 +309,87 @@ def test_read_results_lets_the_reader_list_and_get_the_answers_alone(aws: LocalA
             call()
         assert refused.value.response["Error"]["Code"] == "AccessDenied"
         assert "because no identity-based policy allows" in refused.value.response["Error"]["Message"]
+
+
+# --- SageMaker reading the model data and pulling the image as the execution role ---------------
+
+
+def _model_tar() -> bytes:
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        data = b"{}"
+        info = tarfile.TarInfo("model.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _endpoint_as(aws: LocalAws, statements: list[dict[str, Any]]) -> dict[str, Any]:
+    """An echo endpoint whose model data is in S3 and whose execution role holds `statements`:
+    the endpoint as it settles."""
+    aws.reset()
+    s3, iam, sm = client(aws, "s3"), client(aws, "iam"), client(aws, "sagemaker")
+    s3.create_bucket(Bucket="models")
+    s3.put_object(Bucket="models", Key="echo/model.tar.gz", Body=_model_tar())
+    trust = _policy(
+        {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    )
+    role = iam.create_role(RoleName="execution", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    iam.put_role_policy(RoleName="execution", PolicyName="p", PolicyDocument=json.dumps(_policy(*statements)))
+    sm.create_model(
+        ModelName="echo-model",
+        ExecutionRoleArn=role,
+        PrimaryContainer={"Image": ECHO_IMAGE, "ModelDataUrl": "s3://models/echo/model.tar.gz"},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName="echo-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "echo-model",
+                "InstanceType": "ml.g5.xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName="echo", EndpointConfigName="echo-config")
+    endpoint_status(aws, "echo", settle=True)
+    return dict(sm.describe_endpoint(EndpointName="echo"))
+
+
+REPOSITORY = "arn:aws:ecr:us-east-1:123456789012:repository/echo"
+PULL = [
+    {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+    {"Effect": "Allow", "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"], "Resource": REPOSITORY},
+]
+READ = [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::models/echo/model.tar.gz"}]
+
+
+def test_an_execution_role_that_may_pull_and_read_serves(aws: LocalAws) -> None:
+    assert _endpoint_as(aws, PULL + READ)["EndpointStatus"] == "InService"
+
+
+def test_an_execution_role_that_may_not_read_the_model_data_fails_the_endpoint(aws: LocalAws) -> None:
+    wrong_key = [{**READ[0], "Resource": "arn:aws:s3:::models/other/model.tar.gz"}]
+    endpoint = _endpoint_as(aws, PULL + wrong_key)
+    assert endpoint["EndpointStatus"] == "Failed"
+    assert endpoint["FailureReason"].startswith(
+        'Failed to download model data for container "container_1" from URL: "s3://models/echo/model.tar.gz".'
+    )
+    assert endpoint["FailureReason"].endswith(
+        "User: arn:aws:sts::123456789012:assumed-role/execution/SageMaker is not authorized to perform: "
+        "s3:GetObject on resource: arn:aws:s3:::models/echo/model.tar.gz because no identity-based policy allows "
+        "the s3:GetObject action"
+    )
+
+
+def test_an_execution_role_that_may_not_pull_the_image_fails_the_endpoint(aws: LocalAws) -> None:
+    endpoint = _endpoint_as(aws, PULL[:1] + READ)
+    assert endpoint["EndpointStatus"] == "Failed"
+    assert endpoint["FailureReason"] == (
+        f"The role 'arn:aws:iam::123456789012:role/execution' does not have BatchGetImage permission for the image: "
+        f"'{ECHO_IMAGE}'."
+    )
