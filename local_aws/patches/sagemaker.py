@@ -63,6 +63,16 @@ def sagemaker_arn(kind: str, name: str, account: str, region: str) -> str:
 def hosting_arns_are_lower_cased() -> None:
     replace(sm_models, "arn_formatter", sagemaker_arn)
 
+    def delete_endpoint(
+        cls: Any, /, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
+    ) -> None:
+        # The physical id is the ARN, whose name is lower-cased: the endpoint is found by its ARN.
+        backend: Any = sm_models.sagemaker_backends[account_id][region_name]
+        named = [e.endpoint_name for e in backend.endpoints.values() if e.arn == resource_name]
+        backend.delete_endpoint(named[0] if named else resource_name.split("/")[-1])
+
+    replace(sm_models.FakeEndpoint, "delete_from_cloudformation_json", classmethod(delete_endpoint))
+
 
 @patch(
     """Endpoint configs accept the SageMaker instance types AWS launched after moto's fixed

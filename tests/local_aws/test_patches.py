@@ -585,9 +585,14 @@ def unpermitted_read(aws: LocalAws) -> object:
 
 
 def mixed_case_endpoint(aws: LocalAws) -> object:
-    """The ARN of an endpoint named in mixed case."""
+    """The ARN of an endpoint named in mixed case; whether a stack's endpoint (its physical id
+    that ARN) is deleted with the stack, and the endpoints left."""
     echo_endpoint(aws, "Mixed-Case")
-    return client(aws, "sagemaker").describe_endpoint(EndpointName="Mixed-Case")["EndpointArn"]
+    sm = client(aws, "sagemaker")
+    arn = sm.describe_endpoint(EndpointName="Mixed-Case")["EndpointArn"]
+    create_stack(aws, "stack", echo_stack())
+    deleted = delete_stack(aws, "stack")
+    return arn, deleted, [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
 
 
 def alarm_notifying_a_queue(aws: LocalAws) -> object:
@@ -924,8 +929,8 @@ SCENARIOS: dict[str, Scenario] = {
     "assumed_roles_are_evaluated_by_s3": Scenario(unpermitted_read, aws="AccessDenied", stock=None),
     "hosting_arns_are_lower_cased": Scenario(
         mixed_case_endpoint,
-        aws="arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case",
-        stock="arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case",
+        aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),
+        stock=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case", None, ["Mixed-Case"]),
     ),
     "alarm_actions_run": Scenario(
         alarm_notifying_a_queue,
