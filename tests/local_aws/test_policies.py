@@ -11,12 +11,14 @@ import pytest
 from aws_cdk import DefaultStackSynthesizer, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template as CdkTemplate
 from botocore.exceptions import ClientError
 
 from llm_inference_cdk import AlarmTopic
 from local_aws import LocalAws
 from local_aws.policies import Caller, condition_holds, evaluate, service_caller
+from tests.library.helpers import endpoint
 from tests.local_aws.helpers import (
     ECHO_IMAGE,
     Template,
@@ -393,3 +395,89 @@ def test_an_execution_role_that_may_not_pull_the_image_fails_the_endpoint(aws: L
         f"The role 'arn:aws:iam::123456789012:role/execution' does not have BatchGetImage permission for the image: "
         f"'{ECHO_IMAGE}'."
     )
+
+
+# --- The library's grant_invoke, deployed through CloudFormation --------------------------------
+
+
+def _granted_endpoint_template() -> Template:
+    """A SageMakerEndpoint on the echo image and a role given its grant_invoke."""
+    stack = Stack(synthesizer=DefaultStackSynthesizer(generate_bootstrap_version_rule=False))
+    made = endpoint(stack, image_uri=ECHO_IMAGE, model_data="s3://models/echo/model.tar.gz")
+    made.grant_invoke(iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal()))
+    return dict(CdkTemplate.from_stack(stack).to_json())
+
+
+def _invoke_as_caller(aws: LocalAws, template: Template) -> str | None:
+    """Deploy `template` (its model data and the update check's function code in place), then
+    InvokeEndpoint as its Caller role: the error code, else None."""
+    aws.reset()
+    s3c = client(aws, "s3")
+    s3c.create_bucket(Bucket="models")
+    s3c.put_object(Bucket="models", Key="echo/model.tar.gz", Body=_model_tar())
+    # The update check's function: CloudFormation reads its code from the bootstrap bucket.
+    (function,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assets = f"cdk-hnb659fds-assets-{aws.account}-{aws.region}"
+    s3c.create_bucket(Bucket=assets)
+    s3c.put_object(Bucket=assets, Key=function["Properties"]["Code"]["S3Key"], Body=_zip())
+    assert create_stack(aws, "granted", template) is None
+    assert stack_status(aws, "granted") == "CREATE_COMPLETE"
+    (role,) = [r["Arn"] for r in client(aws, "iam").list_roles()["Roles"] if "Caller" in r["RoleName"]]
+    creds = client(aws, "sts").assume_role(RoleArn=role, RoleSessionName="caller")["Credentials"]
+    runtime = _as(
+        aws,
+        "sagemaker-runtime",
+        {
+            "aws_access_key_id": creds["AccessKeyId"],
+            "aws_secret_access_key": creds["SecretAccessKey"],
+            "aws_session_token": creds["SessionToken"],
+        },
+    )
+    (name,) = [e["EndpointName"] for e in client(aws, "sagemaker").list_endpoints()["Endpoints"]]
+    try:
+        runtime.invoke_endpoint(EndpointName=name, Body=b"{}")
+    except ClientError as e:
+        return str(e.response["Error"]["Code"])
+    return None
+
+
+def _zip() -> bytes:
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("index.js", "exports.handler = async () => ({});")
+    return out.getvalue()
+
+
+def test_the_librarys_grant_invoke_lets_its_grantee_invoke(aws: LocalAws) -> None:
+    assert _invoke_as_caller(aws, _granted_endpoint_template()) is None
+
+
+def test_a_grant_formatted_from_the_mixed_case_endpoint_name_is_denied(aws: LocalAws) -> None:
+    """The grant as it was before issue 17's review: the ARN formatted from the endpoint's name,
+    which SageMaker writes in lower case in the endpoint's real ARN."""
+    template = _granted_endpoint_template()
+    (logical,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::SageMaker::Endpoint"]
+    formatted = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:aws:sagemaker:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":endpoint/",
+                {"Fn::GetAtt": [logical, "EndpointName"]},
+            ],
+        ]
+    }
+    changed = 0
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::IAM::Policy":
+            for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+                if statement["Action"] == "sagemaker:InvokeEndpoint":
+                    statement["Resource"], changed = formatted, changed + 1
+    assert changed == 1
+    assert _invoke_as_caller(aws, template) == "AccessDeniedException"
