@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from moto.applicationautoscaling.models import applicationautoscaling_backends
@@ -15,6 +15,7 @@ from moto.cloudwatch.models import (
     Dimension,
     Metric,
     MetricDataQuery,
+    MetricDatum,
     MetricStat,
     cloudwatch_backends,
 )
@@ -295,3 +296,84 @@ def alarm_actions_run() -> None:
 
     replace(CloudWatchBackend, "set_alarm_state", set_alarm_state)
     replace(CloudWatchResponse, "describe_alarm_history", describe_alarm_history)
+
+
+# --- Alarms evaluated on their metric --------------------------------------------------------------
+
+_STATISTICS: dict[str, Any] = {
+    "Sum": sum,
+    "Average": lambda v: sum(v) / len(v),
+    "Minimum": min,
+    "Maximum": max,
+    "SampleCount": len,
+}
+_COMPARISONS: dict[str, Any] = {
+    "GreaterThanThreshold": lambda a, t: a > t,
+    "GreaterThanOrEqualToThreshold": lambda a, t: a >= t,
+    "LessThanThreshold": lambda a, t: a < t,
+    "LessThanOrEqualToThreshold": lambda a, t: a <= t,
+}
+
+
+def _naive(when: datetime) -> datetime:
+    return when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
+
+
+def evaluate_alarm(backend: Any, alarm: Any) -> None:
+    """An alarm on one metric and a statistic, evaluated as CloudWatch does on its latest
+    EvaluationPeriods periods (CloudWatch User Guide, "Evaluating an alarm"): ALARM when
+    DatapointsToAlarm of them breach, OK when every one has data and none breaches; a period
+    without data counts as missing (TreatMissingData's default). Math alarms and percentiles are
+    not evaluated."""
+    compare = _COMPARISONS.get(alarm.comparison_operator)
+    statistic = _STATISTICS.get(alarm.statistic or "")
+    if alarm.metric_data_queries or compare is None or statistic is None or not alarm.period:
+        return
+    wanted = {(d.name, d.value) for d in alarm.dimensions}
+    values = [
+        (_naive(d.timestamp), d.value)
+        for d in backend.metric_data
+        if isinstance(d, MetricDatum)
+        and (d.namespace, d.name) == (alarm.namespace, alarm.metric_name)
+        and {(x.name, x.value) for x in d.dimensions} == wanted
+    ]
+    period, periods = timedelta(seconds=int(alarm.period)), int(alarm.evaluation_periods)
+    now = utcnow()
+    breaching = with_data = 0
+    for i in range(periods):
+        window = [v for t, v in values if now - (i + 1) * period < t <= now - i * period]
+        if window:
+            with_data += 1
+            breaching += bool(compare(statistic(window), float(alarm.threshold)))
+    if breaching >= int(alarm.datapoints_to_alarm or periods):
+        state = "ALARM"
+    elif with_data == periods and breaching == 0:
+        state = "OK"
+    else:
+        return
+    if state != alarm.state_value:
+        verb = "were" if state == "ALARM" else "were not"
+        reason = (
+            f"Threshold Crossed: {breaching} out of the last {periods} datapoints {verb} "
+            f"{alarm.comparison_operator} the threshold ({alarm.threshold})."
+        )
+        backend.set_alarm_state(alarm.name, reason, json.dumps({"version": "1.0"}), state)
+
+
+@patch(
+    restores="""PutMetricData evaluates the alarms on the metric it writes (one metric and a
+    statistic: Sum, Average, Minimum, Maximum, SampleCount), over their latest EvaluationPeriods
+    periods, and an alarm that changes state runs its actions as on SetAlarmState. Stock moto
+    stores the data and leaves every alarm as it is."""
+)
+def alarms_evaluate_their_metric() -> None:
+    stock = CloudWatchBackend.put_metric_data
+
+    def put_metric_data(self: Any, namespace: str, metric_data: list[dict[str, Any]]) -> None:
+        stock(self, namespace, metric_data)
+        names = {m["MetricName"] for m in metric_data}
+        for alarm in list(self.alarms.values()):
+            if alarm.namespace == namespace and alarm.metric_name in names:
+                evaluate_alarm(self, alarm)
+
+    replace(CloudWatchBackend, "put_metric_data", put_metric_data)

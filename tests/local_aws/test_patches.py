@@ -37,6 +37,7 @@ from tests.local_aws.helpers import (
     outputs,
     physical_ids,
     stack_status,
+    subscribed_queue,
     update_stack,
 )
 
@@ -584,6 +585,23 @@ def unpermitted_read(aws: LocalAws) -> object:
     return error_of(lambda: reader.get_object(Bucket="bucket", Key="key"))
 
 
+def breaching_metric(aws: LocalAws) -> object:
+    """An alarm on a metric's Sum over a minute, then a datapoint over its threshold: the
+    alarm's state and the notifications a queue subscribed to its topic gets."""
+    sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = subscribed_queue(aws, topic)
+    dimensions = [{"Name": "EndpointName", "Value": "e"}]
+    cw.put_metric_alarm(
+        AlarmName="errors", Namespace="Test", MetricName="Errors", Statistic="Sum", Period=60, EvaluationPeriods=1,
+        Threshold=1, ComparisonOperator="GreaterThanThreshold", AlarmActions=[topic], Dimensions=dimensions,
+    )  # fmt: skip
+    cw.put_metric_data(Namespace="Test", MetricData=[{"MetricName": "Errors", "Value": 5, "Dimensions": dimensions}])
+    (alarm,) = cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"]
+    received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+    return alarm["StateValue"], [json.loads(json.loads(m["Body"])["Message"])["NewStateValue"] for m in received]
+
+
 def mixed_case_endpoint(aws: LocalAws) -> object:
     """The ARN of an endpoint named in mixed case; whether a stack's endpoint (its physical id
     that ARN) is deleted with the stack, and the endpoints left."""
@@ -600,9 +618,7 @@ def alarm_notifying_a_queue(aws: LocalAws) -> object:
     to: the messages the queue gets, and the alarm's action history."""
     sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
     topic = sns.create_topic(Name="alarms")["TopicArn"]
-    queue = sqs.create_queue(QueueName="oncall")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    queue = subscribed_queue(aws, topic)
     cw.put_metric_alarm(
         AlarmName="errors", Namespace="Test", MetricName="Errors", Statistic="Sum", Period=60, EvaluationPeriods=1,
         Threshold=1, ComparisonOperator="GreaterThanThreshold", AlarmActions=[topic],
@@ -932,6 +948,7 @@ SCENARIOS: dict[str, Scenario] = {
         aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),
         stock=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case", None, ["Mixed-Case"]),
     ),
+    "alarms_evaluate_their_metric": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("OK", [])),
     "alarm_actions_run": Scenario(
         alarm_notifying_a_queue,
         aws=(

@@ -27,6 +27,7 @@ from tests.local_aws.helpers import (
     echo_endpoint,
     endpoint_status,
     stack_status,
+    subscribed_queue,
 )
 
 ACCOUNT = "123456789012"
@@ -173,9 +174,7 @@ def _notified(aws: LocalAws, template: Template) -> tuple[list[str], list[tuple[
     assert stack_status(aws, "topic") == "CREATE_COMPLETE"
     sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
     (topic,) = [t["TopicArn"] for t in sns.list_topics()["Topics"]]
-    queue = sqs.create_queue(QueueName="oncall")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    queue = subscribed_queue(aws, topic)
     (alarm,) = [a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]]
     cw.set_alarm_state(AlarmName=alarm, StateValue="ALARM", StateReason="forced by the test")
     received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
