@@ -25,14 +25,25 @@ class AlarmTopic(Construct):
     """An SNS topic for alarm and OK notifications.
 
     SNS encrypts it with a KMS key of its own (an AWS-managed key cannot be used: CloudWatch
-    needs the key policy to let it encrypt what it publishes), rotated yearly; the key policy
-    lets CloudWatch use the key only for alarms of this account.
+    needs the key policy to let it encrypt what it publishes), rotated yearly. The topic policy
+    and the key policy let CloudWatch publish and use the key only for alarms of this account
+    and region: a topic policy replaces SNS's default policy (which let any principal of the
+    account publish), so without its own allow every alarm action would fail, written only to
+    the alarm's history (AWS knowledge center "cloudwatch-receive-sns-for-alarm-trigger").
+    The policy names the account's alarms, not the stack's: listing each alarm's ARN would
+    make the policy wait for alarms created after it, and an alarm added later by a user of
+    the topic would be refused.
 
     :param email: an address subscribed to the topic (default: none; the subscription waits
         until its owner confirms it from the mail SNS sends).
+    :param for_alarms: whether CloudWatch alarms publish to the topic (default: True); a topic
+        only principals of the account publish to (an async endpoint's answers) lets
+        CloudWatch into neither its policy nor its key's.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, email: str | None = None) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, email: str | None = None, for_alarms: bool = True
+    ) -> None:
         super().__init__(scope, construct_id)
         if email is not None and not EMAIL(email):
             raise PropError(type(self).__name__, "email", email, EMAIL.allowed)
@@ -49,17 +60,19 @@ class AlarmTopic(Construct):
             removal_policy=RemovalPolicy.DESTROY,
             pending_window=Duration.days(7),
         )
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],  # in a key policy, "*" is this key
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": alarms},
-                },
+        # CloudWatch names the alarm (aws:SourceArn) and its account (aws:SourceAccount) in the
+        # requests it makes for the alarm's actions: the confused-deputy guard of AWS's docs.
+        from_alarms = {"StringEquals": {"aws:SourceAccount": stack.account}, "ArnLike": {"aws:SourceArn": alarms}}
+        cloudwatch = iam.ServicePrincipal("cloudwatch.amazonaws.com")
+        if for_alarms:
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[cloudwatch],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],  # in a key policy, "*" is this key
+                    conditions=from_alarms,
+                )
             )
-        )
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -67,6 +80,15 @@ class AlarmTopic(Construct):
             master_key=self.key,
             enforce_ssl=True,
         )
+        if for_alarms:
+            self.topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[cloudwatch],
+                    actions=["sns:Publish"],
+                    resources=[self.topic.topic_arn],
+                    conditions=from_alarms,
+                )
+            )
         if email is not None:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 

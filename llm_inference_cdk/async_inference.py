@@ -37,8 +37,9 @@ class AsyncOutput(Construct):
             auto_delete_objects=True,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(retention_days))],
         )
-        self.success = AlarmTopic(self, "Success")
-        self.error = AlarmTopic(self, "Error")
+        # SageMaker publishes each answer's notice with the execution role (granted below).
+        self.success = AlarmTopic(self, "Success", for_alarms=False)
+        self.error = AlarmTopic(self, "Error", for_alarms=False)
         # SageMaker reads each request and writes each answer with the execution role.
         iam.Grant.add_to_principal(
             grantee=role, actions=["s3:GetObject"], resource_arns=[self.bucket.arn_for_objects(f"{INPUT_PREFIX}*")]

@@ -145,6 +145,9 @@ class VariantSpec:
     environment: Mapping[str, str]
     model_data: Mapping[str, Any]
     startup_timeout_s: int
+    #: Why SageMaker could not get the image or the model data with the model's execution role
+    #: (AWS's reason), else None.
+    refused: str | None = None
 
 
 ModelFetcher = Callable[[Mapping[str, Any], Path], None]
@@ -233,6 +236,8 @@ class Hosting:
     ) -> str | None:
         """Start every variant's container and wait for its /ping; the failure's reason, if any."""
         for spec in variants:
+            if spec.refused is not None:
+                return spec.refused
             try:
                 container = self.launcher(spec.image, _fetcher(fetch, spec.model_data), spec.environment)
                 deployment.start(spec.variant, container)

@@ -1,13 +1,22 @@
-"""IAM: roles with the managed policies their template names."""
+"""IAM: roles with the managed policies their template names; callers with credentials of
+sts:AssumeRole evaluated as their role."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
+from moto.core.authorization import ActionAuthenticatorMixin
+from moto.iam.exceptions import NotFoundException
 from moto.iam.models import Role, iam_backends
+from moto.s3.exceptions import S3ClientError
+from moto.s3.models import s3_backends
+from moto.sts.models import sts_backends
 from moto.utilities.utils import get_partition
 
 from local_aws.patches.base import patch, replace, wrap_create
+from local_aws.policies import Caller, evaluate, role_caller
 
 
 def _sync_managed_policies(role: Any, properties: dict[str, Any], account_id: str, region_name: str) -> None:
@@ -49,3 +58,69 @@ def role_managed_policies_are_attached() -> None:
 
     replace(Role, "update_from_cloudformation_json", classmethod(update_role))
     replace(Role, "delete_from_cloudformation_json", classmethod(delete_role))
+
+
+# --- Callers with credentials of sts:AssumeRole ----------------------------------------------------
+
+
+def assumed_role_caller(headers: Mapping[str, str], account_id: str, region_name: str) -> Caller | None:
+    """The role a request is signed as, when its credentials came from the local AWS's
+    sts:AssumeRole (an access key with a session token); None for the account's own
+    credentials (those `python -m local_aws` prints), which stay its administrator's."""
+    said = re.search(r"Credential=([^/,\s]+)/", headers.get("Authorization") or "")
+    if said is None or not headers.get("X-Amz-Security-Token"):
+        return None
+    partition = get_partition(region_name)
+    session = sts_backends[account_id][partition].get_assumed_role_from_access_key(said.group(1))
+    if session is None:
+        return None
+    try:
+        role = iam_backends[session.account_id][partition].get_role_by_arn(session.role_arn)
+    except NotFoundException:  # a role deleted since, or never created: it may do nothing
+        return Caller(arn=session.role_arn, account=session.account_id, session=session.arn)
+    return role_caller(role, session.account_id, session=session.arn)
+
+
+# moto's names of S3 requests that IAM authorizes under another action (Amazon S3 User Guide,
+# "Amazon S3 policy actions by API operation"); the others are IAM's names already.
+_S3_ACTIONS = {
+    "HeadBucket": "ListBucket",
+    "GetPublicAccessBlock": "GetBucketPublicAccessBlock",
+    "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
+    "DeletePublicAccessBlock": "PutBucketPublicAccessBlock",
+}
+
+
+def s3_context(querystring: Mapping[str, Any]) -> dict[str, str]:
+    """The S3 condition keys of a request that the stacks' grants use (s3:prefix of a listing)."""
+    prefix = querystring.get("prefix")
+    if isinstance(prefix, list):
+        prefix = prefix[0] if prefix else None
+    return {} if prefix is None else {"s3:prefix": str(prefix)}
+
+
+@patch(
+    """S3 requests signed with credentials of sts:AssumeRole are evaluated as that role:
+    its identity-based policies and the bucket's policy, AWS's evaluation logic
+    (local_aws/policies.py); a denied one answers 403 AccessDenied with IAM's reason. Stock
+    moto evaluates nothing unless its IAM authentication is switched on for every caller, and
+    then matches Action and Resource alone."""
+)
+def assumed_roles_are_evaluated_by_s3() -> None:
+    stock = ActionAuthenticatorMixin._authenticate_and_authorize_s3_action
+
+    def authorize(self: Any, bucket_name: str | None = None, key_name: str | None = None) -> None:
+        caller = assumed_role_caller(self.headers, self.current_account, self.region)
+        if caller is None:
+            stock(self, bucket_name=bucket_name, key_name=key_name)
+            return
+        partition = get_partition(self.region)
+        resource = f"arn:{partition}:s3:::{bucket_name or '*'}" + (f"/{key_name}" if key_name else "")
+        bucket = s3_backends[self.current_account][partition].buckets.get(bucket_name or "")
+        policy = bucket.policy.decode() if bucket is not None and bucket.policy else None
+        action = f"s3:{_S3_ACTIONS.get(self.data.get('Action', ''), self.data.get('Action', ''))}"
+        decision = evaluate(caller, action, resource, resource_policy=policy, context=s3_context(self.querystring))
+        if not decision.allowed:
+            raise S3ClientError("AccessDenied", decision.message)
+
+    replace(ActionAuthenticatorMixin, "_authenticate_and_authorize_s3_action", authorize)

@@ -4,7 +4,7 @@ their model's container (the local hosting runtime: local_aws/runtime.py)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +13,9 @@ from typing import Any, ClassVar
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
 from moto.cloudwatch.models import cloudwatch_backends
 from moto.core.responses import ActionResult
+from moto.iam.exceptions import NotFoundException as IamNotFound
+from moto.iam.models import iam_backends
+from moto.kms.models import kms_backends
 from moto.s3.models import s3_backends
 from moto.sagemaker import models as sm_models
 from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
@@ -23,6 +26,7 @@ from moto.sagemaker.utils import arn_formatter
 from moto.utilities.utils import get_partition
 
 from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
+from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
 from local_aws.runtime import (
     ALL_AT_ONCE,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -31,10 +35,43 @@ from local_aws.runtime import (
     Rollout,
     VariantSpec,
     lay_out,
+    split_s3_url,
 )
 
 # SageMaker hosting instance type names: ml.<family>.<size>.
 _SAGEMAKER_INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9-]*\.(medium|large|[0-9]*xlarge)$")
+
+
+#: The hosting resources whose names SageMaker writes in lower case in their ARNs, of those the
+#: stacks' grants name. (Models and endpoint configs too, in AWS; they keep moto's case here,
+#: where its CloudFormation finds them again by the name in their ARN, and no grant names them.)
+LOWER_CASED_ARNS = ("endpoint", "inference-component")
+
+
+def sagemaker_arn(kind: str, name: str, account: str, region: str) -> str:
+    """The ARN SageMaker gives a resource of ``kind`` named ``name``."""
+    return arn_formatter(kind, name.lower() if kind in LOWER_CASED_ARNS else name, account, region)
+
+
+@patch(
+    restores="""SageMaker writes the names of endpoints and inference components (and of models
+    and endpoint configs) in lower case in their ARNs (EndpointArn of DescribeEndpoint, CloudFormation's
+    Ref of an endpoint), and IAM compares ARNs as written: a grant formatted from the
+    mixed-case name matches nothing (philschmid/cdk-samples#2, AWS_FACTS.md). Stock moto keeps
+    the name's case."""
+)
+def hosting_arns_are_lower_cased() -> None:
+    replace(sm_models, "arn_formatter", sagemaker_arn)
+
+    def delete_endpoint(
+        cls: Any, /, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
+    ) -> None:
+        # The physical id is the ARN, whose name is lower-cased: the endpoint is found by its ARN.
+        backend: Any = sm_models.sagemaker_backends[account_id][region_name]
+        named = [e.endpoint_name for e in backend.endpoints.values() if e.arn == resource_name]
+        backend.delete_endpoint(named[0] if named else resource_name.split("/")[-1])
+
+    replace(sm_models.FakeEndpoint, "delete_from_cloudformation_json", classmethod(delete_endpoint))
 
 
 @patch(
@@ -85,7 +122,86 @@ def _spec(model: Any, variant: str, startup: Mapping[str, Any]) -> VariantSpec:
         environment={str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
         model_data={k: container[k] for k in ("ModelDataUrl", "ModelDataSource") if k in container},
         startup_timeout_s=int(startup.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S),
+        refused=_refused(model, container),
     )
+
+
+def _refused(model: Any, container: Mapping[str, Any]) -> str | None:
+    """Why SageMaker, acting as the model's execution role, could not pull the image or read
+    the model data (the role's policies, the bucket's, the key's), else None. A role the
+    account does not have is not evaluated (the local AWS's own tests name roles they never
+    create; AWS refuses such a model at CreateModel)."""
+    region, account = model.arn.split(":")[3:5]
+    partition = get_partition(region)
+    try:
+        role = iam_backends[account][partition].get_role_by_arn(model.execution_role_arn)
+    except IamNotFound:
+        return None
+    caller = role_caller(role, account, session=f"arn:{partition}:sts::{account}:assumed-role/{role.name}/SageMaker")
+    image = str(container.get("Image", ""))
+    pulled = _pull_refused(caller, image, partition)
+    if pulled is not None:
+        return pulled
+    data = {k: container[k] for k in ("ModelDataUrl", "ModelDataSource") if k in container}
+    decision = first_denial(_reads(caller, data, account, partition))
+    if decision.allowed:
+        return None
+    url = data.get("ModelDataUrl") or data["ModelDataSource"]["S3DataSource"]["S3Uri"]
+    # AWS's reason for model data it cannot download (its wording), with IAM's denial after it.
+    return (
+        f'Failed to download model data for container "container_1" from URL: "{url}". Please ensure that there is '
+        f"an object located at the URL and that the role passed to CreateModel has permissions to download the "
+        f"model. {decision.message}"
+    )
+
+
+def _pull_refused(caller: Caller, image: str, partition: str) -> str | None:
+    """SageMaker's reason when the role may not pull `image` from ECR (its registry's repository
+    policy is AWS's or the account's own: only the role's side is evaluated)."""
+    found = re.fullmatch(r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com[^/]*/([^:@]+)[:@].*", image)
+    if found is None:
+        return None
+    registry, region, repository = found.groups()
+    arn = f"arn:{partition}:ecr:{region}:{registry}:repository/{repository}"
+    for action, resource in (("ecr:GetAuthorizationToken", "*"), ("ecr:BatchGetImage", arn),
+                             ("ecr:GetDownloadUrlForLayer", arn)):  # fmt: skip
+        if not evaluate(caller, action, resource).allowed:
+            name = action.split(":")[1]
+            return f"The role '{caller.arn}' does not have {name} permission for the image: '{image}'."
+    return None
+
+
+def _reads(caller: Caller, data: Mapping[str, Any], account: str, partition: str) -> Iterator[Decision]:
+    """The decisions on each S3 (and KMS) call SageMaker makes to download the model data."""
+    s3 = s3_backends[account][partition]
+    if "ModelDataUrl" in data:
+        bucket, key = split_s3_url(data["ModelDataUrl"])
+        objects = [key]
+    elif "S3DataSource" in data.get("ModelDataSource", {}):
+        source = data["ModelDataSource"]["S3DataSource"]
+        bucket, prefix = split_s3_url(source["S3Uri"])
+        if source.get("S3DataType") != "S3Prefix":
+            objects = [prefix]
+        else:
+            yield _s3(caller, "s3:ListBucket", bucket, None, s3, {"s3:prefix": prefix})
+            objects = sorted(k for k in getattr(s3.buckets.get(bucket), "keys", {}) if k.startswith(prefix))
+    else:
+        return
+    for key in objects:
+        yield _s3(caller, "s3:GetObject", bucket, key, s3, {})
+        stored = s3.buckets[bucket].keys.get(key) if bucket in s3.buckets else None
+        if stored is not None and stored.encryption == "aws:kms" and stored.kms_key_id:
+            key_id = str(stored.kms_key_id)
+            region = key_id.split(":")[3] if key_id.startswith("arn:") else s3.buckets[bucket].region_name
+            kms_key = kms_backends[account][region].describe_key(key_id)
+            yield evaluate(caller, "kms:Decrypt", kms_key.arn, resource_policy=kms_key.policy, key_policy=True)
+
+
+def _s3(caller: Caller, action: str, bucket: str, key: str | None, s3: Any, context: Mapping[str, str]) -> Decision:
+    found = s3.buckets.get(bucket)
+    policy = found.policy.decode() if found is not None and found.policy else None
+    resource = f"arn:aws:s3:::{bucket}" + (f"/{key}" if key is not None else "")
+    return evaluate(caller, action, resource, resource_policy=policy, context=context)
 
 
 def _fetch(account_id: str, region_name: str) -> Any:
@@ -370,7 +486,7 @@ def _deploy_component(
     model_name = str(specification["ModelName"])
     model = backend._models.get(model_name)
     if model is None:
-        arn = arn_formatter("model", model_name, account, region)
+        arn = sagemaker_arn("model", model_name, account, region)
         raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
     spec = _spec(model, ic.variant_name, specification.get("StartupParameters") or {})
 
@@ -425,7 +541,7 @@ class InferenceComponentResource(EmulatedResource):
         name = str(properties.get("InferenceComponentName") or name)
         ic = InferenceComponent(
             name=name,
-            arn=arn_formatter("inference-component", name, account_id, region_name),
+            arn=sagemaker_arn("inference-component", name, account_id, region_name),
             endpoint_name=endpoint_name,
             endpoint_arn=endpoint.arn,
             variant_name=str(properties.get("VariantName") or "AllTraffic"),
@@ -472,7 +588,7 @@ def _wait_component(ic: InferenceComponent, hosted: HostedEndpoint) -> None:
 def _component_or_error(backend: Any, name: str) -> InferenceComponent:
     ic = components(backend.account_id, backend.region_name).get(name)
     if ic is None:
-        arn = arn_formatter("inference-component", name, backend.account_id, backend.region_name)
+        arn = sagemaker_arn("inference-component", name, backend.account_id, backend.region_name)
         raise SageMakerValidationError(message=f"Could not find inference component '{arn}'.")
     return ic
 

@@ -26,7 +26,9 @@ from moto.utilities.utils import get_partition
 from local_aws import eventstream
 from local_aws.containers import Container
 from local_aws.patches.base import patch, replace
-from local_aws.patches.sagemaker import components
+from local_aws.patches.iam import assumed_role_caller
+from local_aws.patches.sagemaker import components, sagemaker_arn
+from local_aws.policies import evaluate, first_denial
 from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, NotInService, split_s3_url
 
 log = logging.getLogger("local_aws.sagemakerruntime")
@@ -54,6 +56,20 @@ def _model_error(status: int, body: bytes, endpoint: str, account: str, region: 
     return _error(424, "ModelError", payload)
 
 
+def _access_denied(self: Any, action: str, name: str, component: str | None = None) -> TYPE_RESPONSE | None:
+    """AccessDeniedException (HTTP 400, as in the API references' Common Errors) when the
+    request is signed as an assumed role whose policies do not allow `action` on the endpoint
+    (and the component it names), by the ARNs SageMaker writes; None when allowed."""
+    caller = assumed_role_caller(self.headers, self.current_account, self.region)
+    if caller is None:
+        return None
+    arns = [sagemaker_arn("endpoint", name, self.current_account, self.region)]
+    if component:
+        arns.append(sagemaker_arn("inference-component", component, self.current_account, self.region))
+    decision = first_denial(evaluate(caller, action, arn) for arn in arns)
+    return None if decision.allowed else _error(400, "AccessDeniedException", {"message": decision.message})
+
+
 def _validation_error(message: str) -> TYPE_RESPONSE:
     return _error(400, "ValidationError", {"message": message})
 
@@ -70,8 +86,10 @@ def _error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
     ModelError (424) with its status and body; an endpoint that does not exist or is not in
     service is a ValidationError; no answer within 60 s is a ModelError. With
     InferenceComponentName, the component's container answers (a component of another endpoint,
-    or none, is a ValidationError, as is an endpoint of components called without one). Stock
-    moto answers every invocation with canned text."""
+    or none, is a ValidationError, as is an endpoint of components called without one). A
+    caller signed as an assumed role whose policies do not allow sagemaker:InvokeEndpoint on the
+    endpoint's ARN (names in lower case, as SageMaker writes them) gets AccessDeniedException.
+    Stock moto answers every invocation with canned text."""
 )
 def invocations_reach_the_container() -> None:
     def invoke_endpoint(self: Any) -> TYPE_RESPONSE:
@@ -81,6 +99,9 @@ def invocations_reach_the_container() -> None:
             return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
         key = (self.current_account, self.region, name)
         component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
+        denied = _access_denied(self, "sagemaker:InvokeEndpoint", name, component)
+        if denied is not None:
+            return denied
         try:
             target = _target(key, component)
             with HOSTING.route(target, self.headers.get("X-Amzn-SageMaker-Target-Variant")) as (variant, container):
@@ -455,11 +476,16 @@ class _Failed(Exception):
     the endpoint's container, and the answer written to <S3OutputPath>/<id>.out (or the reason
     to <S3FailurePath>/<id>-error.out) and announced on the SuccessTopic (or ErrorTopic). An
     endpoint without AsyncInferenceConfig or an input that is not an S3 URI is a
-    ValidationError. Stock moto answers with canned locations where nothing is ever written."""
+    ValidationError; an assumed role not allowed sagemaker:InvokeEndpointAsync on the endpoint
+    gets AccessDeniedException. Stock moto answers with canned locations where nothing is ever
+    written."""
 )
 def async_invocations_answer_through_s3() -> None:
     def invoke_endpoint_async(self: Any) -> TYPE_RESPONSE:
         name = self._get_params().get("EndpointName") or self.path.split("/")[2]
+        denied = _access_denied(self, "sagemaker:InvokeEndpointAsync", name)
+        if denied is not None:
+            return denied
         request = _async_request(self, name)
         if not isinstance(request, AsyncRequest):
             return request

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,6 +157,43 @@ def resources_of_stack(aws: LocalAws, name: str) -> dict[str, tuple[str, str]]:
     """logical id -> (type, physical id)"""
     summaries = aws.client("cloudformation").list_stack_resources(StackName=name)["StackResourceSummaries"]
     return {r["LogicalResourceId"]: (r["ResourceType"], r.get("PhysicalResourceId", "")) for r in summaries}
+
+
+def alarms_reach_the_topic(aws: LocalAws, stack: str) -> dict[str, list[str]]:
+    """Each alarm of the stack forced to ALARM, then back to OK, as CloudWatch would take it
+    there: an SQS queue subscribed to the stack's topic hears CloudWatch's notification of each
+    change, and no action failed. Returns each alarm's actions as its history records them."""
+    topic = aws.stack_outputs(stack)["AlarmTopicArn"]
+    alarms = sorted(i for t, i in resources_of_stack(aws, stack).values() if t == "AWS::CloudWatch::Alarm")
+    assert alarms, f"{stack} has no alarm"
+    sns, sqs, cw = aws.client("sns"), aws.client("sqs"), aws.client("cloudwatch")
+    queue = sqs.create_queue(QueueName=f"{stack}-oncall")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    subscription = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)["SubscriptionArn"]
+    try:
+        for state in ("ALARM", "OK"):
+            for name in alarms:
+                cw.set_alarm_state(AlarmName=name, StateValue=state, StateReason=f"e2e: {stack}'s alarms forced")
+            heard: list[tuple[str, str]] = []
+            deadline = time.monotonic() + 10  # CloudWatch runs an alarm's actions within seconds
+            while len(heard) < len(alarms) and time.monotonic() < deadline:
+                for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                    "Messages", []
+                ):
+                    notice = json.loads(json.loads(m["Body"])["Message"])
+                    heard.append((notice["AlarmName"], notice["NewStateValue"]))
+                    sqs.delete_message(QueueUrl=queue, ReceiptHandle=m["ReceiptHandle"])
+            assert sorted(heard) == [(name, state) for name in alarms]
+        ran: dict[str, list[str]] = {}
+        for name in alarms:
+            history = cw.describe_alarm_history(AlarmName=name, HistoryItemType="Action", ScanBy="TimestampAscending")
+            summaries = [h["HistorySummary"] for h in history["AlarmHistoryItems"]]
+            assert not [s for s in summaries if s.startswith("Failed")], summaries
+            ran[name] = [s.removeprefix("Successfully executed action ") for s in summaries]
+        return ran
+    finally:
+        sns.unsubscribe(SubscriptionArn=subscription)
+        sqs.delete_queue(QueueUrl=queue)
 
 
 def s3_object_sha256(aws: LocalAws, url: str) -> str:

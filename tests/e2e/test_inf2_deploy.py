@@ -15,6 +15,7 @@ from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from tests.e2e.helpers import (
     Assembly,
+    alarms_reach_the_topic,
     deploy_update_destroy,
     resources_of_stack,
     s3_object_sha256,
@@ -102,6 +103,9 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     [stat] = [q["MetricStat"] for q in health["Metrics"] if "MetricStat" in q]
     assert expression == "FILL(healthy, 0)" and stat["Metric"]["Namespace"] == "LLMInference/Inf2"
     assert int(stat["Period"]) * health["DatapointsToAlarm"] > settings.server.load_timeout_s
+    ran = alarms_reach_the_topic(aws, STACK)
+    recover = next(a for a in recovery if a != topic)
+    assert [recover, topic, topic] in [sorted(actions) for actions in ran.values()], "recovery run, then OK heard"
 
     # The object the instance will download is, byte for byte, the bundle built here.
     url = assembly.asset_url(STACK, settings.bundle, aws)

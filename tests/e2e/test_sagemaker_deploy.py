@@ -17,6 +17,7 @@ from local_aws.containers import running_containers
 from project_config import AppConfig
 from tests.e2e.helpers import (
     Assembly,
+    alarms_reach_the_topic,
     assembly_of,
     deploy_update_destroy,
     gpt2_image,
@@ -131,6 +132,7 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
     assert {a["Namespace"] for a in alarms.values()} == {"AWS/SageMaker", "/aws/sagemaker/Endpoints"}
     assert alarms["ModelLatency"]["Threshold"] == settings.alarms.latency_ms * 1000  # published in microseconds
     assert alarms["Invocation5XXErrors"]["Threshold"] == settings.alarms.errors_5xx
+    alarms_reach_the_topic(aws, stack)
     return {"endpoint": outputs["EndpointName"], "model": variant["ModelName"]}
 
 

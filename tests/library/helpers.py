@@ -30,16 +30,22 @@ VARIANT_METRICS = [
 
 
 def endpoint(
-    stack: Stack, props_class: type[SageMakerEndpointProps] = SageMakerEndpointProps, **props: Any
+    stack: Stack,
+    props_class: type[SageMakerEndpointProps] = SageMakerEndpointProps,
+    *,
+    image_uri: str = IMAGE_URI,
+    model_data: str = "s3://my-models/gpt2/model.tar.gz",
+    **props: Any,
 ) -> SageMakerEndpoint:
     """The endpoint of `props` (on ml.g5.xlarge unless they say otherwise), its image by URI and
     its model data in the caller's bucket."""
-    bucket = s3.Bucket.from_bucket_name(stack, "Models", "my-models")
+    bucket_name, key = model_data.removeprefix("s3://").split("/", 1)
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", bucket_name)
     return SageMakerEndpoint(
         stack,
         "Endpoint",
-        image=ContainerImage.from_uri(IMAGE_URI),
-        model_data=ModelData.from_bucket(bucket, "gpt2/model.tar.gz"),
+        image=ContainerImage.from_uri(image_uri),
+        model_data=ModelData.from_bucket(bucket, key),
         props=props_class(**{"instance_type": "ml.g5.xlarge", **props}),
     )
 

@@ -167,6 +167,22 @@ def echo_endpoint(aws: LocalAws, name: str, environment: Mapping[str, str] | Non
     client(aws, "sagemaker").create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
 
 
+def subscribed_queue(aws: LocalAws, topic: str, name: str = "oncall") -> str:
+    """The URL of a new SQS queue subscribed to `topic`."""
+    sqs = client(aws, "sqs")
+    queue = str(sqs.create_queue(QueueName=name)["QueueUrl"])
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    client(aws, "sns").subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    return queue
+
+
+def endpoint_named(aws: LocalAws, arn: str) -> str:
+    """The name of the endpoint of `arn` (SageMaker writes its name in lower case there)."""
+    endpoints = client(aws, "sagemaker").list_endpoints()["Endpoints"]
+    (name,) = [e["EndpointName"] for e in endpoints if e["EndpointArn"] == arn]
+    return str(name)
+
+
 def endpoint_status(aws: LocalAws, name: str, *, settle: bool = False, timeout_s: float = 60) -> str:
     """The endpoint's status; with `settle`, once it is no longer Creating or Updating."""
     sm = client(aws, "sagemaker")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
 import pytest
 from moto.sagemaker.models import FakeEndpointConfig
 
@@ -32,12 +33,14 @@ from tests.local_aws.helpers import (
     deploy_stack,
     echo_config,
     echo_endpoint,
+    endpoint_named,
     endpoint_status,
     error_of,
     failures,
     outputs,
     physical_ids,
     stack_status,
+    subscribed_queue,
     update_stack,
 )
 
@@ -589,6 +592,69 @@ def lookup_events(aws: LocalAws) -> object:
     return error_of(lambda: trail.lookup_events()) or trail.lookup_events()["Events"]
 
 
+def unpermitted_read(aws: LocalAws) -> object:
+    """An object read with credentials of sts:AssumeRole for a role with no policy."""
+    s3, iam = client(aws, "s3"), client(aws, "iam")
+    s3.create_bucket(Bucket="bucket")
+    s3.put_object(Bucket="bucket", Key="key", Body=b"x")
+    trust = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "123456789012"}, "Action": "sts:AssumeRole"}]}  # fmt: skip
+    role = iam.create_role(RoleName="nothing", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    creds = client(aws, "sts").assume_role(RoleArn=role, RoleSessionName="reader")["Credentials"]
+    reader = boto3.client(
+        "s3", endpoint_url=aws.endpoint, region_name=aws.region, aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"],
+    )  # fmt: skip
+    return error_of(lambda: reader.get_object(Bucket="bucket", Key="key"))
+
+
+def breaching_metric(aws: LocalAws) -> object:
+    """An alarm on a metric's Sum over a minute, then a datapoint over its threshold: the
+    alarm's state and the notifications a queue subscribed to its topic gets."""
+    sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = subscribed_queue(aws, topic)
+    dimensions = [{"Name": "EndpointName", "Value": "e"}]
+    cw.put_metric_alarm(
+        AlarmName="errors", Namespace="Test", MetricName="Errors", Statistic="Sum", Period=60, EvaluationPeriods=1,
+        Threshold=1, ComparisonOperator="GreaterThanThreshold", AlarmActions=[topic], Dimensions=dimensions,
+    )  # fmt: skip
+    cw.put_metric_data(Namespace="Test", MetricData=[{"MetricName": "Errors", "Value": 5, "Dimensions": dimensions}])
+    (alarm,) = cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"]
+    received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+    return alarm["StateValue"], [json.loads(json.loads(m["Body"])["Message"])["NewStateValue"] for m in received]
+
+
+def mixed_case_endpoint(aws: LocalAws) -> object:
+    """The ARN of an endpoint named in mixed case; whether a stack's endpoint (its physical id
+    that ARN) is deleted with the stack, and the endpoints left."""
+    echo_endpoint(aws, "Mixed-Case")
+    sm = client(aws, "sagemaker")
+    arn = sm.describe_endpoint(EndpointName="Mixed-Case")["EndpointArn"]
+    create_stack(aws, "stack", echo_stack())
+    deleted = delete_stack(aws, "stack")
+    return arn, deleted, [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+
+
+def alarm_notifying_a_queue(aws: LocalAws) -> object:
+    """An alarm forced to ALARM that notifies a topic (its default policy) a queue is subscribed
+    to: the messages the queue gets, and the alarm's action history."""
+    sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
+    topic = sns.create_topic(Name="alarms")["TopicArn"]
+    queue = subscribed_queue(aws, topic)
+    cw.put_metric_alarm(
+        AlarmName="errors", Namespace="Test", MetricName="Errors", Statistic="Sum", Period=60, EvaluationPeriods=1,
+        Threshold=1, ComparisonOperator="GreaterThanThreshold", AlarmActions=[topic],
+    )  # fmt: skip
+    cw.set_alarm_state(AlarmName="errors", StateValue="ALARM", StateReason="forced")
+    received = len(sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", []))
+    history = error_of(lambda: cw.describe_alarm_history(AlarmName="errors")) or [
+        h["HistorySummary"] for h in cw.describe_alarm_history(AlarmName="errors", ScanBy="TimestampAscending")[
+            "AlarmHistoryItems"]
+    ]  # fmt: skip
+    return received, history
+
+
 # --- SageMaker hosting: endpoints that run their container -------------------------------------
 
 
@@ -638,8 +704,7 @@ def endpoint_in_a_stack(aws: LocalAws) -> object:
     (Two seconds, not less: on a loaded host stock moto's stack creation and the status call
     took over half a second, and the endpoint was InService already.)"""
     create_stack(aws, "stack", echo_stack(ECHO_PING_AFTER_S="2"))
-    name = physical_ids(aws, "stack")["Endpoint"].rsplit("/", 1)[-1]
-    created = endpoint_status(aws, name)
+    created = endpoint_status(aws, endpoint_named(aws, physical_ids(aws, "stack")["Endpoint"]))
     return created, create_stack(aws, "broken", echo_stack(ECHO_EXIT_CODE="3"))
 
 
@@ -740,7 +805,7 @@ def component_lifecycle(aws: LocalAws) -> object:
     status = error_of(lambda: sm.describe_inference_component(InferenceComponentName="echo-ic"))
     if status is None:
         status = sm.describe_inference_component(InferenceComponentName="echo-ic")["InferenceComponentStatus"]
-    endpoint = physical_ids(aws, "ic")["Endpoint"].rsplit("/", 1)[-1]
+    endpoint = endpoint_named(aws, physical_ids(aws, "ic")["Endpoint"])
 
     def version() -> object:
         def call() -> object:
@@ -926,6 +991,24 @@ SCENARIOS: dict[str, Scenario] = {
         unnamed_parameter, aws=(None, True, "two"), stock=("500 Internal Server Error", None, None)
     ),
     "lookup_events_answers": Scenario(lookup_events, aws=[], stock="500"),
+    "assumed_roles_are_evaluated_by_s3": Scenario(unpermitted_read, aws="AccessDenied", stock=None),
+    "hosting_arns_are_lower_cased": Scenario(
+        mixed_case_endpoint,
+        aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),
+        stock=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case", None, ["Mixed-Case"]),
+    ),
+    "alarms_evaluate_their_metric": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("OK", [])),
+    "alarm_actions_run": Scenario(
+        alarm_notifying_a_queue,
+        aws=(
+            1,
+            [
+                "Alarm updated from OK to ALARM",
+                "Successfully executed action arn:aws:sns:us-east-1:123456789012:alarms",
+            ],
+        ),
+        stock=(0, "500"),
+    ),
     "variants_of_inference_components_name_no_model": Scenario(
         config_without_model, aws=(None, "InService"), stock=("500", None)
     ),
