@@ -248,7 +248,11 @@ def _gone(aws: LocalAws, resource_type: str, physical_id: str) -> bool:
         "AWS::SageMaker::EndpointConfig": lambda: _missing(
             lambda: sm.describe_endpoint_config(EndpointConfigName=name)
         ),
-        "AWS::SageMaker::Endpoint": lambda: _missing(lambda: sm.describe_endpoint(EndpointName=name)),
+        # SageMaker writes the endpoint's name in lower case in its ARN, the physical id: the
+        # endpoint is looked for by that ARN, not by a name it does not have.
+        "AWS::SageMaker::Endpoint": lambda: all(
+            e["EndpointArn"] != physical_id for e in sm.list_endpoints(MaxResults=100)["Endpoints"]
+        ),
         "AWS::ApplicationAutoScaling::ScalableTarget": lambda: (
             not aws.client("application-autoscaling").describe_scalable_targets(
                 ServiceNamespace="sagemaker", ResourceIds=[physical_id.split("|")[0]]

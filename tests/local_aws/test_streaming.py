@@ -23,6 +23,7 @@ from tests.local_aws.helpers import (
     delete_stack,
     echo_endpoint,
     echo_launcher,
+    endpoint_named,
     endpoint_status,
     error_of,
     physical_ids,
@@ -152,7 +153,7 @@ def test_an_inference_component_streams_its_own_containers_answer(aws: LocalAws)
 
     assert create_stack(aws, "ic-stream", component_stack("1")) is None
     try:
-        endpoint = physical_ids(aws, "ic-stream")["Endpoint"].rsplit("/", 1)[-1]
+        endpoint = endpoint_named(aws, physical_ids(aws, "ic-stream")["Endpoint"])
         body = {"parts": ["a", "b"]}
         answer = call(aws, endpoint, body, InferenceComponentName="echo-ic")
         assert b"".join(data for _, data in parts(answer)) == b"ab"
