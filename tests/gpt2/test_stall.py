@@ -20,11 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from serving.gpt2.api import max_json_values
 from serving.gpt2.local import LocalServer, ping
 from serving.gpt2.predictor import Tokenizer
 from tests.gpt2.helpers import children, cmdline, post
 
 LIMIT = 6 * 1024 * 1024 - 64  # bodies just under the 6 MB limit
+#: What the tiny model's server (10 rows) reads of a body at most: the largest valid request's values.
+MAX_VALUES = f"more than {max_json_values(10)} JSON values"
 
 
 def gunicorn_workers(srv: LocalServer) -> list[int]:
@@ -63,13 +66,13 @@ SHAPES: list[tuple[str, bytes, int, str]] = [
     ("long string", fill(b'{"input": "', b"a", b'"}'), 400, "characters, more than this model's"),
     ("long text of words", fill(b'{"input": "', b"amazon ", b'"}'), 400, "characters, more than this model's"),
     ("long string of escapes", fill(b'{"input": "', b"\\u00e9", b'"}'), 400, "characters, more than this model's"),
-    ("many inputs", fill(b'{"inputs": [', b'"a", ', b'"a"]}'), 400, "more than 25 JSON values"),
+    ("many inputs", fill(b'{"inputs": [', b'"a", ', b'"a"]}'), 400, MAX_VALUES),
     ("many parameters", b'{"input": "a", "parameters": {' + keys(LIMIT // 15 - 4) + b"}}", 400,
-     "more than 25 JSON values"),
+     MAX_VALUES),
     ("one key many times", fill(b'{"input": "a", "parameters": {', b'"top_k": 1, ', b'"top_k": 1}}'), 400,
      'gives the key "top_k" twice'),
     ("many empty arrays", fill(b'{"input": "a", "parameters": {"stop": [', b"[], ", b"[]]}}"), 400,
-     "more than 25 JSON values"),
+     MAX_VALUES),
     ("deep nesting", b'{"input": "a", "parameters": ' + b"[" * (LIMIT // 2 - 20) + b"]" * (LIMIT // 2 - 20) + b"}",
      400, "too deeply (more than 8 levels)"),
     ("long number", fill(b'{"input": "a", "parameters": {"top_k": ', b"1", b"}}"), 400,
