@@ -151,9 +151,10 @@ test: setup
 	$(BIN)/python -m pytest
 
 # The fast tier (tests/conftest.py gives each test its tier from the fixtures it uses): what a
-# maintainer runs after changing a function. No lint, and only what `make demo` sets up.
+# maintainer runs after changing a function. No lint, only what `make demo` sets up, and two
+# workers (pytest-xdist): its tests share nothing.
 test-fast: setup .venv-hf/.installed
-	$(BIN)/python -m pytest -m "fast and not vllm" -q
+	$(BIN)/python -m pytest -m "fast and not vllm" -q -n 2
 
 lint: lint-ruff lint-mypy lint-mypy-images lint-hadolint
 

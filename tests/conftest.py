@@ -42,7 +42,8 @@ TIERS: dict[str, frozenset[str]] = {
             "tiny_artifacts",
             "tiny_model_dir",
             "tiny_model",
-            "tiny_artifacts_shared",
+            "gptj_build",
+            "builder_cli",
         }
     ),
     # CDK synthesis of the app (the jsii runtime: seconds per app), or the CDK CLI

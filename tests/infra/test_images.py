@@ -51,10 +51,8 @@ def test_djl_neuronx_uri_matches_sdk_retrieve(region: str, sdk_image_uris: Any) 
 
 @pytest.mark.parametrize("region", ["us-east-1", "eu-west-1", "ap-southeast-3", "af-south-1"])
 @pytest.mark.parametrize("version", ["0.30.0", "0.30", "0.27.1"])
-def test_vllm_uri_matches_sdk_retrieve(region: str, version: str) -> None:
-    from sagemaker.core import image_uris
-
-    expected = image_uris.retrieve(
+def test_vllm_uri_matches_sdk_retrieve(region: str, version: str, sdk_image_uris: Any) -> None:
+    expected = sdk_image_uris.retrieve(
         framework="vllm", region=region, version=version, instance_type="ml.g5.xlarge", image_scope="inference"
     )
     assert _image(region, vllm_sagemaker(version)) == expected
