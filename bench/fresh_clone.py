@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="fresh-clone-"))
+    # mkdtemp's 0700 would keep the unprivileged serve test (it runs the venv's Python as nobody)
+    # out of the clone; a clone in a user's folder is readable.
+    work.chmod(0o755)
     clone = work / "repo"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True,
