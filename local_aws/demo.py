@@ -77,6 +77,64 @@ def print_stream(aws: LocalAws, stack: str, request: Mapping[str, object]) -> No
             print(f"    {at:8.1f} ms  error: {line['error']}")
 
 
+def sse_texts(aws: LocalAws, name: str, request: Mapping[str, object]) -> Iterator[str]:
+    """Call endpoint `name` with InvokeEndpointWithResponseStream and yield each piece of text the
+    vLLM server's server-sent events carry (``data: {"choices": [{"text": ...}]}``, until
+    ``data: [DONE]``), as soon as its PayloadPart arrives."""
+    answer = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
+        EndpointName=name, ContentType="application/json", Body=json.dumps({**request, "stream": True})
+    )
+    pending = b""
+    for event in answer["Body"]:
+        pending += event.get("PayloadPart", {}).get("Bytes", b"")
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            data = line.strip().removeprefix(b"data:").strip()
+            if data and data != b"[DONE]":
+                yield "".join(choice.get("text", "") for choice in json.loads(data).get("choices", []))
+
+
+def run_vllm(artifacts: Path, app: Path, timeout_s: float) -> None:
+    """GptjStack alone on the vllm engine: its endpoint runs the vLLM server (the CPU build of the
+    image's version, from .venv-vllm), and one GPT-J answer arrives token by token."""
+    with LocalAws() as aws:
+        cdk = Cdk(aws, timeout_s=timeout_s)
+        print(f"local AWS: {aws.endpoint} (account {aws.account}, region {aws.region})")
+        seed_neuron_dlami(aws)
+        context = {
+            "project.artifacts_dir": str(artifacts.resolve()),
+            "gpt2.image_uri": aws.ecr_image_uri("llm-inference-gpt2", "demo"),
+            "gptj.engine": "vllm",
+            "gptj.max_model_len": "256",
+        }
+        with step("cdk synth --all -c gptj.engine=vllm", "GptjStack on AWS's vLLM image for SageMaker"):
+            cdk.synth(app, context)
+        with step("cdk bootstrap", "create the CDK toolkit stack"):
+            cdk.bootstrap(app)
+        try:
+            with step(
+                "cdk deploy GptjStack",
+                "the endpoint starts vLLM as the image's entrypoint does (SM_VLLM_* flags, /opt/ml/model); it is "
+                "InService once /ping answers, after vLLM has compiled its kernels (minutes on a CPU)",
+            ):
+                cdk.deploy(app, ["GptjStack"])
+            name = aws.stack_outputs("GptjStack")["EndpointName"]
+            with step(
+                "GPT-J streamed request",
+                'InvokeEndpointWithResponseStream with the OpenAI completion body and "stream": true: vLLM sends '
+                "server-sent events as it generates, each arriving here in a PayloadPart",
+            ):
+                request = {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 24}
+                print(f"    {json.dumps(request)} ->")
+                started = time.monotonic()
+                for text in sse_texts(aws, name, request):
+                    print(f"    {(time.monotonic() - started) * 1000:8.1f} ms  {text!r}", flush=True)
+        finally:
+            with step("cdk destroy GptjStack --force", "delete the stack, its endpoint and the vLLM server"):
+                cdk.destroy(app, ["GptjStack"])
+    print("local AWS stopped")
+
+
 def run(artifacts: Path, app: Path, timeout_s: float) -> None:
     with LocalAws() as aws:
         cdk = Cdk(aws, timeout_s=timeout_s)
@@ -129,6 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cdk-out", type=Path, default=PROJECT_ROOT / "cdk.out", help="where the synthesized app is left"
     )
     parser.add_argument("--timeout", type=float, default=240.0, help="bound on each CDK CLI call, seconds")
+    parser.add_argument(
+        "--engine",
+        choices=("hf-toolkit", "vllm"),
+        default="hf-toolkit",
+        help="vllm: GptjStack alone on the vLLM engine, one answer streamed (make demo-vllm)",
+    )
     args = parser.parse_args(argv)
     for component, name in (("gpt2", "model.tar.gz"), ("gptj", f"model/{PAYLOAD_MANIFEST}"), ("inf2", "bundle.tar.gz")):
         if not (args.artifacts / component / name).is_file():
@@ -139,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("moto").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message="Tried to parse", category=UserWarning)
     started = time.monotonic()
-    run(args.artifacts, args.cdk_out, args.timeout)
+    if args.engine == "vllm":
+        # vLLM compiles its kernels before /ping answers: minutes on a CPU.
+        run_vllm(args.artifacts, args.cdk_out, max(args.timeout, 900.0))
+    else:
+        run(args.artifacts, args.cdk_out, args.timeout)
     print(f"demo finished in {time.monotonic() - started:.0f} s")
     return 0
 
