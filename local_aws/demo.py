@@ -47,10 +47,10 @@ def invoke(aws: LocalAws, stack: str, request: Mapping[str, object]) -> str:
     )
 
 
-def stream_lines(aws: LocalAws, name: str, request: Mapping[str, object]) -> Iterator[dict[str, Any]]:
-    """Call endpoint `name` with InvokeEndpointWithResponseStream, as a client in AWS would:
-    each JSON line of the container's streamed answer (serving/gpt2/streaming.py) as soon as its
-    PayloadPart arrives (a part may hold less or more than a line)."""
+def streamed_lines(aws: LocalAws, name: str, request: Mapping[str, object]) -> Iterator[bytes]:
+    """Call endpoint `name` with InvokeEndpointWithResponseStream (`request` with ``"stream":
+    true``), as a client in AWS would: each line of the container's answer as soon as the
+    PayloadPart that ends it arrives (a part may hold less or more than a line)."""
     answer = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
         EndpointName=name, ContentType="application/json", Body=json.dumps({**request, "stream": True})
     )
@@ -58,8 +58,13 @@ def stream_lines(aws: LocalAws, name: str, request: Mapping[str, object]) -> Ite
     for event in answer["Body"]:
         pending += event.get("PayloadPart", {}).get("Bytes", b"")
         *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield json.loads(line)
+        yield from lines
+
+
+def stream_lines(aws: LocalAws, name: str, request: Mapping[str, object]) -> Iterator[dict[str, Any]]:
+    """Each JSON line of the GPT-2 container's streamed answer (serving/gpt2/streaming.py)."""
+    for line in streamed_lines(aws, name, request):
+        yield json.loads(line)
 
 
 def print_stream(aws: LocalAws, stack: str, request: Mapping[str, object]) -> None:
@@ -81,17 +86,10 @@ def sse_texts(aws: LocalAws, name: str, request: Mapping[str, object]) -> Iterat
     """Call endpoint `name` with InvokeEndpointWithResponseStream and yield each piece of text the
     vLLM server's server-sent events carry (``data: {"choices": [{"text": ...}]}``, until
     ``data: [DONE]``), as soon as its PayloadPart arrives."""
-    answer = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
-        EndpointName=name, ContentType="application/json", Body=json.dumps({**request, "stream": True})
-    )
-    pending = b""
-    for event in answer["Body"]:
-        pending += event.get("PayloadPart", {}).get("Bytes", b"")
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            data = line.strip().removeprefix(b"data:").strip()
-            if data and data != b"[DONE]":
-                yield "".join(choice.get("text", "") for choice in json.loads(data).get("choices", []))
+    for line in streamed_lines(aws, name, request):
+        data = line.strip().removeprefix(b"data:").strip()
+        if data and data != b"[DONE]":
+            yield "".join(choice.get("text", "") for choice in json.loads(data).get("choices", []))
 
 
 def run_vllm(artifacts: Path, app: Path, timeout_s: float) -> None:
