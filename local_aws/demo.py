@@ -92,90 +92,84 @@ def sse_texts(aws: LocalAws, name: str, request: Mapping[str, object]) -> Iterat
             yield "".join(choice.get("text", "") for choice in json.loads(data).get("choices", []))
 
 
-def run_vllm(artifacts: Path, app: Path, timeout_s: float) -> None:
-    """GptjStack alone on the vllm engine: its endpoint runs the vLLM server (the CPU build of the
-    image's version, from .venv-vllm), and one GPT-J answer arrives token by token."""
-    with LocalAws() as aws:
-        cdk = Cdk(aws, timeout_s=timeout_s)
-        print(f"local AWS: {aws.endpoint} (account {aws.account}, region {aws.region})")
-        seed_neuron_dlami(aws)
-        context = {
-            "project.artifacts_dir": str(artifacts.resolve()),
-            "gpt2.image_uri": aws.ecr_image_uri("llm-inference-gpt2", "demo"),
-            "gptj.engine": "vllm",
-            "gptj.max_model_len": "256",
-        }
-        with step("cdk synth --all -c gptj.engine=vllm", "GptjStack on AWS's vLLM image for SageMaker"):
-            cdk.synth(app, context)
-        with step("cdk bootstrap", "create the CDK toolkit stack"):
-            cdk.bootstrap(app)
-        try:
-            with step(
-                "cdk deploy GptjStack",
-                "the endpoint starts vLLM as the image's entrypoint does (SM_VLLM_* flags, /opt/ml/model); it is "
-                "InService once /ping answers, after vLLM has compiled its kernels (minutes on a CPU)",
-            ):
-                cdk.deploy(app, ["GptjStack"])
-            name = aws.stack_outputs("GptjStack")["EndpointName"]
-            with step(
-                "GPT-J streamed request",
-                'InvokeEndpointWithResponseStream with the OpenAI completion body and "stream": true: vLLM sends '
-                "server-sent events as it generates, each arriving here in a PayloadPart",
-            ):
-                request = {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 24}
-                print(f"    {json.dumps(request)} ->")
-                started = time.monotonic()
-                for text in sse_texts(aws, name, request):
-                    print(f"    {(time.monotonic() - started) * 1000:8.1f} ms  {text!r}", flush=True)
-        finally:
-            with step("cdk destroy GptjStack --force", "delete the stack, its endpoint and the vLLM server"):
-                cdk.destroy(app, ["GptjStack"])
-    print("local AWS stopped")
-
-
-def run(artifacts: Path, app: Path, timeout_s: float) -> None:
+@contextmanager
+def deployed(
+    artifacts: Path, app: Path, timeout_s: float, *, extra: Mapping[str, str], stacks: list[str], why: str
+) -> Iterator[LocalAws]:
+    """A local AWS with `stacks` (empty: all three) synthesized with `extra` settings, bootstrapped
+    and deployed; on every exit path they are destroyed and the local AWS stopped."""
     with LocalAws() as aws:
         cdk = Cdk(aws, timeout_s=timeout_s)
         print(f"local AWS: {aws.endpoint} (account {aws.account}, region {aws.region})")
         with step("Seed the Neuron DLAMI parameter", "Inf2Stack resolves its AMI from this public SSM parameter"):
-            image = seed_neuron_dlami(aws)
-            print(f"    -> {image}")
-
+            print(f"    -> {seed_neuron_dlami(aws)}")
         # No Docker engine builds and publishes the GPT-2 image asset here: give its URI.
-        gpt2_image = aws.ecr_image_uri("llm-inference-gpt2", "demo")
-        context = {"project.artifacts_dir": str(artifacts.resolve()), "gpt2.image_uri": gpt2_image}
-        with step("cdk synth --all", "synthesize the three stacks once; deploy and destroy reuse cdk.out"):
+        context = {
+            "project.artifacts_dir": str(artifacts.resolve()),
+            "gpt2.image_uri": aws.ecr_image_uri("llm-inference-gpt2", "demo"),
+            **extra,
+        }
+        settings = "".join(f" -c {key}={value}" for key, value in extra.items())
+        with step(f"cdk synth --all{settings}", "synthesize the app once; deploy and destroy reuse cdk.out"):
             cdk.synth(app, context)
         with step("cdk bootstrap", "create the CDK toolkit stack: asset bucket, publishing and deploy roles"):
             cdk.bootstrap(app)
+        targets = stacks or ["--all"]
         try:
-            with step(
-                "cdk deploy --all",
-                "publish the payloads, copy GPT-J's files under their S3 prefix, create each stack by change set;"
-                " each endpoint starts its model's container and is InService once it answers /ping",
-            ):
-                cdk.deploy(app)
-            for stack in STACKS:
-                print(f"\n    {stack} outputs:")
-                for key, value in aws.stack_outputs(stack).items():
-                    print(f"      {key} = {value}")
-            with step("GPT-2 request", "InvokeEndpoint: the endpoint's container (nginx + gunicorn) answers"):
-                print(f"    -> {invoke(aws, 'Gpt2Stack', {'input': 'amazon'})}")
-            with step(
-                "GPT-2 streamed request",
-                'InvokeEndpointWithResponseStream with "stream": true: each token is a line the container sends '
-                "as it is generated, arriving here as a PayloadPart of the event stream",
-            ):
-                print_stream(aws, "Gpt2Stack", {"input": "amazon", "parameters": {"max_new_tokens": 16}})
-            with step("GPT-J request", "InvokeEndpoint: the Hugging Face image's model server answers"):
-                request = {"inputs": SEED_GPTJ_PROMPT, "parameters": {"max_new_tokens": 12}}
-                print(f"    -> {invoke(aws, 'GptjStack', request)}")
+            with step(f"cdk deploy {' '.join(targets)}", why):
+                cdk.deploy(app, targets)
+            yield aws
         finally:
-            with step("cdk destroy --all --force", "delete every stack and everything it created"):
-                cdk.destroy(app)
+            with step(f"cdk destroy {' '.join(targets)} --force", "delete the stacks and everything they created"):
+                cdk.destroy(app, targets)
         left = [s["StackName"] for s in aws.client("cloudformation").describe_stacks()["Stacks"]]
         print(f"\nstacks left: {json.dumps(left)} (the CDK toolkit stack stays, as after a real bootstrap)")
     print("local AWS stopped")
+
+
+def run_vllm(artifacts: Path, app: Path, timeout_s: float) -> None:
+    """GptjStack alone on the vllm engine: its endpoint runs the vLLM server (the CPU build of the
+    image's version, from .venv-vllm), and one GPT-J answer arrives token by token."""
+    why = (
+        "the endpoint starts vLLM as the image's entrypoint does (SM_VLLM_* flags, /opt/ml/model); it is "
+        "InService once /ping answers, after vLLM has compiled its kernels (minutes on a CPU)"
+    )
+    extra = {"gptj.engine": "vllm", "gptj.max_model_len": "256"}
+    with deployed(artifacts, app, timeout_s, extra=extra, stacks=["GptjStack"], why=why) as aws:
+        name = aws.stack_outputs("GptjStack")["EndpointName"]
+        with step(
+            "GPT-J streamed request",
+            'InvokeEndpointWithResponseStream with the OpenAI completion body and "stream": true: vLLM sends '
+            "server-sent events as it generates, each arriving here in a PayloadPart",
+        ):
+            request = {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 24}
+            print(f"    {json.dumps(request)} ->")
+            started = time.monotonic()
+            for text in sse_texts(aws, name, request):
+                print(f"    {(time.monotonic() - started) * 1000:8.1f} ms  {text!r}", flush=True)
+
+
+def run(artifacts: Path, app: Path, timeout_s: float) -> None:
+    why = (
+        "publish the payloads, copy GPT-J's files under their S3 prefix, create each stack by change set;"
+        " each endpoint starts its model's container and is InService once it answers /ping"
+    )
+    with deployed(artifacts, app, timeout_s, extra={}, stacks=[], why=why) as aws:
+        for stack in STACKS:
+            print(f"\n    {stack} outputs:")
+            for key, value in aws.stack_outputs(stack).items():
+                print(f"      {key} = {value}")
+        with step("GPT-2 request", "InvokeEndpoint: the endpoint's container (nginx + gunicorn) answers"):
+            print(f"    -> {invoke(aws, 'Gpt2Stack', {'input': 'amazon'})}")
+        with step(
+            "GPT-2 streamed request",
+            'InvokeEndpointWithResponseStream with "stream": true: each token is a line the container sends '
+            "as it is generated, arriving here as a PayloadPart of the event stream",
+        ):
+            print_stream(aws, "Gpt2Stack", {"input": "amazon", "parameters": {"max_new_tokens": 16}})
+        with step("GPT-J request", "InvokeEndpoint: the Hugging Face image's model server answers"):
+            request = {"inputs": SEED_GPTJ_PROMPT, "parameters": {"max_new_tokens": 12}}
+            print(f"    -> {invoke(aws, 'GptjStack', request)}")
 
 
 def main(argv: list[str] | None = None) -> int:
