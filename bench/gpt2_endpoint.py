@@ -213,6 +213,12 @@ def moto_scan_cached() -> Iterator[None]:
         moto.backends.list_of_moto_modules = original
 
 
+def app_context(aws: LocalAws, artifacts: Path) -> dict[str, str]:
+    """The settings every benchmark's app is synthesized with on the local AWS: its payloads, and
+    a GPT-2 image URI in place of the image asset no Docker engine builds here."""
+    return {"project.artifacts_dir": str(artifacts.resolve()), "gpt2.image_uri": aws.ecr_image_uri("gpt2", "bench")}
+
+
 def run(args: argparse.Namespace, artifacts: Path, work: Path) -> dict[str, Any]:
     """Deploy, load-test with batching on, destroy; deploy with batching off, load-test,
     measure the overhead, destroy; the local AWS stops (and its containers with it) on every
@@ -222,10 +228,7 @@ def run(args: argparse.Namespace, artifacts: Path, work: Path) -> dict[str, Any]
     reports: dict[str, Any] = {}
     with LocalAws() as aws:
         cdk = Cdk(aws, timeout_s=args.cli_timeout)
-        context = {
-            "project.artifacts_dir": str(artifacts.resolve()),
-            "gpt2.image_uri": aws.ecr_image_uri("gpt2", "bench"),
-        }
+        context = app_context(aws, artifacts)
         apps = {mode: work / f"cdk.out-{mode}" for mode in MODES}
         for mode, settings in MODES.items():
             cdk.synth(apps[mode], {**context, **settings})

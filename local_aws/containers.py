@@ -84,25 +84,41 @@ class ContainerProcess:
 
 def running_containers(owner: int | None = None) -> list[ContainerProcess]:
     """Every live process of a container that process `owner` started (default: this one;
-    other processes on the host, other test sessions among them, have their own)."""
+    other processes on the host, other test sessions among them, have their own).
+
+    A container's processes carry :data:`CONTAINER_MARKER` in their environment, but a process
+    that renames itself with setproctitle (vLLM's ``VLLM::EngineCore`` and ``VLLM::Worker``)
+    overwrites the memory /proc/PID/environ reads: those are found as members of the session
+    the container's main process leads (every container starts a session of its own)."""
     owner = os.getpid() if owner is None else owner
-    found = []
     prefix = f"{CONTAINER_MARKER}=".encode()
+    marked: dict[int, tuple[str, str]] = {}
+    sessions: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
                 continue  # exited, waiting to be reaped
+            sessions[int(entry.name)] = int(fields[3])
             marks = [v for v in (entry / "environ").read_bytes().split(b"\0") if v.startswith(prefix)]
-            if not marks:
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, IndexError):
             continue
-        started_by, _, run_dir = marks[0][len(prefix) :].decode().partition(":")
-        if started_by == str(owner):
-            found.append(ContainerProcess(int(entry.name), int(started_by), run_dir, cmdline))
+        if marks:
+            started_by, _, run_dir = marks[0][len(prefix) :].decode().partition(":")
+            if started_by == str(owner):
+                marked[int(entry.name)] = (started_by, run_dir)
+    found = []
+    for pid, session in sorted(sessions.items()):
+        mark = marked.get(pid) or marked.get(session)
+        if mark is None:
+            continue
+        try:
+            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue  # gone since the listing
+        found.append(ContainerProcess(pid, int(mark[0]), mark[1], cmdline.decode(errors="replace").strip()))
     return found
 
 

@@ -24,22 +24,34 @@ class Process:
 
 
 def marked(session: str) -> list[Process]:
-    """The live processes whose environment carries `session` as the marker."""
+    """The live processes whose environment carries `session` as the marker, and those of the
+    sessions they lead: a process that renames itself with setproctitle (vLLM's
+    ``VLLM::EngineCore``) overwrites what /proc/PID/environ reads, but stays in the session of the
+    container that started it (local_aws/containers.py starts each in a session of its own)."""
     wanted = f"{MARKER}={session}".encode()
-    found = []
+    stats: dict[int, tuple[int, int]] = {}
+    carries = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
-            if state == "Z":
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
                 continue  # exited, waiting to be reaped: holds nothing
-            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            stats[int(entry.name)] = (int(fields[1]), int(fields[3]))
+            if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                carries.add(int(entry.name))
         except (OSError, IndexError):
             continue
-        found.append(Process(int(entry.name), int(ppid), cmdline))
+    found = []
+    for pid, (ppid, leader) in sorted(stats.items()):
+        if pid not in carries and leader not in carries:
+            continue
+        try:
+            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        found.append(Process(pid, ppid, cmdline.decode(errors="replace").strip()))
     return found
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
+from pathlib import Path
 
 from tests import leaks
 
@@ -35,3 +38,23 @@ def test_the_jsii_runtime_and_its_kernel_are_not_leaks() -> None:
     assert runtime and kernels
     left = {p.pid for p in leaks.left_running(session)}
     assert not left & {p.pid for p in runtime + kernels}
+
+
+def test_a_process_that_wiped_its_environment_is_found_through_its_session() -> None:
+    """A process that renames itself with setproctitle (vLLM's ``VLLM::EngineCore``) overwrites
+    what /proc/PID/environ reads; it is still in the session of the marked process that started
+    it. Here the child's environment is empty (``env -i``), which reads the same."""
+    session = os.environ[leaks.MARKER]
+    leader = subprocess.Popen(["bash", "-c", "env -i sleep 30 & wait"], start_new_session=True)
+    try:
+        for _ in range(100):
+            wiped = [p for p in leaks.left_running(session) if p.ppid == leader.pid]
+            if wiped:
+                break
+            time.sleep(0.05)
+        assert [p.cmdline for p in wiped] == ["sleep 30"]
+        environ = Path(f"/proc/{wiped[0].pid}/environ").read_bytes()
+        assert leaks.MARKER.encode() not in environ  # found through its session, not its marker
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
