@@ -210,10 +210,14 @@ class Container:
             )
         return self
 
+    def exited(self) -> bool:
+        """Whether the container's main process has ended (or was never started)."""
+        return self.process is None or self.process.poll() is not None
+
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log.read_text(errors="replace")[-chars:]
-        except OSError:
+        except (OSError, ContainerError):  # stopped meanwhile: its run folder is gone
             return ""
 
     def ping(self, timeout: float = 2.0) -> int:
