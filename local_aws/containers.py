@@ -415,6 +415,10 @@ class VllmContainer(Container):
                 # (its default binds one of two cores here).
                 "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
                 "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(0, (os.cpu_count() or 1) - 1)}",
+                # vLLM names its processes (VLLM::EngineCore, VLLM::Worker) with setproctitle,
+                # which overwrites /proc/PID/environ unless this is set (setproctitle's README):
+                # without it running_containers() and tests/leaks.py cannot see the engine.
+                "SPT_NOENV": "1",
                 # Its compile caches stay in the run folder, removed at stop.
                 "VLLM_CACHE_ROOT": str(run_dir / "tmp" / "vllm-cache"),
                 "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "tmp" / "inductor-cache"),
