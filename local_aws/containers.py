@@ -226,10 +226,14 @@ class Container:
             )
         return self
 
+    def exited(self) -> bool:
+        """Whether the container's main process has ended (or was never started)."""
+        return self.process is None or self.process.poll() is not None
+
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log.read_text(errors="replace")[-chars:]
-        except OSError:
+        except (OSError, ContainerError):  # stopped meanwhile: its run folder is gone
             return ""
 
     def ping(self, timeout: float = 2.0) -> int:
@@ -427,6 +431,10 @@ class VllmContainer(Container):
                 # (its default binds one of two cores here).
                 "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
                 "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(0, (os.cpu_count() or 1) - 1)}",
+                # vLLM names its processes (VLLM::EngineCore, VLLM::Worker) with setproctitle,
+                # which overwrites /proc/PID/environ unless this is set (setproctitle's README):
+                # without it running_containers() and tests/leaks.py cannot see the engine.
+                "SPT_NOENV": "1",
                 # Its compile caches stay in the run folder, removed at stop.
                 "VLLM_CACHE_ROOT": str(run_dir / "tmp" / "vllm-cache"),
                 "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "tmp" / "inductor-cache"),

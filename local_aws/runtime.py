@@ -12,6 +12,11 @@ What SageMaker does, done on this host with the image's own server code (local_a
   answer ``/ping``; until then the old ones keep answering (a new config that fails leaves the
   endpoint on the old one, ``InService``, with the failure reason);
 * ``InvokeEndpoint`` is forwarded to the variant's container (``local_aws.patches``);
+* a container whose process has exited after the endpoint went ``InService`` (a crashed server)
+  answers no more: the next invocation finds it (:class:`Unhealthy`), ends what is left of its
+  processes, and gets the ``ModelError`` SageMaker gives when it gets no answer from the
+  endpoint. SageMaker's periodic ``/ping`` would also replace the instance; here the variant
+  stays down until the endpoint is updated or deleted (docs/LOCAL_AWS.md);
 * deleting the endpoint, or stopping the local AWS, stops its containers.
 
 Which local server runs an image: the Hugging Face PyTorch inference DLC runs the toolkit's model
@@ -53,6 +58,14 @@ class EndpointNotFound(LookupError):
 
 class NotInService(RuntimeError):
     pass
+
+
+class Unhealthy(RuntimeError):
+    """The variant's container exited after the endpoint went InService: nothing answers."""
+
+    def __init__(self, variant: str, code: int | None) -> None:
+        super().__init__(f"the container of variant {variant} exited (code {code})")
+        self.variant = variant
 
 
 def container_for(image: str, model_data: Callable[[Path], None], environment: Mapping[str, str]) -> Container:
@@ -284,12 +297,34 @@ class Hosting:
             if pending is not None and endpoint.shifted > 0 and random.random() < endpoint.shifted:  # noqa: S311
                 deployment = pending  # the share of traffic an update has moved so far
             name = variant if variant in deployment.containers else next(iter(deployment.containers))
-            # Counted before the lock is let go: an update cannot stop it in between.
-            deployment.begin()
+            container = deployment.containers[name]
+            crashed = container.exited()
+            if not crashed:
+                # Counted before the lock is let go: an update cannot stop it in between.
+                deployment.begin()
+        if crashed:
+            raise self._crashed(key[2], name, container)
         try:
-            yield name, deployment.containers[name]
+            yield name, container
         finally:
             deployment.end()
+
+    @staticmethod
+    def _crashed(endpoint: str, variant: str, container: Container) -> Unhealthy:
+        """A container found exited: its log (CloudWatch's, on SageMaker) and what is left of its
+        processes ended, as the end of a container ends them."""
+        if container.process is None:
+            return Unhealthy(variant, None)  # found before, and already stopped
+        code = container.process.returncode
+        log.warning(
+            "endpoint %s: the container of variant %s exited (code %s):\n%s",
+            endpoint,
+            variant,
+            code,
+            container.log_tail(),
+        )
+        container.stop()
+        return Unhealthy(variant, code)
 
     def delete(self, key: tuple[str, str, str]) -> None:
         with self._lock:

@@ -12,8 +12,11 @@ same with three differences:
 * the port is the one SageMaker gives here, ``SAGEMAKER_BIND_TO_PORT`` (in the image SageMaker
   gives 8080 in the container's own network, and the script writes 8080);
 * the model folder is ``$SAGEMAKER_BASE_DIR/model`` (``/opt/ml/model`` in the image);
-* the server is exec'd without ``standard-supervisor``, which in the image restarts a crashed
-  engine up to three times: here the container ends, and the runtime's health check sees it.
+* the server is exec'd without ``standard-supervisor``, which in the image restarts the server
+  whenever it exits, up to ``ENGINE_MAX_START_RETRIES`` (3) times, then exits the container
+  (aws/model-hosting-container-standards, ``supervisor/README.md``): here the container ends at
+  the first exit (vLLM's API server exits when its ``EngineCore`` process dies), and the runtime
+  finds it at the next invocation (local_aws/runtime.py, docs/LOCAL_AWS.md).
 
 Runs in ``.venv-vllm`` only (the standard library here, vLLM in the process it becomes).
 """

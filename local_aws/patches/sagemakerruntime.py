@@ -29,7 +29,14 @@ from local_aws.patches.base import patch, replace
 from local_aws.patches.iam import assumed_role_caller
 from local_aws.patches.sagemaker import components, sagemaker_arn
 from local_aws.policies import evaluate, first_denial
-from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, NotInService, split_s3_url
+from local_aws.runtime import (
+    HOSTING,
+    INVOCATION_TIMEOUT_S,
+    EndpointNotFound,
+    NotInService,
+    Unhealthy,
+    split_s3_url,
+)
 
 log = logging.getLogger("local_aws.sagemakerruntime")
 
@@ -54,6 +61,20 @@ def _model_error(status: int, body: bytes, endpoint: str, account: str, region: 
         "OriginalStatusCode": status,
     }
     return _error(424, "ModelError", payload)
+
+
+def _no_response(exc: Unhealthy, key: tuple[str, str, str]) -> TYPE_RESPONSE:
+    """What SageMaker answers when the endpoint's instance gives no answer at all (its container
+    crashed): ModelError with status 0 and these words, as users quote them
+    (aws/amazon-sagemaker-examples#2815, after the model server's workers "abnormally
+    terminated"; #3089). The API reference documents ModelError but not this message."""
+    account, region, name = key
+    message = (
+        f"Amazon SageMaker could not get a response from the {name} endpoint. This can occur when CPU or memory "
+        "utilization is high. To check your utilization, see Amazon CloudWatch. To fix this problem, use an instance "
+        "type with more CPU capacity or memory."
+    )
+    return _model_error(0, message.encode(), name, account, region, exc.variant)
 
 
 def _access_denied(self: Any, action: str, name: str, component: str | None = None) -> TYPE_RESPONSE | None:
@@ -87,6 +108,8 @@ def _error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
     service is a ValidationError; no answer within 60 s is a ModelError. With
     InferenceComponentName, the component's container answers (a component of another endpoint,
     or none, is a ValidationError, as is an endpoint of components called without one). A
+    variant whose container exited after InService is a ModelError with status 0 ("could not get
+    a response"), and what is left of its processes is ended. A
     caller signed as an assumed role whose policies do not allow sagemaker:InvokeEndpoint on the
     endpoint's ARN (names in lower case, as SageMaker writes them) gets AccessDeniedException.
     Stock moto answers every invocation with canned text."""
@@ -106,6 +129,8 @@ def invocations_reach_the_container() -> None:
             target = _target(key, component)
             with HOSTING.route(target, self.headers.get("X-Amzn-SageMaker-Target-Variant")) as (variant, container):
                 return _forward(self.headers, body, key, variant, container)
+        except Unhealthy as exc:
+            return _no_response(exc, key)
         except EndpointNotFound:
             return _validation_error(f"Endpoint {name} of account {self.current_account} not found.")
         except (NotInService, LookupError) as exc:
@@ -296,7 +321,8 @@ def _set_timeout(connection: http.client.HTTPConnection, deadline: float) -> Non
     the container sends, as it arrives, a PayloadPart; an answer cut before its end a
     ModelStreamError (StreamBroken); one past the time limit a ModelStreamError
     (ModelInvocationTimeExceeded); a 4xx or 5xx of the container before the stream is ModelError
-    (424), a missing endpoint or a body over 6 MB a ValidationError. A caller that goes away
+    (424), a missing endpoint or a body over 6 MB a ValidationError, a crashed container the
+    ModelError of InvokeEndpoint. A caller that goes away
     closes the connection to the container. Stock moto routes the path to no handler."""
 )
 def streamed_invocations_reach_the_container() -> None:
@@ -317,6 +343,8 @@ def streamed_invocations_reach_the_container() -> None:
         with route:
             try:
                 return _stream(self.headers, body, key, route)
+            except Unhealthy as exc:
+                return _no_response(exc, key)
             except EndpointNotFound:
                 return _validation_error(f"Endpoint {name} of account {self.current_account} not found.")
             except (NotInService, LookupError) as exc:

@@ -1,5 +1,7 @@
-"""`cdk deploy GptjStack -c gptj.engine=vllm` on the local AWS answers InvokeEndpoint from the
-real vLLM server (the CPU build of the image's vLLM version, local_aws/vllm_entrypoint.py).
+"""`cdk deploy GptjStack -c gptj.engine=vllm` on the local AWS answers InvokeEndpoint and
+InvokeEndpointWithResponseStream from the real vLLM server (the CPU build of the image's vLLM
+version, local_aws/vllm_entrypoint.py); a caller that leaves mid-stream and the engine dying are
+handled as SageMaker handles them. One deploy for the module: the engine's death comes last.
 
 Marked ``vllm`` as well as ``e2e``: minutes (the server compiles its kernels at every start).
 Run with ``.venv/bin/python -m pytest -m vllm``.
@@ -7,16 +9,25 @@ Run with ``.venv/bin/python -m pytest -m vllm``.
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from local_aws.containers import VLLM_VENV, running_containers
+from local_aws.containers import VLLM_VENV, Container, _group_members, running_containers
+from local_aws.runtime import HOSTING
 from project_config import load_config
 from tests.e2e.helpers import Assembly, invoke
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
@@ -83,3 +94,106 @@ def test_the_deployed_model_runs_the_vllm_image(deployed: Cdk, local_aws: LocalA
     model = sm.describe_model(ModelName=config["ProductionVariants"][0]["ModelName"])
     assert "/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker" in model["PrimaryContainer"]["Image"]
     assert model["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_MODEL_LEN"] == "256"
+
+
+def stream(aws: LocalAws, request: dict[str, Any]) -> dict[str, Any]:
+    """InvokeEndpointWithResponseStream on GptjStack's endpoint, as a client in AWS calls it."""
+    answer: dict[str, Any] = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
+        EndpointName=aws.stack_outputs("GptjStack")["EndpointName"],
+        ContentType="application/json",
+        Body=json.dumps({**request, "stream": True}),
+    )
+    return answer
+
+
+def server_sent_events(parts: list[bytes]) -> list[bytes]:
+    """The ``data:`` of each server-sent event the parts carry, in order."""
+    lines = b"".join(parts).split(b"\n")
+    return [line.removeprefix(b"data:").strip() for line in lines if line.startswith(b"data:")]
+
+
+def endpoint_container(aws: LocalAws) -> Container:
+    """The endpoint's container in the local runtime (bench/gpt2_endpoint.py's container_port)."""
+    hosted = HOSTING.find((aws.account, aws.region, aws.stack_outputs("GptjStack")["EndpointName"]))
+    assert hosted is not None and hosted.live is not None
+    (container,) = hosted.live.containers.values()
+    return container
+
+
+def metric(container: Container, name: str) -> float:
+    """The sum of a Prometheus sample of the vLLM server's /metrics (every label set)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{container.port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(float(m[1]) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.MULTILINE))
+
+
+def test_a_completion_streams_through_invoke_endpoint_with_response_stream(deployed: Cdk, local_aws: LocalAws) -> None:
+    request = {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 16, "temperature": 0}
+    answer = stream(local_aws, {**request, "stream_options": {"include_usage": True}})
+    assert answer["ContentType"].startswith("text/event-stream"), answer["ContentType"]
+    parts = [event["PayloadPart"]["Bytes"] for event in answer["Body"]]
+    assert len(parts) > 1, parts
+    events = server_sent_events(parts)
+    assert events[-1] == b"[DONE]", events[-3:]
+    chunks = [json.loads(data) for data in events[:-1]]
+    text = "".join(choice["text"] for chunk in chunks for choice in chunk["choices"])
+    # include_usage: a last chunk without choices, with the whole answer's usage.
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 16, chunks[-1]
+    # The same greedy request answered whole: the stream carried all of it, in order.
+    whole = invoke(local_aws, "GptjStack", request)
+    assert whole["usage"]["completion_tokens"] == 16
+    assert text and text == whole["choices"][0]["text"], (text, whole)
+
+
+def test_a_caller_that_goes_away_mid_stream_stops_its_generation(deployed: Cdk, local_aws: LocalAws) -> None:
+    container = endpoint_container(local_aws)
+    max_tokens = 240  # within max_model_len 256 with the seed prompt
+    generated = metric(container, "vllm:generation_tokens_total")
+    answer = stream(local_aws, {"prompt": SEED_GPTJ_PROMPT, "max_tokens": max_tokens})
+    events = iter(answer["Body"])
+    next(events), next(events)
+    answer["Body"].close()
+    closed = time.monotonic()
+    while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() - closed < 30:
+        time.sleep(0.01)
+    stopped_after = time.monotonic() - closed
+    generated = metric(container, "vllm:generation_tokens_total") - generated
+    print(f"generation stopped {stopped_after:.3f} s after the caller left, after {generated:.0f} tokens")
+    assert metric(container, "vllm:num_requests_running") == 0
+    # The engine aborted the request: far fewer tokens than the answer it was asked for.
+    assert 1 <= generated < max_tokens / 2, generated
+
+
+def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_running(
+    deployed: Cdk, local_aws: LocalAws
+) -> None:
+    """Last: it kills the engine. vLLM V1 runs the engine in a process of its own
+    (``VLLM::EngineCore``); when it dies the API server shuts down and exits, and the local
+    runtime (local_aws/runtime.py) finds the container exited at the next invocation."""
+    container = endpoint_container(local_aws)
+    assert container.process is not None and container.run_dir is not None
+    run_dir, group = str(container.run_dir), container.process.pid
+    (engine,) = [
+        pid for pid in _group_members(group) if Path(f"/proc/{pid}/comm").read_text().startswith("VLLM::Engine")
+    ]
+    # Every process of the container carries its marker: running_containers() sees the engine.
+    assert {p.pid for p in running_containers() if p.run_dir == run_dir} == set(_group_members(group))
+    os.kill(engine, signal.SIGKILL)
+    killed = time.monotonic()
+    code = container.process.wait(timeout=60)
+    print(f"the API server exited with code {code} {time.monotonic() - killed:.1f} s after the engine was killed")
+    assert "engine core exited unexpectedly" in container.log_tail(200_000)
+    assert container.ping() == 0  # nothing answers /ping
+    runtime = local_aws.client("sagemaker-runtime")
+    name = local_aws.stack_outputs("GptjStack")["EndpointName"]
+    for call in (runtime.invoke_endpoint, runtime.invoke_endpoint_with_response_stream):
+        started = time.monotonic()
+        with pytest.raises(ClientError) as raised:
+            call(EndpointName=name, ContentType="application/json", Body=json.dumps({"prompt": "a", "max_tokens": 2}))
+        assert time.monotonic() - started < 5
+        response = raised.value.response
+        assert response["Error"]["Code"] == "ModelError" and response["OriginalStatusCode"] == 0, response
+        assert "could not get a response" in response["OriginalMessage"], response
+    # The engine's worker and the server's resource tracker outlive the server: ended.
+    assert _group_members(group) == []
+    assert [p for p in running_containers() if p.run_dir == run_dir] == []

@@ -5,6 +5,7 @@ that tells what it was given. It is configured through the Model's environment:
 * ``ECHO_VERSION``: returned with every answer (tells two endpoint configs apart);
 * ``ECHO_PING_AFTER_S``: ``/ping`` answers 503 until this many seconds after the start;
 * ``ECHO_EXIT_CODE``: exit at once with this code (a container that never becomes healthy).
+* ``ECHO_CHILD``: start a child process that outlives the server (a model server's worker).
 
 A request ``{"status": N}`` is answered with status N; ``{"sleep_s": S}`` waits S seconds first.
 A request ``{"parts": [...]}`` is answered with HTTP/1.1 chunked transfer, one chunk per part,
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -111,6 +113,9 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     if "ECHO_EXIT_CODE" in os.environ:
         sys.exit(int(os.environ["ECHO_EXIT_CODE"]))
+    if "ECHO_CHILD" in os.environ:
+        # In the container's process group, as a model server's workers are.
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["SAGEMAKER_BIND_TO_PORT"])), Handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server.serve_forever()

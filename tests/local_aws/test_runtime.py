@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import tarfile
 import threading
 import time
@@ -16,7 +18,7 @@ import pytest
 from local_aws import LocalAws
 from local_aws.containers import ContainerError, running_containers
 from local_aws.patches import sagemakerruntime
-from local_aws.runtime import lay_out
+from local_aws.runtime import HOSTING, lay_out
 from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status, error_of
 
 
@@ -111,6 +113,35 @@ def test_an_invocation_past_the_limit_is_a_model_error_and_the_container_lives_o
     with pytest.raises(runtime.exceptions.ModelError, match="timed out"):
         runtime.invoke_endpoint(EndpointName="echo", Body=b'{"sleep_s": 2}')
     assert ask(fresh, "echo", {"q": 1})["body"] == '{"q": 1}'
+
+
+def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_leaves_nothing(
+    fresh: LocalAws,
+) -> None:
+    echo_endpoint(fresh, "echo", {"ECHO_CHILD": "1"})
+    assert endpoint_status(fresh, "echo", settle=True) == "InService"
+    hosted = HOSTING.find((fresh.account, fresh.region, "echo"))
+    assert hosted is not None and hosted.live is not None
+    (container,) = hosted.live.containers.values()
+    assert container.process is not None
+    run_dir = str(container.run_dir)
+    deadline = time.monotonic() + 10
+    while len([p for p in running_containers() if p.run_dir == run_dir]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(container.process.pid, signal.SIGKILL)  # the server dies; its child lives on
+    container.process.wait(timeout=10)
+    assert [p for p in running_containers() if p.run_dir == run_dir], "the stand-in worker should outlive the server"
+    runtime = client(fresh, "sagemaker-runtime")
+    for call in (runtime.invoke_endpoint, runtime.invoke_endpoint_with_response_stream):
+        started = time.monotonic()
+        with pytest.raises(runtime.exceptions.ModelError) as raised:
+            call(EndpointName="echo", Body=b"{}")
+        assert time.monotonic() - started < 5
+        response = raised.value.response
+        assert response["OriginalStatusCode"] == 0, response
+        assert "could not get a response from the echo endpoint" in response["OriginalMessage"], response
+    assert [p for p in running_containers() if p.run_dir == run_dir] == []
+    assert endpoint_status(fresh, "echo") == "InService"
 
 
 def test_a_payload_over_6_mb_is_refused_before_the_container(fresh: LocalAws) -> None:
