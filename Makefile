@@ -25,7 +25,7 @@ export CDK_CLI_NOTICES := false
 # Independent steps (the environments, the linters) run side by side in a sub-make; its output is
 # grouped per step so that each step's lines stay together.
 PARALLEL := $(MAKE) --no-print-directory -j4 --output-sync=target
-IMAGE_ENVS := .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv-lmi310/.installed
+IMAGE_ENVS := .venv-hf/.installed .venv-hf312/.installed .venv-lmi/.installed .venv-lmi310/.installed .venv-vllm/.installed
 
 .PHONY: help setup system-deps artifacts synth demo demo-vllm test test-fast lint lint-ruff lint-mypy lint-mypy-images \
 	lint-hadolint serve-gpt2 bench loadtest clean

@@ -87,9 +87,9 @@ def running_containers(owner: int | None = None) -> list[ContainerProcess]:
     other processes on the host, other test sessions among them, have their own).
 
     A container's processes carry :data:`CONTAINER_MARKER` in their environment, but a process
-    that renames itself with setproctitle (vLLM's ``VLLM::EngineCore`` and ``VLLM::Worker``)
-    overwrites the memory /proc/PID/environ reads: those are found as members of the session
-    the container's main process leads (every container starts a session of its own)."""
+    that renames itself with setproctitle overwrites the memory /proc/PID/environ reads (vLLM's
+    ``VLLM::EngineCore`` did until VllmContainer set ``SPT_NOENV``): those are found as members of
+    the session the container's main process leads (every container starts a session of its own)."""
     owner = os.getpid() if owner is None else owner
     prefix = f"{CONTAINER_MARKER}=".encode()
     marked: dict[int, tuple[str, str]] = {}

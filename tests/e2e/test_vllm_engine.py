@@ -96,6 +96,35 @@ def test_the_deployed_model_runs_the_vllm_image(deployed: Cdk, local_aws: LocalA
     assert model["PrimaryContainer"]["Environment"]["SM_VLLM_MAX_MODEL_LEN"] == "256"
 
 
+def test_the_seed_request_in_the_completion_shape_is_answered_as_documented(deployed: Cdk, local_aws: LocalAws) -> None:
+    """loadtest/requests/gptj-vllm.json, the seed's GPT-J request in the image's own shape
+    (docs/IMAGES.md), through InvokeEndpoint."""
+    body = json.loads((ROOT / "loadtest" / "requests" / "gptj-vllm.json").read_text())["body"]
+    assert body["prompt"] == SEED_GPTJ_PROMPT
+    answer = invoke(local_aws, "GptjStack", body)
+    assert answer["usage"]["completion_tokens"] == body["max_tokens"], answer
+    assert answer["choices"][0]["finish_reason"] == "length" and answer["choices"][0]["text"], answer
+
+
+def test_the_engine_got_the_stacks_flags_through_the_images_entrypoint(deployed: Cdk, local_aws: LocalAws) -> None:
+    """SM_VLLM_* variables of the model's environment became the server's flags, the model the
+    stand-in for /opt/ml/model (local_aws/vllm_entrypoint.py does what the image's does)."""
+    container = endpoint_container(local_aws)
+    arguments = re.search(r"vLLM server arguments: (\[.*\])", container.log_tail(500_000))
+    assert arguments is not None, container.log_tail()
+    assert "'--max-num-seqs', '8'" in arguments[1] and "'--max-model-len', '256'" in arguments[1]
+    assert f"'--model', '{container.model_dir}'" in arguments[1]
+
+
+def test_the_toolkits_body_is_a_model_error_with_the_servers_4xx(deployed: Cdk, local_aws: LocalAws) -> None:
+    """A client still sending the toolkit's {"inputs": ...} gets the engine's own 4xx, not a 5xx."""
+    with pytest.raises(ClientError) as raised:
+        invoke(local_aws, "GptjStack", {"inputs": SEED_GPTJ_PROMPT})
+    response = raised.value.response
+    assert response["Error"]["Code"] == "ModelError"
+    assert 400 <= response.get("OriginalStatusCode", 0) < 500, response
+
+
 def stream(aws: LocalAws, request: dict[str, Any]) -> dict[str, Any]:
     """InvokeEndpointWithResponseStream on GptjStack's endpoint, as a client in AWS calls it."""
     answer: dict[str, Any] = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(

@@ -1,7 +1,7 @@
 """The vllm engine's local container: the image's entrypoint's environment-to-flags mapping
 (deep-learning-containers scripts/docker/vllm/sagemaker_args.py), the runtime's choice of
 container by image, and the CPU build pinned to the image's vLLM version. The server itself
-runs in tests/gptj/test_vllm_server.py (marker ``vllm``)."""
+runs in tests/e2e/test_vllm_engine.py (marker ``vllm``)."""
 
 from __future__ import annotations
 
