@@ -12,7 +12,7 @@ load. Levels of concurrency 1, 4 and 16; then vLLM again with ``"stream": true``
 InvokeEndpointWithResponseStream for the time to first token (the toolkit cannot stream: its
 first token comes with its last).
 
-    python -m bench.gptj_engines              # about 15 minutes on 2 cores
+    python -m bench.gptj_engines              # about 10 minutes on 2 cores
     python -m bench.gptj_engines --quick      # the tiny model, 3 s per level: a smoke test
 
 Results: ``bench/results/gptj_engines.json`` (the load tester's reports under

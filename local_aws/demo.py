@@ -134,7 +134,7 @@ def run_vllm(artifacts: Path, app: Path, timeout_s: float) -> None:
         "the endpoint starts vLLM as the image's entrypoint does (SM_VLLM_* flags, /opt/ml/model); it is "
         "InService once /ping answers, after vLLM has compiled its kernels (minutes on a CPU)"
     )
-    extra = {"gptj.engine": "vllm", "gptj.max_model_len": "256"}
+    extra = {"gptj.engine": "vllm", "gptj.max_model_len": "256"}  # the default engine; the tiny model's length
     with deployed(artifacts, app, timeout_s, extra=extra, stacks=["GptjStack"], why=why) as aws:
         name = aws.stack_outputs("GptjStack")["EndpointName"]
         with step(
@@ -154,7 +154,10 @@ def run(artifacts: Path, app: Path, timeout_s: float) -> None:
         "publish the payloads, copy GPT-J's files under their S3 prefix, create each stack by change set;"
         " each endpoint starts its model's container and is InService once it answers /ping"
     )
-    with deployed(artifacts, app, timeout_s, extra={}, stacks=[], why=why) as aws:
+    # GPT-J on the toolkit engine, which starts in seconds on a CPU; the default engine (vllm)
+    # compiles its kernels for a minute or more: `make demo-vllm` shows it.
+    extra = {"gptj.engine": "hf-toolkit"}
+    with deployed(artifacts, app, timeout_s, extra=extra, stacks=[], why=why) as aws:
         for stack in STACKS:
             print(f"\n    {stack} outputs:")
             for key, value in aws.stack_outputs(stack).items():

@@ -43,7 +43,7 @@ from project_config.gpt2 import ECR_URI
 from project_config.reader import ConfigError, Section, read_props
 
 #: The serving engines, the first the default.
-ENGINES = ("hf-toolkit", "vllm")
+ENGINES = ("vllm", "hf-toolkit")
 
 #: The endpoint's defaults for this model.
 ENDPOINT_DEFAULTS = {
@@ -78,6 +78,9 @@ VLLM_ENDPOINT_DEFAULTS = {
 VLLM_OVERHEAD_GIB = 2.0
 #: GPUs without bfloat16 (compute capability under 8.0: vLLM refuses the dtype there).
 _NO_BF16 = frozenset({"T4", "V100"})
+#: GPUs older than Turing (compute capability under 7.5), which CUDA 13.0 no longer supports
+#: (its release notes: Maxwell, Pascal and Volta removed).
+_BEFORE_TURING = frozenset({"V100"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,6 +281,14 @@ def _check_vllm(section: Section, endpoint: SageMakerEndpointProps, vllm: VllmEn
     needed, amis = cuda_of(image), aws.inference_ami_versions()
     if needed is None:
         return
+    if _version(needed) >= (13,):
+        section.check(
+            "instance_type",
+            endpoint.instance_type,
+            gpu not in _BEFORE_TURING,
+            f"a GPU that the vllm image's CUDA {needed} runs on (Turing or newer: T4, A10G, L4, L40S, A100, H100, "
+            f"H200); CUDA 13 dropped the {gpu}",
+        )
     fits = [name for name, cuda in amis.items() if cuda is not None and _version(cuda) >= _version(needed)]
     ami = endpoint.inference_ami_version
     section.check(

@@ -34,12 +34,13 @@ class GptjStack(Stack):
 
         require_payload(settings.model_data, "gptj.model_data", "gptj")
         check_volume("gptj", settings.endpoint, settings.model_data)
-        check_vllm_payload(settings)
         model_data: ModelData = (
             self._payload(settings.model_data)
             if settings.model_data.is_dir()
             else ModelData.from_asset(settings.model_data)
         )
+        # After the payload's manifest is read: its error says how to rebuild the payload.
+        check_vllm_payload(settings)
         if settings.image_uri is not None:
             image = ContainerImage.from_uri(settings.image_uri)
         elif settings.vllm is not None:

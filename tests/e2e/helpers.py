@@ -139,9 +139,13 @@ QUICK_UPDATES = {
 
 
 def assembly_of(root: Path, aws: LocalAws, artifacts: Path, **overrides: Any) -> Assembly:
+    """The app for a test's deploys. GPT-J on the toolkit engine, which starts in seconds here (its
+    vLLM server takes a minute or more to compile): tests/e2e/test_vllm_engine.py deploys the
+    default engine."""
     settings = {
         "project.artifacts_dir": str(artifacts),
         "gpt2.image_uri": gpt2_image(aws),
+        "gptj.engine": "hf-toolkit",
         **QUICK_UPDATES,
         **overrides,
     }

@@ -143,7 +143,8 @@ def test_missing_model_folder_names_the_fix(tmp_path: Path, capsys: pytest.Captu
 def test_torch_save_refused_when_versions_differ_from_the_image(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli(["gptj", "--tiny", "--format", "torch-save", "--out", str(tmp_path)]) == 2
+    toolkit = ["-c", "gptj.engine=hf-toolkit"]
+    assert cli(["gptj", "--tiny", "--format", "torch-save", "--out", str(tmp_path), *toolkit]) == 2
     err = capsys.readouterr().err
     here = library_versions(["transformers"])["transformers"]
     assert "torch-save is refused" in err and f"transformers {here} here vs 4.51.3 in the image" in err
@@ -152,7 +153,8 @@ def test_torch_save_refused_when_versions_differ_from_the_image(
 
 
 def test_torch_save_refused_for_the_vllm_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli(["gptj", "--tiny", "--format", "torch-save", "--out", str(tmp_path), "-c", "gptj.engine=vllm"]) == 2
+    # The default engine: no -c needed.
+    assert cli(["gptj", "--tiny", "--format", "torch-save", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--format torch-save is for gptj.engine=hf-toolkit: the vllm engine loads safetensors only" in err
     assert not (tmp_path / "gptj" / "model").exists()
@@ -178,6 +180,7 @@ def torch_save_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     here = library_versions(["torch", "transformers"])
     out = tmp_path_factory.mktemp("torch-save")
     args = [
+        "gptj.engine=hf-toolkit",
         f"gptj.pytorch_version={here['torch']}".split("+")[0],
         f"gptj.transformers_version={here['transformers']}",
         "gptj.image_uri=123456789012.dkr.ecr.us-east-1.amazonaws.com/my-gptj:1",

@@ -37,8 +37,8 @@ SEED_REQUESTS = {
 
 
 def stack_environment() -> dict[str, str]:
-    """The container environment GptjStack gives its SageMaker model (cdk.json's defaults)."""
-    settings = from_cdk_json().gptj
+    """The container environment GptjStack gives its SageMaker model on the toolkit engine."""
+    settings = from_cdk_json({"gptj.engine": "hf-toolkit"}).gptj
     return {**settings.container_environment(), **settings.endpoint.environment}
 
 

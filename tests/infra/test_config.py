@@ -19,10 +19,20 @@ def config(**overrides: Any):  # type: ignore[no-untyped-def]
     return load_config(cdk_context(**overrides))
 
 
+def toolkit(**overrides: Any):  # type: ignore[no-untyped-def]
+    """GPT-J on the toolkit engine (the seed's recipe), whose settings most tests here exercise;
+    tests/infra/test_gptj_engines.py has the vllm engine's."""
+    return config(**{"gptj.engine": "hf-toolkit", **overrides})
+
+
 def test_defaults_are_the_documented_ones() -> None:
     cfg = config()
     assert cfg.gpt2.endpoint.instance_type == "ml.g5.xlarge"
-    assert cfg.gptj.endpoint.instance_type == "ml.g4dn.xlarge"
+    # GPT-J on the vllm engine (docs/BENCHMARKS.md says why) and what it needs: an A10G, CUDA 13's AMI.
+    assert cfg.gptj.engine == "vllm" and cfg.gptj.hf_image is None and cfg.gptj.vllm is not None
+    assert cfg.gptj.endpoint.instance_type == "ml.g5.xlarge"
+    assert cfg.gptj.endpoint.inference_ami_version == "al2023-ami-sagemaker-inference-gpu-4-1"
+    assert toolkit().gptj.endpoint.instance_type == "ml.g4dn.xlarge"
     assert cfg.inf2.server.instance_type == "inf2.48xlarge"
     assert cfg.inf2.server.volume_size_gb == 512
     assert cfg.inf2.server.ingress_cidr is None
@@ -38,7 +48,7 @@ def test_defaults_are_the_documented_ones() -> None:
 
 
 def test_cli_overrides_arrive_as_text_and_win_over_cdk_json() -> None:
-    cfg = config(
+    cfg = toolkit(
         **{"gptj.max_capacity": "3", "gptj.instance_type": "ml.g5.2xlarge", "gptj.transformers_version": "4.51"}
     )
     assert cfg.gptj.endpoint.autoscaling.max_capacity == 3
@@ -48,7 +58,7 @@ def test_cli_overrides_arrive_as_text_and_win_over_cdk_json() -> None:
 
 
 def test_volume_size_defaults_for_types_without_nvme() -> None:
-    cfg = config(**{"gptj.instance_type": "ml.p3.2xlarge"})
+    cfg = toolkit(**{"gptj.instance_type": "ml.p3.2xlarge"})
     assert cfg.gptj.endpoint.volume_size_gb is None and cfg.gptj.endpoint.volume_size == 30
 
 
@@ -110,7 +120,7 @@ BAD_VALUES = [
 @pytest.mark.parametrize(("key", "value", "allowed"), BAD_VALUES, ids=[f"{k}={v}" for k, v, _ in BAD_VALUES])
 def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, allowed: str) -> None:
     with pytest.raises(ConfigError) as error:
-        config(**{key: value})
+        toolkit(**{key: value})
     message = str(error.value)
     assert message.startswith(f"{key}="), message
     assert str(value) in message or repr(value) in message, message
@@ -138,8 +148,8 @@ def test_bad_value_names_key_value_and_what_is_allowed(key: str, value: Any, all
 def test_typed_settings_cannot_be_overridden_through_environment(key: str, variable: str, fix: str) -> None:
     message = rf"^{key}=.*{variable}.* is invalid: allowed is free of {variable} \({fix}"
     with pytest.raises(ConfigError, match=message):
-        config(**{key: {variable: "x", "OTHER": "kept"}})
-    assert config(**{key: {"OTHER": "kept"}})
+        toolkit(**{key: {variable: "x", "OTHER": "kept"}})
+    assert toolkit(**{key: {"OTHER": "kept"}})
 
 
 def test_alarm_window_stays_within_cloudwatch_limits() -> None:
@@ -171,11 +181,11 @@ def test_an_email_goes_to_the_stacks_own_topic() -> None:
 
 
 def test_endpoint_modes_read_their_own_settings_and_refuse_the_others() -> None:
-    ic = config(**{"gptj.endpoint_mode": "inference-component", "gptj.min_copies": "0"}).gptj.endpoint
+    ic = toolkit(**{"gptj.endpoint_mode": "inference-component", "gptj.min_copies": "0"}).gptj.endpoint
     assert ic.mode == "inference-component" and ic.autoscaling is None
     assert ic.inference_component is not None and ic.inference_component.scales_to_zero
     assert ic.fewest_instances == 0 and ic.instance_count == 1
-    queued = config(**{"gpt2.endpoint_mode": "async", "gpt2.async_max_instances": "3"}).gpt2.endpoint
+    queued = toolkit(**{"gpt2.endpoint_mode": "async", "gpt2.async_max_instances": "3"}).gpt2.endpoint
     assert queued.async_inference is not None and queued.async_inference.max_instances == 3
     refused = {
         ("gptj.min_copies", "0", ""): "gptj.min_copies=0 is invalid: allowed is unset in realtime mode: it is a "
@@ -195,10 +205,10 @@ def test_endpoint_modes_read_their_own_settings_and_refuse_the_others() -> None:
     for (key, value, mode), message in refused.items():
         given = {key: value, **({"gptj.endpoint_mode": mode} if mode else {})}
         if message is None:
-            assert config(**given).gptj.endpoint.inference_component is not None
+            assert toolkit(**given).gptj.endpoint.inference_component is not None
             continue
         with pytest.raises(ConfigError) as error:
-            config(**given)
+            toolkit(**given)
         assert str(error.value) == message
 
 
@@ -233,12 +243,12 @@ def test_a_sagemaker_image_of_another_region_than_the_pinned_one_is_refused(sect
 
 
 def test_one_gptj_worker_per_gpu() -> None:
-    cfg = config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
+    cfg = toolkit(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
     assert cfg.gptj.model_server_workers == 4
     with pytest.raises(
         ConfigError, match=r"^gptj.model_server_workers=5 is invalid: allowed is at most 4: ml.g5.12xlarge has 4 GPUs"
     ):
-        config(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 5})
+        toolkit(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 5})
 
 
 def test_one_zone_vpc_may_be_smaller() -> None:

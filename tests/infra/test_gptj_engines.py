@@ -89,7 +89,7 @@ def test_every_mode_gets_the_same_resources_on_either_engine(synth: Callable[...
 
 
 SETTING_ERRORS = [
-    ({"gptj.engine": "tgi"}, "gptj.engine='tgi' is invalid: allowed is one of hf-toolkit, vllm"),
+    ({"gptj.engine": "tgi"}, "gptj.engine='tgi' is invalid: allowed is one of vllm, hf-toolkit"),
     (
         {**VLLM, "gptj.model_server_workers": "2"},
         "gptj.model_server_workers=2 is invalid: allowed is unset with gptj.engine=vllm: it is a setting of "
@@ -101,7 +101,7 @@ SETTING_ERRORS = [
         "gptj.engine=hf-toolkit",
     ),
     (
-        {"gptj.max_num_seqs": "4"},
+        {"gptj.engine": "hf-toolkit", "gptj.max_num_seqs": "4"},
         "gptj.max_num_seqs=4 is invalid: allowed is unset with gptj.engine=hf-toolkit: it is a setting of "
         "gptj.engine=vllm",
     ),
@@ -115,6 +115,11 @@ SETTING_ERRORS = [
         {**VLLM, "gptj.instance_type": "ml.g4dn.xlarge", "gptj.dtype": "bfloat16"},
         "gptj.dtype='bfloat16' is invalid: allowed is float16, float32 or auto on ml.g4dn.xlarge: its T4 has no "
         "bfloat16",
+    ),
+    (
+        {**VLLM, "gptj.instance_type": "ml.p3.2xlarge", "gptj.max_num_seqs": "1"},
+        "gptj.instance_type='ml.p3.2xlarge' is invalid: allowed is a GPU that the vllm image's CUDA 13.0 runs on "
+        "(Turing or newer",
     ),
     (
         {**VLLM, "gptj.gpu_memory_utilization": "1.2"},

@@ -58,8 +58,8 @@ def code_default(settings: Any, key: str) -> Any:
 def in_mode_of(section: str, key: str) -> dict[str, Any]:
     """The context that reads `key`: an endpoint mode's own settings exist only in that mode, an
     engine's only with that engine."""
-    if section == "gptj" and key in ENGINE_KEYS["vllm"]:
-        return {section: {"engine": "vllm"}}
+    if section == "gptj" and key in ENGINE_KEYS["hf-toolkit"]:
+        return {section: {"engine": "hf-toolkit"}}
     for mode in MODES[1:]:
         if section in ("gpt2", "gptj") and key in mode_keys(mode) - mode_keys("realtime"):
             return {section: {"endpoint_mode": mode}}

@@ -21,6 +21,13 @@ SAGEMAKER_STACKS = ["Gpt2Stack", "GptjStack"]
 
 
 @pytest.fixture(scope="module")
+def synth(synth: Callable[..., Synthesized]) -> Callable[..., Synthesized]:
+    """GPT-J on the toolkit engine, the seed's recipe, in this module; the default engine's stack
+    (vllm) is tested in tests/infra/test_gptj_engines.py."""
+    return lambda **overrides: synth(**{"gptj.engine": "hf-toolkit", **overrides})
+
+
+@pytest.fixture(scope="module")
 def default(synth: Callable[..., Synthesized]) -> Synthesized:
     return synth()
 

@@ -15,7 +15,12 @@ STACKS = ["Gpt2Stack", "GptjStack", "Inf2Stack"]
 # Variants that add resources the defaults do not have.
 VARIANTS = {
     "default": {},
-    "encrypted-volume": {"gptj.instance_type": "ml.p3.2xlarge", "gpt2.instance_type": "ml.g5.xlarge"},
+    # No NVMe: the only such GPU type here is the V100's, which the vllm image's CUDA 13 cannot use.
+    "encrypted-volume": {
+        "gptj.engine": "hf-toolkit",
+        "gptj.instance_type": "ml.p3.2xlarge",
+        "gpt2.instance_type": "ml.g5.xlarge",
+    },
     "ingress-and-region": {"inf2.ingress_cidr": "203.0.113.0/24", "project.region": "eu-west-1"},
     "inference-component": {
         "gptj.endpoint_mode": "inference-component",
