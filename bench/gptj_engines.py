@@ -51,7 +51,7 @@ SHAPE = {"n_layer": 6, "n_embd": 1024, "n_head": 16, "rotary_dim": 64, "n_positi
 #: Each engine's settings: the same dtype; vLLM batches up to the highest concurrency.
 ENGINES: dict[str, dict[str, str]] = {
     "hf-toolkit": {"gptj.engine": "hf-toolkit", "gptj.environment": json.dumps({"GPTJ_DTYPE": "bfloat16"})},
-    "vllm": {"gptj.engine": "vllm", "gptj.dtype": "bfloat16", "gptj.max_num_seqs": "16", "gptj.max_model_len": "1024"},
+    "vllm": {"gptj.engine": "vllm", "gptj.dtype": "bfloat16", "gptj.max_num_seqs": "16"},
 }
 #: The goals of issue 23: vLLM's QPS at concurrency 16 over the toolkit's, and its first token at
 #: concurrency 1 as a share of the whole answer's time.
@@ -258,8 +258,6 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     args.name = "gptj_engines-quick" if args.quick else "gptj_engines"
     if args.plot is None:
         args.plot = args.out_dir / f"{args.name}.png" if args.quick else ROOT / "docs" / f"{args.name}.png"
-    if args.quick:
-        ENGINES["vllm"] = {**ENGINES["vllm"], "gptj.max_model_len": "256"}  # the tiny model's n_positions
     return args
 
 

@@ -134,7 +134,7 @@ def run_vllm(artifacts: Path, app: Path, timeout_s: float) -> None:
         "the endpoint starts vLLM as the image's entrypoint does (SM_VLLM_* flags, /opt/ml/model); it is "
         "InService once /ping answers, after vLLM has compiled its kernels (minutes on a CPU)"
     )
-    extra = {"gptj.engine": "vllm", "gptj.max_model_len": "256"}  # the default engine; the tiny model's length
+    extra = {"gptj.engine": "vllm"}  # the default engine, named: the demo is about it
     with deployed(artifacts, app, timeout_s, extra=extra, stacks=["GptjStack"], why=why) as aws:
         name = aws.stack_outputs("GptjStack")["EndpointName"]
         with step(

@@ -105,7 +105,9 @@ class VllmEngine:
     #: the engine locally.
     vllm_version: str = prop("0.30.0", check=text(_VERSION, what="a version such as 0.30.0"))
     #: Longest prompt plus answer, tokens (``--max-model-len``; at most the model's ``n_positions``).
-    max_model_len: int = prop(2048, check=integer(16, 1_048_576))
+    #: None: the flag is left out and vLLM takes the model's ``n_positions`` (its own default), which
+    #: synthesis reads from the payload's config.json for its memory check.
+    max_model_len: int | None = prop(None, check=optional(integer(16, 1_048_576)))
     #: Sequences the engine batches at once (``--max-num-seqs``).
     max_num_seqs: int = prop(8, check=integer(1, 1024))
     #: The weights' and the KV cache's dtype (``--dtype``; ``auto``: the config's, float32 cast to 16 bits).
@@ -117,7 +119,9 @@ class VllmEngine:
         validate(self)
 
     def container_environment(self) -> dict[str, str]:
-        return {name: str(getattr(self, field)) for field, name in VLLM_ENVIRONMENT.items()}
+        """The ``SM_VLLM_*`` variables of the settings that are set."""
+        values = {name: getattr(self, field) for field, name in VLLM_ENVIRONMENT.items()}
+        return {name: str(value) for name, value in values.items() if value is not None}
 
     @property
     def dtype_bytes(self) -> int:
@@ -323,7 +327,8 @@ def check_vllm_payload(settings: GptjSettings) -> None:
         )
     config = _gptj_config(payload)
     layers, hidden, positions = config["n_layer"], config["n_embd"], config["n_positions"]
-    if vllm.max_model_len > positions:
+    length = positions if vllm.max_model_len is None else vllm.max_model_len
+    if length > positions:
         raise ConfigError(
             f"gptj.max_model_len={vllm.max_model_len} is invalid: allowed is at most {positions} (n_positions in "
             f"{payload / 'config.json'})"
@@ -336,7 +341,7 @@ def check_vllm_payload(settings: GptjSettings) -> None:
     weights = parameters * vllm.dtype_bytes
     per_token = 2 * layers * hidden * vllm.dtype_bytes
     tokens = max(0, math.floor((budget - weights - VLLM_OVERHEAD_GIB * gib) / per_token))
-    wanted = vllm.max_model_len * vllm.max_num_seqs
+    wanted = length * vllm.max_num_seqs
     if tokens >= wanted:
         return
     why = (
@@ -344,16 +349,17 @@ def check_vllm_payload(settings: GptjSettings) -> None:
         f" gives {budget / gib:.1f} GiB for the weights ({parameters / 1e9:.2f}e9 parameters x {vllm.dtype_bytes} "
         f"bytes = {weights / gib:.1f} GiB), the engine's overhead ({VLLM_OVERHEAD_GIB:g} GiB) and a KV cache of "
         f"{per_token // 1024} KiB a token (2 x {layers} layers x {hidden} x {vllm.dtype_bytes} bytes), which leaves "
-        f"{tokens} tokens, fewer than max_model_len x max_num_seqs = {vllm.max_model_len} x {vllm.max_num_seqs}; "
+        f"{tokens} tokens, fewer than max_model_len x max_num_seqs = {length} x {vllm.max_num_seqs}; "
         "lower max_model_len or max_num_seqs, raise gpu_memory_utilization, or pick a GPU with more memory"
     )
     value: object
     if tokens < 16:  # the smallest max_model_len
         key, value, allowed = "instance_type", instance_type, "a GPU that holds the model"
-    elif tokens < vllm.max_model_len:
-        key, value, allowed = "max_model_len", vllm.max_model_len, f"at most {tokens}"
+    elif tokens < length:
+        key, allowed = "max_model_len", f"at most {tokens}"
+        value = vllm.max_model_len if vllm.max_model_len is not None else f"unset (the model's n_positions, {length})"
     else:
-        key, value, allowed = "max_num_seqs", vllm.max_num_seqs, f"at most {tokens // vllm.max_model_len}"
+        key, value, allowed = "max_num_seqs", vllm.max_num_seqs, f"at most {tokens // length}"
     raise ConfigError(f"gptj.{key}={value!r} is invalid: allowed is {allowed}: {why}")
 
 

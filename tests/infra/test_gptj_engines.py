@@ -41,8 +41,8 @@ def test_vllm_engine_container_contract(synth: Callable[..., Synthesized]) -> No
                 {
                     # The image's entrypoint turns each SM_VLLM_* into its `vllm serve` flag; the
                     # toolkit's variables would mislead.
+                    # No SM_VLLM_MAX_MODEL_LEN: unset, vLLM takes the model's n_positions.
                     "Environment": {
-                        "SM_VLLM_MAX_MODEL_LEN": "2048",
                         "SM_VLLM_MAX_NUM_SEQS": "8",
                         "SM_VLLM_DTYPE": "float16",
                         "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
@@ -195,7 +195,8 @@ MEMORY_ERRORS = [
     ),
     (
         {"gptj.instance_type": "ml.g4dn.xlarge", "gptj.max_num_seqs": "1", "gptj.gpu_memory_utilization": "0.85"},
-        r"^gptj.max_model_len=2048 is invalid: allowed is at most 770: on ml.g4dn.xlarge",
+        r"^gptj.max_model_len=\"unset \(the model's n_positions, 2048\)\" is invalid: allowed is at most 770: on "
+        r"ml.g4dn.xlarge",
     ),
     (
         {"gptj.dtype": "float32"},
@@ -212,6 +213,16 @@ MEMORY_ERRORS = [
 def test_a_model_the_gpu_cannot_hold_is_refused(artifacts: Path, overrides: dict[str, str], pattern: str) -> None:
     with pytest.raises(ConfigError, match=pattern):
         check_vllm_payload(vllm_settings(artifacts, **overrides))
+
+
+def test_max_model_len_unset_leaves_the_flag_out_and_is_checked_as_the_models(artifacts: Path) -> None:
+    """vLLM's own default, the model's n_positions, so that any payload synthesizes as it is (the
+    tiny one has 256 positions); the memory check counts n_positions tokens a sequence."""
+    settings = vllm_settings(artifacts)
+    assert settings.vllm.max_model_len is None
+    assert "SM_VLLM_MAX_MODEL_LEN" not in settings.container_environment()
+    with pytest.raises(ConfigError, match=r"max_model_len x max_num_seqs = 2048 x 8"):
+        check_vllm_payload(vllm_settings(artifacts, **{"gptj.instance_type": "ml.g4dn.xlarge"}))
 
 
 def test_what_fits_on_a_t4_passes(artifacts: Path) -> None:
