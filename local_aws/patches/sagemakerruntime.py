@@ -77,6 +77,22 @@ def _no_response(exc: Unhealthy, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     return _model_error(0, message.encode(), name, account, region, exc.variant)
 
 
+#: What the runtime raises for an invocation it cannot hand to a container.
+UNROUTABLE = (Unhealthy, NotInService, LookupError)
+
+
+def _unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
+    """InvokeEndpoint's (and the streaming call's) answer when the runtime cannot route: a crashed
+    container's ModelError, else a ValidationError (a missing endpoint, one not InService, a
+    component or variant it does not have)."""
+    if isinstance(exc, Unhealthy):
+        return _no_response(exc, key)
+    if isinstance(exc, EndpointNotFound):
+        account, _, name = key
+        return _validation_error(f"Endpoint {name} of account {account} not found.")
+    return _validation_error(str(exc))
+
+
 def _access_denied(self: Any, action: str, name: str, component: str | None = None) -> TYPE_RESPONSE | None:
     """AccessDeniedException (HTTP 400, as in the API references' Common Errors) when the
     request is signed as an assumed role whose policies do not allow `action` on the endpoint
@@ -129,12 +145,8 @@ def invocations_reach_the_container() -> None:
             target = _target(key, component)
             with HOSTING.route(target, self.headers.get("X-Amzn-SageMaker-Target-Variant")) as (variant, container):
                 return _forward(self.headers, body, key, variant, container)
-        except Unhealthy as exc:
-            return _no_response(exc, key)
-        except EndpointNotFound:
-            return _validation_error(f"Endpoint {name} of account {self.current_account} not found.")
-        except (NotInService, LookupError) as exc:
-            return _validation_error(str(exc))
+        except UNROUTABLE as exc:
+            return _unroutable(exc, key)
 
     replace(SageMakerRuntimeResponse, "invoke_endpoint", invoke_endpoint)
 
@@ -343,12 +355,8 @@ def streamed_invocations_reach_the_container() -> None:
         with route:
             try:
                 return _stream(self.headers, body, key, route)
-            except Unhealthy as exc:
-                return _no_response(exc, key)
-            except EndpointNotFound:
-                return _validation_error(f"Endpoint {name} of account {self.current_account} not found.")
-            except (NotInService, LookupError) as exc:
-                return _validation_error(str(exc))
+            except UNROUTABLE as exc:
+                return _unroutable(exc, key)
 
     original = DomainDispatcherApplication.infer_service_region_host
     replace(DomainDispatcherApplication, "infer_service_region_host", routed)
