@@ -60,6 +60,10 @@ class NotInService(RuntimeError):
     pass
 
 
+class VariantNotFound(LookupError):
+    """An invocation names a production variant the endpoint does not have."""
+
+
 class Unhealthy(RuntimeError):
     """The variant's container exited after the endpoint went InService: nothing answers."""
 
@@ -296,7 +300,9 @@ class Hosting:
             pending = endpoint.pending
             if pending is not None and endpoint.shifted > 0 and random.random() < endpoint.shifted:  # noqa: S311
                 deployment = pending  # the share of traffic an update has moved so far
-            name = variant if variant in deployment.containers else next(iter(deployment.containers))
+            if variant is not None and variant not in deployment.containers:
+                raise VariantNotFound(f"Variant {variant} not found on endpoint {key[2]}.")
+            name = variant if variant is not None else next(iter(deployment.containers))
             container = deployment.containers[name]
             crashed = container.exited()
             if not crashed:

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,9 +23,11 @@ from moto.sagemaker.models import sagemaker_backends
 from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 from moto.sns.models import sns_backends
 from moto.utilities.utils import get_partition
+from werkzeug.datastructures import ImmutableMultiDict
 
-from local_aws import eventstream
+from local_aws import eventstream, validation
 from local_aws.containers import Container
+from local_aws.faults import FAULTS
 from local_aws.patches.base import patch, replace
 from local_aws.patches.iam import assumed_role_caller
 from local_aws.patches.sagemaker import components, sagemaker_arn
@@ -40,8 +43,13 @@ from local_aws.runtime import (
 
 log = logging.getLogger("local_aws.sagemakerruntime")
 
-#: SageMaker's largest InvokeEndpoint payload.
+#: SageMaker's largest InvokeEndpoint payload (botocore's model: Body's max).
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+
+
+def endpoint_name(self: Any) -> str:
+    """The request's EndpointName: its path's, percent-decoded (moto keeps the path as it came)."""
+    return urllib.parse.unquote(self.path.split("/")[2])
 
 
 def _model_error(status: int, body: bytes, endpoint: str, account: str, region: str, variant: str) -> TYPE_RESPONSE:
@@ -117,6 +125,111 @@ def _error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
     return status, headers, json.dumps(payload)
 
 
+# --- The request as the caller sent it ----------------------------------------------------------
+
+#: The runtime's paths: an EndpointName is routed whatever it holds (botocore percent-encodes a
+#: slash in it, which the server decodes), so that the model's pattern refuses it, as AWS does.
+RUNTIME_PATHS = {
+    "{0}/endpoints/(?P<name>.+)/async-invocations$": runtime_urls.response.dispatch,
+    "{0}/endpoints/(?P<name>.+)/invocations$": runtime_urls.response.dispatch,
+    "{0}/endpoints/(?P<name>.+)/invocations-response-stream$": runtime_urls.response.dispatch,
+}
+
+
+#: The operation each path of the runtime is for, by its end.
+ACTIONS = {
+    "/async-invocations": "InvokeEndpointAsync",
+    "/invocations-response-stream": "InvokeEndpointWithResponseStream",
+    "/invocations": "InvokeEndpoint",
+}
+
+
+@patch(
+    restores="""The runtime's calls carry a body of any bytes (InvokeEndpoint's Body is a blob of up to
+    6 MB, botocore's sagemaker-runtime model: images, audio, any binary payload), which reaches the
+    container exactly as sent, whatever its ContentType; only the request's path and headers say
+    which endpoint and operation it is for. Stock moto decodes every body as UTF-8
+    (BaseResponse.setup_class), so a body that is not UTF-8 fails with an HTML 500 before any
+    handler runs; it parses a body of a form's content type as a form (the container gets an empty
+    body) and finds no operation for it or for JSON 1.1's (HTTP 404), and reads a body that looks
+    like a query string ("EndpointName=x&Action=y") as the request's parameters, so that a body
+    can send the call to another endpoint or operation."""
+)
+def runtime_bodies_are_bytes() -> None:
+    setup = SageMakerRuntimeResponse.setup_class
+
+    def setup_class(
+        self: Any, request: Any, full_url: str | None = None, headers: Any = None, use_raw_body: bool | None = None
+    ) -> None:
+        request.get_data(cache=True)  # the bytes as they came, before anything parses them as a form
+        request.__dict__.update(form=ImmutableMultiDict(), files=ImmutableMultiDict())
+        setup(self, request, full_url, headers, use_raw_body=True)
+
+    def get_action(self: Any) -> str | None:
+        # By the path alone: moto picks its router by the body's content type, and finds no
+        # operation for a form's or JSON 1.1's.
+        for suffix, operation in ACTIONS.items():
+            if self.path.endswith(suffix):
+                return operation
+        return None
+
+    replace(SageMakerRuntimeResponse, "setup_class", setup_class)
+    replace(SageMakerRuntimeResponse, "_get_action", get_action)
+    replace(runtime_urls, "url_paths", RUNTIME_PATHS)
+
+
+#: The runtime's operations, and those of them that carry a body.
+OPERATIONS = ("InvokeEndpoint", "InvokeEndpointWithResponseStream", "InvokeEndpointAsync")
+BODIES = OPERATIONS[:2]
+
+
+def _parameters(self: Any, operation: str) -> dict[str, Any]:
+    """The request's parameters as botocore's model names them: the path's and the headers'
+    members, and the body as the payload."""
+    return validation.rest_parameters(
+        "sagemaker-runtime", operation, uri={"EndpointName": endpoint_name(self)}, headers=self.headers, body=self.body
+    )
+
+
+def _too_large(size: int) -> TYPE_RESPONSE:
+    """What SageMaker's front end answers a body over the limit: HTTP 413, no error type (botocore
+    reports the code "413"), as users quote it (aws/sagemaker-python-sdk#171, then with the 5 MB
+    limit: "HTTP content length exceeded 5246976 bytes.")."""
+    return (
+        413,
+        {"status": "413", "Content-Type": "application/json"},
+        json.dumps({"message": f"HTTP content length exceeded {MAX_PAYLOAD_BYTES} bytes."}),
+    )
+
+
+@patch(
+    restores="""The runtime's requests are checked as AWS checks them before any endpoint sees them: a
+    body over 6 MB (6,291,456 bytes) is answered HTTP 413 ("HTTP content length exceeded ...
+    bytes.", aws/sagemaker-python-sdk#171), and a request that breaks botocore's sagemaker-runtime
+    model (CustomAttributes, ContentType or Accept over 1,024 characters or not ASCII; an
+    EndpointName, TargetVariant, InferenceComponentName or SessionId off its pattern or length; an
+    InferenceId over 64; an InvocationTimeoutSeconds outside 1-3600, ...) with ValidationError and
+    the model's "1 validation error detected" message (a sensitive member's value left out, as
+    aws/aws-sdk-js#4203 quotes it). Stock moto checks nothing, and botocore's client checks only
+    types, required members and minimums: a CustomAttributes of 1,025 characters reaches the
+    container."""
+)
+def runtime_requests_are_validated() -> None:
+    original = SageMakerRuntimeResponse.call_action
+
+    def call_action(self: Any) -> TYPE_RESPONSE:
+        operation = self._get_action()
+        if operation in BODIES and len(self.body or b"") > MAX_PAYLOAD_BYTES:
+            return _too_large(len(self.body))
+        if operation in OPERATIONS:
+            refused = validation.check_request("sagemaker-runtime", operation, _parameters(self, operation))
+            if refused is not None:
+                return _error(400, refused.code, {"message": refused.message})
+        return original(self)
+
+    replace(SageMakerRuntimeResponse, "call_action", call_action)
+
+
 @patch(
     restores="""InvokeEndpoint reaches the endpoint's container: body, ContentType, Accept and
     CustomAttributes passed through, its answer returned; a 4xx or 5xx of the container becomes
@@ -132,18 +245,14 @@ def _error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
 )
 def invocations_reach_the_container() -> None:
     def invoke_endpoint(self: Any) -> TYPE_RESPONSE:
-        name = self._get_params().get("EndpointName") or self.path.split("/")[2]
-        body = self.body if isinstance(self.body, bytes) else str(self.body or "").encode()
-        if len(body) > MAX_PAYLOAD_BYTES:
-            return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
+        name, body = endpoint_name(self), bytes(self.body)
         key = (self.current_account, self.region, name)
         component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
         denied = _access_denied(self, "sagemaker:InvokeEndpoint", name, component)
         if denied is not None:
             return denied
         try:
-            target = _target(key, component)
-            with HOSTING.route(target, self.headers.get("X-Amzn-SageMaker-Target-Variant")) as (variant, container):
+            with HOSTING.route(*_route_args(key, self.headers)) as (variant, container):
                 return _forward(self.headers, body, key, variant, container)
         except UNROUTABLE as exc:
             return _unroutable(exc, key)
@@ -151,12 +260,21 @@ def invocations_reach_the_container() -> None:
     replace(SageMakerRuntimeResponse, "invoke_endpoint", invoke_endpoint)
 
 
-def _target(key: tuple[str, str, str], component: str | None) -> tuple[str, str, str]:
+def _target(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[str, str, str]:
     """The runtime key an invocation goes to: the endpoint's, or its component's."""
     account, region, name = key
     hosted = HOSTING.find(key)
     if hosted is None:
         raise EndpointNotFound(name)
+    if headers.get("X-Amzn-SageMaker-Target-Model"):
+        # SageMaker's words (aws/amazon-sagemaker-examples#1026); no endpoint here hosts several models.
+        raise LookupError(f"Endpoint {name} is not a multi-model endpoint and does not support target model header.")
+    if headers.get("X-Amzn-SageMaker-Target-Container-Hostname"):
+        raise LookupError(
+            f"Endpoint {name} is not a multi-container endpoint with direct invocation and does not support target "
+            "container hostname header."
+        )
+    component = headers.get("X-Amzn-SageMaker-Inference-Component")
     if component is None:
         if hosted.live is not None and not hosted.live.containers:
             raise LookupError(
@@ -170,14 +288,22 @@ def _target(key: tuple[str, str, str], component: str | None) -> tuple[str, str,
     return ic.hosting_key
 
 
+#: The request headers SageMaker hands the container besides the body's, and those of its answer
+#: it hands back (the stateful sessions' ids among them: sagemaker/latest/dg/stateful-sessions.html).
+PASSED_ON = ("X-Amzn-SageMaker-Custom-Attributes", "X-Amzn-SageMaker-Session-Id")
+PASSED_BACK = (
+    "X-Amzn-SageMaker-Custom-Attributes",
+    "X-Amzn-SageMaker-New-Session-Id",
+    "X-Amzn-SageMaker-Closed-Session-Id",
+)
+
+
 def _forward(
     headers: Mapping[str, str], body: bytes, key: tuple[str, str, str], variant: str, container: Container
 ) -> TYPE_RESPONSE:
     """POST /invocations to the container as SageMaker does, and its answer as InvokeEndpoint's."""
     account, region, name = key
-    sent = {}
-    if headers.get("X-Amzn-SageMaker-Custom-Attributes"):
-        sent["X-Amzn-SageMaker-Custom-Attributes"] = headers["X-Amzn-SageMaker-Custom-Attributes"]
+    sent = {k: headers[k] for k in PASSED_ON if headers.get(k)}
     try:
         answer = container.invoke(
             body,
@@ -192,9 +318,8 @@ def _forward(
     if answer.status >= 400:
         return _model_error(answer.status, answer.body, name, account, region, variant)
     out = {"Content-Type": answer.content_type, "x-Amzn-Invoked-Production-Variant": variant}
-    attributes = {k.lower(): v for k, v in answer.headers.items()}.get("x-amzn-sagemaker-custom-attributes")
-    if attributes:
-        out["X-Amzn-SageMaker-Custom-Attributes"] = attributes
+    given = {k.lower(): v for k, v in answer.headers.items()}
+    out.update({k: given[k.lower()] for k in PASSED_BACK if given.get(k.lower())})
     return 200, out, answer.body
 
 
@@ -211,10 +336,6 @@ PART_BYTES = 64 * 1024
 #: The most bytes of a container's error answer (non-2xx before streaming) read for ModelError.
 MAX_ERROR_BYTES = 64 * 1024
 STREAM_PATH_SUFFIX = "/invocations-response-stream"
-RUNTIME_PATHS = {
-    **runtime_urls.url_paths,
-    "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$": runtime_urls.response.dispatch,
-}
 
 
 def _stream_error(code: str, message: str) -> bytes:
@@ -232,8 +353,7 @@ def _stream(
     sent = {"Content-Type": headers.get("Content-Type") or "application/octet-stream"}
     if headers.get("X-Amzn-SageMaker-Accept"):
         sent["Accept"] = headers["X-Amzn-SageMaker-Accept"]
-    if headers.get("X-Amzn-SageMaker-Custom-Attributes"):
-        sent["X-Amzn-SageMaker-Custom-Attributes"] = headers["X-Amzn-SageMaker-Custom-Attributes"]
+    sent.update({k: headers[k] for k in PASSED_ON if headers.get(k)})
     connection = http.client.HTTPConnection("127.0.0.1", container.port, timeout=INVOCATION_TIMEOUT_S)
     route.callback(connection.close)
     try:
@@ -261,9 +381,7 @@ def _stream(
 
 
 def _route_args(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[tuple[str, str, str], str | None]:
-    return _target(key, headers.get("X-Amzn-SageMaker-Inference-Component")), headers.get(
-        "X-Amzn-SageMaker-Target-Variant"
-    )
+    return _target(key, headers), headers.get("X-Amzn-SageMaker-Target-Variant")
 
 
 class _Stream:
@@ -317,6 +435,11 @@ def _parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnect
         # The container closed or reset the connection before its answer's end (for a chunked
         # answer, before the last chunk).
         yield _stream_error("StreamBroken", "The connection between SageMaker and the model was reset or closed.")
+    except Exception as exc:  # the local AWS's own fault, after the stream began: the model's error for it
+        FAULTS.record("sagemakerruntime", f"the stream of variant {variant}", exc)
+        yield eventstream.exception(
+            "InternalStreamFailure", {"Message": "The stream processing failed because of an unknown error."}
+        )
 
 
 def _set_timeout(connection: http.client.HTTPConnection, deadline: float) -> None:
@@ -346,10 +469,7 @@ def streamed_invocations_reach_the_container() -> None:
         return host
 
     def invoke_endpoint_with_response_stream(self: Any) -> TYPE_RESPONSE:
-        name = self.path.split("/")[2]
-        body = self.body if isinstance(self.body, bytes) else str(self.body or "").encode()
-        if len(body) > MAX_PAYLOAD_BYTES:
-            return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
+        name, body = endpoint_name(self), bytes(self.body)
         key = (self.current_account, self.region, name)
         route = contextlib.ExitStack()
         with route:
@@ -360,7 +480,6 @@ def streamed_invocations_reach_the_container() -> None:
 
     original = DomainDispatcherApplication.infer_service_region_host
     replace(DomainDispatcherApplication, "infer_service_region_host", routed)
-    replace(runtime_urls, "url_paths", RUNTIME_PATHS)
     replace(SageMakerRuntimeResponse, "invoke_endpoint_with_response_stream", invoke_endpoint_with_response_stream)
 
 
@@ -518,7 +637,7 @@ class _Failed(Exception):
 )
 def async_invocations_answer_through_s3() -> None:
     def invoke_endpoint_async(self: Any) -> TYPE_RESPONSE:
-        name = self._get_params().get("EndpointName") or self.path.split("/")[2]
+        name = endpoint_name(self)
         denied = _access_denied(self, "sagemaker:InvokeEndpointAsync", name)
         if denied is not None:
             return denied
