@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
+from local_aws.faults import FAULTS
 
 log = logging.getLogger("local_aws.runtime")
 
@@ -264,6 +265,9 @@ class Hosting:
                     f"The primary container for production variant {spec.variant} did not pass the ping health "
                     f"check: {exc}"
                 )
+            except Exception as exc:  # the local AWS's own fault: the endpoint fails rather than stay Creating
+                FAULTS.record("sagemaker", f"starting endpoint {endpoint.name}", exc)
+                return f"The local AWS failed to start the container of production variant {spec.variant}: {exc}"
             log.info("endpoint %s: variant %s answers /ping after %.1f s", endpoint.name, spec.variant, waited)
         return None
 

@@ -178,9 +178,8 @@ def runtime_bodies_are_bytes() -> None:
     replace(runtime_urls, "url_paths", RUNTIME_PATHS)
 
 
-#: The runtime's operations, and those of them that carry a body.
+#: The runtime's operations.
 OPERATIONS = ("InvokeEndpoint", "InvokeEndpointWithResponseStream", "InvokeEndpointAsync")
-BODIES = OPERATIONS[:2]
 
 
 def _parameters(self: Any, operation: str) -> dict[str, Any]:
@@ -219,7 +218,7 @@ def runtime_requests_are_validated() -> None:
 
     def call_action(self: Any) -> TYPE_RESPONSE:
         operation = self._get_action()
-        if operation in BODIES and len(self.body or b"") > MAX_PAYLOAD_BYTES:
+        if operation in OPERATIONS and len(self.body or b"") > MAX_PAYLOAD_BYTES:
             return _too_large(len(self.body))
         if operation in OPERATIONS:
             refused = validation.check_request("sagemaker-runtime", operation, _parameters(self, operation))
@@ -260,12 +259,23 @@ def invocations_reach_the_container() -> None:
     replace(SageMakerRuntimeResponse, "invoke_endpoint", invoke_endpoint)
 
 
+def _is_async(account: str, region: str, name: str) -> bool:
+    backend: Any = sagemaker_backends[account][region]
+    endpoint = backend.endpoints.get(name)
+    config = backend.endpoint_configs.get(endpoint.endpoint_config_name) if endpoint is not None else None
+    return bool(config is not None and config.async_inference_config)
+
+
 def _target(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[str, str, str]:
     """The runtime key an invocation goes to: the endpoint's, or its component's."""
     account, region, name = key
     hosted = HOSTING.find(key)
     if hosted is None:
         raise EndpointNotFound(name)
+    if _is_async(account, region, name):
+        # A real-time call to an asynchronous endpoint is a ValidationError (strands-agents/harness-sdk#1969;
+        # the words are not quoted there).
+        raise LookupError(f"Endpoint {name} is an asynchronous inference endpoint: call InvokeEndpointAsync.")
     if headers.get("X-Amzn-SageMaker-Target-Model"):
         # SageMaker's words (aws/amazon-sagemaker-examples#1026); no endpoint here hosts several models.
         raise LookupError(f"Endpoint {name} is not a multi-model endpoint and does not support target model header.")
@@ -497,7 +507,9 @@ ASYNC_TIMEOUT_S, ASYNC_MAX_TIMEOUT_S = 900, 3600
 class AsyncRequest:
     key: tuple[str, str, str]
     inference_id: str
-    input_location: str
+    #: Where the input is in S3, or the input itself (Body, up to 128,000 bytes).
+    input_location: str | None
+    inline: bytes | None
     content_type: str
     accept: str | None
     custom_attributes: str | None
@@ -520,30 +532,58 @@ def _async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
     output = config.get("OutputConfig")
     if not output:
         return _validation_error(f"Endpoint {name} is not an asynchronous inference endpoint.")
-    input_location = self.headers.get("X-Amzn-SageMaker-InputLocation") or ""
-    if not input_location.startswith("s3://"):
+    hosted = HOSTING.find((self.current_account, self.region, name))
+    if hosted is None or hosted.status not in ("InService", "Updating"):
+        return _validation_error(f"Endpoint {name} is {endpoint.endpoint_status}, not InService")
+    input_location = self.headers.get("X-Amzn-SageMaker-InputLocation") or None
+    inline = bytes(self.body) or None
+    if (input_location is None) == (inline is None):
+        # "Body and InputLocation are mutually exclusive. Provide exactly one of them." (the API
+        # reference; the error's wording is not documented).
+        return _validation_error("Provide exactly one of Body and InputLocation.")
+    if input_location is not None and not input_location.startswith("s3://"):
         return _validation_error(f"InputLocation {input_location!r} is not an S3 URI (s3://bucket/key).")
     timeout = int(self.headers.get("X-Amzn-SageMaker-InvocationTimeoutSeconds") or ASYNC_TIMEOUT_S)
     if not 1 <= timeout <= ASYNC_MAX_TIMEOUT_S:
         return _validation_error(f"InvocationTimeoutSeconds {timeout} is not between 1 and {ASYNC_MAX_TIMEOUT_S}.")
     inference_id = self.headers.get("X-Amzn-SageMaker-Inference-Id") or str(uuid.uuid4())
     notify = output.get("NotificationConfig") or {}
+    # Where the answer goes: <path>[/<S3OutputPathExtension>]/<Filename, else <id>.out> (the API
+    # reference describes both members, not how SageMaker joins them: this is the choice).
+    extension = (self.headers.get("X-Amzn-SageMaker-S3OutputPathExtension") or "").strip("/")
+    filename = self.headers.get("X-Amzn-SageMaker-Filename")
+
+    def location(path: str, suffix: str) -> str:
+        return "/".join(p for p in (path.rstrip("/"), extension, filename or f"{inference_id}{suffix}") if p)
+
     return AsyncRequest(
         key=(self.current_account, self.region, name),
         inference_id=inference_id,
         input_location=input_location,
+        inline=inline,
         content_type=self.headers.get("X-Amzn-SageMaker-Content-Type") or "application/octet-stream",
         accept=self.headers.get("X-Amzn-SageMaker-Accept"),
         custom_attributes=self.headers.get("X-Amzn-SageMaker-Custom-Attributes"),
         timeout_s=timeout,
-        output_location=f"{output['S3OutputPath'].rstrip('/')}/{inference_id}.out",
-        failure_location=f"{output.get('S3FailurePath', output['S3OutputPath']).rstrip('/')}/{inference_id}-error.out",
+        output_location=location(output["S3OutputPath"], ".out"),
+        failure_location=location(output.get("S3FailurePath", output["S3OutputPath"]), "-error.out"),
         success_topic=notify.get("SuccessTopic"),
         error_topic=notify.get("ErrorTopic"),
         concurrency=int(
             (config.get("ClientConfig") or {}).get("MaxConcurrentInvocationsPerInstance") or DEFAULT_ASYNC_CONCURRENCY
         ),
     )
+
+
+#: The async requests accepted and neither answered nor failed yet (two may share an InferenceId).
+_pending: list[AsyncRequest] = []
+_pending_lock = threading.Lock()
+
+
+def pending_async(key: tuple[str, str, str] | None = None) -> list[AsyncRequest]:
+    """The async requests (of endpoint `key`, else all) accepted and not yet answered or failed."""
+    with _pending_lock:
+        return [r for r in _pending if key is None or r.key == key]
 
 
 _queues: dict[tuple[tuple[str, str, str], int], threading.BoundedSemaphore] = {}
@@ -562,6 +602,14 @@ def _answer_async(request: AsyncRequest) -> None:
     from S3, sent to the container, its answer written to the output location (or the reason to
     the failure location) and announced on the success (or error) topic. A request whose
     account is gone meanwhile (the local AWS reset or stopped) is dropped with a warning."""
+    try:
+        _answer_queued(request)
+    finally:
+        with _pending_lock:
+            _pending[:] = [r for r in _pending if r is not request]
+
+
+def _answer_queued(request: AsyncRequest) -> None:
     account, region, name = request.key
     s3 = s3_backends[account][get_partition(region)]
     received = datetime.now(UTC)
@@ -583,8 +631,7 @@ def _answer_async(request: AsyncRequest) -> None:
 
 
 def _invoke_async(request: AsyncRequest, s3: Any) -> bytes:
-    bucket, key = split_s3_url(request.input_location)
-    body = bytes(s3.get_object(bucket, key).value)
+    body = request.inline if request.inline is not None else _read_input(s3, str(request.input_location))
     with HOSTING.route(request.key) as (_variant, container):
         attributes = request.custom_attributes
         sent = {"X-Amzn-SageMaker-Custom-Attributes": attributes} if attributes else {}
@@ -594,6 +641,15 @@ def _invoke_async(request: AsyncRequest, s3: Any) -> bytes:
     if answer.status >= 400:
         raise _Failed(f"Received client error ({answer.status}) from model: {answer.body.decode(errors='replace')}")
     return bytes(answer.body)
+
+
+def _read_input(s3: Any, location: str) -> bytes:
+    bucket, key = split_s3_url(location)
+    found = s3.buckets.get(bucket)
+    stored = found.keys.get(key) if found is not None else None
+    if stored is None:
+        raise _Failed(f"Failed to read the input from {location}: there is no object there.")
+    return bytes(stored.value)
 
 
 def _notification(request: AsyncRequest, received: datetime, location: str, reason: str | None) -> dict[str, Any]:
@@ -608,7 +664,7 @@ def _notification(request: AsyncRequest, received: datetime, location: str, reas
         "requestParameters": {
             "contentType": request.content_type,
             "endpointName": name,
-            "inputLocation": request.input_location,
+            **({"inputLocation": request.input_location} if request.input_location else {}),
         },
         "responseParameters": {"contentType": request.accept or "", "outputLocation": location},
         "inferenceId": request.inference_id,
@@ -644,6 +700,8 @@ def async_invocations_answer_through_s3() -> None:
         request = _async_request(self, name)
         if not isinstance(request, AsyncRequest):
             return request
+        with _pending_lock:
+            _pending.append(request)
         # A daemon: a request still queued when the local AWS stops is lost with its instance.
         threading.Thread(
             target=_answer_async, args=(request,), name=f"async-{request.inference_id}", daemon=True
