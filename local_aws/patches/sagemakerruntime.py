@@ -71,18 +71,19 @@ def _model_error(status: int, body: bytes, endpoint: str, account: str, region: 
     return _error(424, "ModelError", payload)
 
 
-def _no_response(exc: Unhealthy, key: tuple[str, str, str]) -> TYPE_RESPONSE:
+def _no_response(variant: str, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     """What SageMaker answers when the endpoint's instance gives no answer at all (its container
-    crashed): ModelError with status 0 and these words, as users quote them
-    (aws/amazon-sagemaker-examples#2815, after the model server's workers "abnormally
-    terminated"; #3089). The API reference documents ModelError but not this message."""
+    crashed, or closed the connection without answering): ModelError with status 0 and these
+    words, as users quote them (aws/amazon-sagemaker-examples#2815, after the model server's
+    workers "abnormally terminated"; #3089). The API reference documents ModelError but not this
+    message."""
     account, region, name = key
     message = (
         f"Amazon SageMaker could not get a response from the {name} endpoint. This can occur when CPU or memory "
         "utilization is high. To check your utilization, see Amazon CloudWatch. To fix this problem, use an instance "
         "type with more CPU capacity or memory."
     )
-    return _model_error(0, message.encode(), name, account, region, exc.variant)
+    return _model_error(0, message.encode(), name, account, region, variant)
 
 
 #: What the runtime raises for an invocation it cannot hand to a container.
@@ -94,7 +95,7 @@ def _unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     container's ModelError, else a ValidationError (a missing endpoint, one not InService, a
     component or variant it does not have)."""
     if isinstance(exc, Unhealthy):
-        return _no_response(exc, key)
+        return _no_response(exc.variant, key)
     if isinstance(exc, EndpointNotFound):
         account, _, name = key
         return _validation_error(f"Endpoint {name} of account {account} not found.")
@@ -230,14 +231,17 @@ def runtime_requests_are_validated() -> None:
 
 
 @patch(
-    restores="""InvokeEndpoint reaches the endpoint's container: body, ContentType, Accept and
-    CustomAttributes passed through, its answer returned; a 4xx or 5xx of the container becomes
-    ModelError (424) with its status and body; an endpoint that does not exist or is not in
-    service is a ValidationError; no answer within 60 s is a ModelError. With
-    InferenceComponentName, the component's container answers (a component of another endpoint,
-    or none, is a ValidationError, as is an endpoint of components called without one). A
-    variant whose container exited after InService is a ModelError with status 0 ("could not get
-    a response"), and what is left of its processes is ended. A
+    restores="""InvokeEndpoint reaches the endpoint's container: body, ContentType, Accept,
+    CustomAttributes and SessionId passed through, its answer returned; a 4xx or 5xx of the
+    container becomes ModelError (424) with its status and body; an endpoint that does not exist
+    or is not in service is a ValidationError, as are a TargetVariant it lacks, a TargetModel or
+    TargetContainerHostname (none is multi-model or multi-container) and a real-time call to an
+    asynchronous endpoint; no answer within 60 s is a ModelError. With InferenceComponentName,
+    the component's container answers (a component of another endpoint, or none, is a
+    ValidationError, as is an endpoint of components called without one). A variant whose
+    container exited after InService, or that closes the connection without an answer, is a
+    ModelError with status 0 ("could not get a response"), and what is left of a crashed
+    container's processes is ended. A
     caller signed as an assumed role whose policies do not allow sagemaker:InvokeEndpoint on the
     endpoint's ARN (names in lower case, as SageMaker writes them) gets AccessDeniedException.
     Stock moto answers every invocation with canned text."""
@@ -322,7 +326,9 @@ def _forward(
             headers=sent,
             timeout=INVOCATION_TIMEOUT_S,
         )
-    except OSError:  # a timeout, or nothing listening any more
+    except OSError as exc:  # a timeout, or no answer (nothing listening, the connection reset or closed)
+        if not isinstance(getattr(exc, "reason", exc), TimeoutError):
+            return _no_response(variant, key)
         timed_out = f"Your invocation timed out while waiting for a response from container {variant}."
         return _model_error(0, timed_out.encode(), name, account, region, variant)
     if answer.status >= 400:
@@ -369,9 +375,11 @@ def _stream(
     try:
         connection.request("POST", "/invocations", body=body, headers=sent)
         answer = connection.getresponse()
-    except (OSError, http.client.HTTPException):  # a timeout, or nothing listening any more
+    except TimeoutError:
         timed_out = f"Your invocation timed out while waiting for a response from container {variant}."
         return _model_error(0, timed_out.encode(), name, account, region, variant)
+    except (OSError, http.client.HTTPException):  # no answer: nothing listening, or the connection reset
+        return _no_response(variant, key)
     if answer.status >= 400:
         try:
             text = answer.read(MAX_ERROR_BYTES)
@@ -466,7 +474,7 @@ def _set_timeout(connection: http.client.HTTPConnection, deadline: float) -> Non
     the container sends, as it arrives, a PayloadPart; an answer cut before its end a
     ModelStreamError (StreamBroken); one past the time limit a ModelStreamError
     (ModelInvocationTimeExceeded); a 4xx or 5xx of the container before the stream is ModelError
-    (424), a missing endpoint or a body over 6 MB a ValidationError, a crashed container the
+    (424), a missing endpoint a ValidationError, a crashed container the
     ModelError of InvokeEndpoint. A caller that goes away
     closes the connection to the container. Stock moto routes the path to no handler."""
 )
@@ -683,10 +691,12 @@ class _Failed(Exception):
 
 @patch(
     restores="""InvokeEndpointAsync queues the request and answers 202 with its id and where its
-    answer and failure will be; then, as SageMaker does, the input is read from S3 and sent to
-    the endpoint's container, and the answer written to <S3OutputPath>/<id>.out (or the reason
-    to <S3FailurePath>/<id>-error.out) and announced on the SuccessTopic (or ErrorTopic). An
-    endpoint without AsyncInferenceConfig or an input that is not an S3 URI is a
+    answer and failure will be; then, as SageMaker does, the input (inline in Body, up to 128,000
+    bytes, or read from S3 at InputLocation: exactly one of them) is sent to the endpoint's
+    container, and the answer written to <S3OutputPath>[/<S3OutputPathExtension>]/<Filename or
+    id.out> (or the reason to the failure path's <id>-error.out) and announced on the
+    SuccessTopic (or ErrorTopic). An endpoint without AsyncInferenceConfig or not InService,
+    both or neither of Body and InputLocation, or an input that is not an S3 URI is a
     ValidationError; an assumed role not allowed sagemaker:InvokeEndpointAsync on the endpoint
     gets AccessDeniedException. Stock moto answers with canned locations where nothing is ever
     written."""

@@ -39,6 +39,8 @@ SEED = 20261204
 #: SageMaker's largest body, and the largest inline body of an async request (botocore's model).
 MAX_BODY = 6 * 1024 * 1024
 ASYNC_MAX_BODY = 128_000
+#: A body from which a container's early answer and the upload race (see ask).
+RACY_BODY = 1024 * 1024
 #: The runtime's operations: boto3's method, and whether the caller can read a stream.
 OPERATIONS = {
     "InvokeEndpoint": "invoke_endpoint",
@@ -162,7 +164,7 @@ class Target:
 
 def json_bodies(keys: Sequence[str]) -> st.SearchStrategy[bytes]:
     """JSON objects of the container's own keys and random values: near-valid requests."""
-    scalars = st.none() | st.booleans() | st.integers(-3, 300) | st.text(PRINTABLE, max_size=40)
+    scalars = st.none() | st.booleans() | st.integers(-3, 64) | st.text(PRINTABLE, max_size=40)
     values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
         st.sampled_from(list(keys)) | st.text(PRINTABLE, max_size=8), inner, max_size=3), max_leaves=8)  # fmt: skip
     return st.dictionaries(st.sampled_from(list(keys)), values, max_size=4).map(lambda d: json.dumps(d).encode())
@@ -174,7 +176,7 @@ def bodies(target: Target) -> st.SearchStrategy[bytes]:
     big = st.tuples(st.sampled_from([MAX_BODY, MAX_BODY + 1]), st.binary(max_size=16)).map(
         lambda sized: sized[1] + b"\0" * (sized[0] - len(sized[1]))
     )
-    kinds = st.sampled_from(["bytes", "seed", "json", "json", "repeated", "seed"] * 3 + ["big"])
+    kinds = st.sampled_from(["seed"] * 8 + ["bytes", "json", "json", "repeated"] * 2 + ["big"])
     strategies = {
         "bytes": st.binary(max_size=2048),
         "seed": st.sampled_from(list(target.seeds)),
@@ -230,11 +232,19 @@ class Case:
 
 #: Members no endpoint here has a use for: a value the model allows is still refused.
 INAPPLICABLE = ("TargetModel", "TargetContainerHostname", "InferenceComponentName")
-#: How a case goes wrong, if it does (weights: most cases are requests AWS hands the container).
-FLAWS = ["none"] * 6 + ["member", "endpoint", "inapplicable"]
+#: How a case goes wrong, if it does (weights: most cases are requests AWS hands the container,
+#: some of them a seed request as a client sends it).
+FLAWS = ["plain"] * 3 + ["none"] * 6 + ["member", "endpoint", "inapplicable"]
+
+
+#: How often (in four) an optional member is given: the content type mostly, as callers do.
+GIVEN = {"ContentType": 3, "Accept": 2}
 
 
 def _allowed(member: str, shape: Shape, target: Target) -> st.SearchStrategy[Any]:
+    if member in ("ContentType", "Accept"):
+        common = st.sampled_from(["application/json"] * len(CONTENT_TYPES) + CONTENT_TYPES)
+        return common | common | valid_strings(shape)
     if member == "TargetVariant":
         return st.just(target.variant)
     if member == "InputLocation":
@@ -256,6 +266,27 @@ def async_input(draw: st.DrawFn, shape: Shape, target: Target, members: dict[str
     return None if given in ("location", "neither") else body
 
 
+@st.composite
+def _flaw(
+    draw: st.DrawFn, flaw: str, shape: Shape, target: Target, members: dict[str, Value], names: list[str]
+) -> tuple[str, str]:
+    """Apply `flaw` to the request: a refused member, an endpoint that cannot answer (or a name
+    off its pattern), or a member the endpoint has no use for (set in `members`); the endpoint
+    invoked, and why it cannot answer ("" when it can)."""
+    if flaw == "member":
+        member = draw(st.sampled_from(names))
+        members[member] = Value(draw(_refused(shape.members[member])), False)
+    elif flaw == "endpoint":
+        endpoint, unusable = draw(st.sampled_from([*target.unusable.items(), ("", "off-pattern")]))
+        if unusable == "off-pattern":
+            endpoint = draw(invalid_strings(shape.members["EndpointName"]))
+        return endpoint, unusable
+    elif flaw == "inapplicable" and set(INAPPLICABLE) & set(names):
+        member = draw(st.sampled_from([m for m in INAPPLICABLE if m in names]))
+        members[member] = Value(draw(_allowed(member, shape.members[member], target)), True)
+    return target.endpoint, ""
+
+
 def cases(target: Target, name: str) -> st.SearchStrategy[Case]:
     """A request of operation `name`: each optional member left out or allowed, then at most one
     flaw: a member the model refuses, an endpoint that cannot answer (or a name off its
@@ -274,24 +305,16 @@ def cases(target: Target, name: str) -> st.SearchStrategy[Case]:
         flaw = draw(st.sampled_from(FLAWS))
         members: dict[str, Value] = {}
         for member in optional:
-            if member in INAPPLICABLE or draw(st.integers(0, 3)) > 0:
+            if member in INAPPLICABLE or draw(st.integers(0, 3)) >= GIVEN.get(member, 1):
                 continue
             members[member] = Value(draw(_allowed(member, shape.members[member], target)), True)
         for member in required:
             members[member] = Value(draw(_allowed(member, shape.members[member], target)), True)
-        endpoint, unusable = target.endpoint, ""
-        if flaw == "member":
-            member = draw(st.sampled_from([*optional, *required]))
-            members[member] = Value(draw(_refused(shape.members[member])), False)
-        elif flaw == "endpoint":
-            choices = [*target.unusable.items(), ("", "off-pattern")]
-            endpoint, unusable = draw(st.sampled_from(choices))
-            if unusable == "off-pattern":
-                endpoint = draw(invalid_strings(shape.members["EndpointName"]))
-        elif flaw == "inapplicable" and set(INAPPLICABLE) & set(optional):
-            member = draw(st.sampled_from([m for m in INAPPLICABLE if m in optional]))
-            members[member] = Value(draw(_allowed(member, shape.members[member], target)), True)
+        endpoint, unusable = draw(_flaw(flaw, shape, target, members, [*optional, *required]))
         body = draw(bodies(target)) if "Body" in shape.members else None
+        if flaw == "plain":  # a seed request as a client sends it: its body, as JSON
+            members = {"ContentType": Value("application/json", True)}
+            body = draw(st.sampled_from(list(target.seeds))) if body is not None else None
         if name == "InvokeEndpointAsync":
             body = draw(async_input(shape, target, members, body))
         streamed = name == "InvokeEndpointWithResponseStream"
@@ -313,17 +336,26 @@ def outcome_of(response: Mapping[str, Any]) -> str:
 
 
 def direct(target: Target, case: Case) -> int:
-    """The container's status for the case's request, asked directly as SageMaker would."""
+    """The container's status for the case's request, asked directly as SageMaker would (0: it
+    gave no answer)."""
     members = case.members
     accept = members["Accept"].value if "Accept" in members else None
-    headers = {}
-    if "CustomAttributes" in members:
-        headers["X-Amzn-SageMaker-Custom-Attributes"] = members["CustomAttributes"].value
+    # What SageMaker hands the container besides the body: the custom attributes, and the session
+    # id of stateful sessions (sagemaker/latest/dg/stateful-sessions.html).
+    headers = {
+        header: members[member].value
+        for member, header in (("CustomAttributes", "X-Amzn-SageMaker-Custom-Attributes"),
+                               ("SessionId", "X-Amzn-SageMaker-Session-Id"))
+        if member in members and members[member].value
+    }  # fmt: skip
     content_type = members["ContentType"].value if "ContentType" in members else "application/octet-stream"
-    answer = target.container().invoke(
-        case.body or b"", content_type=content_type or "application/octet-stream", accept=accept or None,
-        headers=headers, timeout=60,
-    )  # fmt: skip
+    try:
+        answer = target.container().invoke(
+            case.body or b"", content_type=content_type or "application/octet-stream", accept=accept or None,
+            headers=headers, timeout=60,
+        )  # fmt: skip
+    except OSError:  # no answer: the container closed or reset the connection
+        return 0
     return answer.status
 
 
@@ -342,7 +374,10 @@ def ask(target: Target, case: Case, runtime: Any) -> str:
             assert status == 424, exc.response
             container_status = direct(target, case)
             original = int(exc.response.get("OriginalStatusCode", -1))
-            assert original == container_status, (case, exc.response, container_status)
+            # A container that answers a large body before reading it, then closes the connection
+            # (vLLM's server does, with 6 MB), is heard or not as the race with the upload goes.
+            raced = len(case.body or b"") >= RACY_BODY and 0 in (original, container_status)
+            assert original == container_status or raced, (case, exc.response, container_status)
             assert not (target.ours and original >= 500), ("our container answered 5xx", case, exc.response)
             return got
         assert got == expected, (case, expected, exc.response)
