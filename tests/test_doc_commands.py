@@ -36,7 +36,7 @@ from unittest import mock
 import pytest
 from _pytest.mark.expression import Expression
 
-from project_config import ConfigError, load_config, parse_context_pairs, settings_of
+from project_config import SECTIONS, ConfigError, load_config, parse_context_pairs, settings_of
 from tests.conftest import TIERS
 from tests.docs_pages import (
     PAGES,
@@ -368,7 +368,7 @@ def test_a_cdk_command_names_the_apps_stacks_and_settings_it_takes(where: str, c
 
 
 #: `section.key` where a page names a setting (not a file such as `gptj.py`, nor a placeholder).
-_SETTING = re.compile(r"(?<![\w./<-])(project|gpt2|gptj|inf2)\.([a-z_][a-z0-9_]*)(?![\w/<-]|\.\w)")
+_SETTING = re.compile(rf"(?<![\w./<-])({'|'.join(SECTIONS)})\.([a-z_][a-z0-9_]*)(?![\w/<-]|\.\w)")
 
 
 def named_settings(page: Path) -> set[tuple[str, str]]:

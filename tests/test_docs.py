@@ -258,3 +258,14 @@ def test_every_documented_body_is_for_one_endpoint_the_e2e_tests_call() -> None:
     assert {body.endpoint for body in bodies} <= {*STACK_OF, "gptj-vllm"}
     # The seeds' requests are among them: the finder still finds what the pages give.
     assert {"gpt2", "gptj-toolkit", "gptj-vllm"} <= {body.endpoint for body in bodies}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_page_opens_with_what_it_covers(page: Path) -> None:
+    """A title, then a paragraph before the first section: what the page is about (the engine or
+    mode it describes, where it describes one)."""
+    lines = _FENCE.sub("", page.read_text()).splitlines()
+    assert lines[0].startswith("# "), f"{page_id(page)} opens without a title"
+    opening = lines[1 : next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))]
+    prose = [line for line in opening if line.strip() and not line.startswith(("|", "<!--", "!["))]
+    assert len(" ".join(prose).split()) >= 15, f"{page_id(page)} does not say what it covers before its first section"
