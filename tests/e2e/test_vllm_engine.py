@@ -29,6 +29,7 @@ from local_aws.cdk import Cdk
 from local_aws.containers import VLLM_VENV, Container, _group_members, running_containers
 from local_aws.runtime import HOSTING
 from project_config import load_config
+from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (
     FUZZ_EXAMPLES,
     VLLM_KEYS,
@@ -248,6 +249,19 @@ def test_the_runtimes_fuzz_gets_what_aws_answers_and_leaves_the_engine_answering
     while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert metric(container, "vllm:num_requests_running") == 0
+
+
+@pytest.mark.parametrize("body", bodies_for("gptj-vllm"), ids=lambda body: body.id)
+def test_a_documented_body_is_answered_by_vllm(deployed: Cdk, local_aws: LocalAws, body: Body) -> None:
+    """Every request body README and docs/ give for GPT-J on its default engine (and the load
+    tester's request files for it) gets vLLM's answer, not an error (tests/docs_pages.py)."""
+    if body.streamed:
+        answer = stream(local_aws, body.body)
+        events = server_sent_events([event["PayloadPart"]["Bytes"] for event in answer["Body"]])
+        assert events[-1] == b"[DONE]" and len(events) > 1, (body.where, events[-3:])
+    else:
+        answer = invoke(local_aws, "GptjStack", body.body)
+        assert answer["choices"][0]["text"] and answer["usage"]["completion_tokens"] > 0, (body.where, answer)
 
 
 def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_running(
