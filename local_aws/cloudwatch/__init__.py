@@ -6,6 +6,6 @@ change of state with the alarm's history (:mod:`.actions`). The state is moto's 
 alarms carry their history), reset with them; ``local_aws/patches/cloudwatch.py`` wires it in."""
 
 from local_aws.cloudwatch.actions import change_state, history, notification, run_actions
-from local_aws.cloudwatch.alarms import evaluate_due
+from local_aws.cloudwatch.alarms import evaluate_due, recent_values
 
-__all__ = ["change_state", "evaluate_due", "history", "notification", "run_actions"]
+__all__ = ["change_state", "evaluate_due", "history", "notification", "recent_values", "run_actions"]
