@@ -11,6 +11,7 @@ import pytest
 
 from local_aws import LocalAws
 from local_aws.applicationautoscaling.policies import _percent_change, _step
+from local_aws.cloudwatch import publish
 from tests.local_aws.helpers import client, echo_endpoint, endpoint_status
 
 # --- step scaling --------------------------------------------------------------------------------
@@ -63,13 +64,13 @@ def desired(aws: LocalAws) -> int:
 
 
 def minutes_of(aws: LocalAws, per_instance: float, minutes: int) -> list[int]:
-    """`minutes` of invocations per instance at `per_instance` a minute, as SageMaker publishes
-    them; the desired instance count after each minute."""
-    cw, counts = client(aws, "cloudwatch"), []
+    """`minutes` of invocations per instance at `per_instance` a minute, published as SageMaker
+    publishes them; the desired instance count after each minute."""
+    counts = []
     dimensions = [{"Name": "EndpointName", "Value": "tracked"}, {"Name": "VariantName", "Value": "AllTraffic"}]
     for _ in range(minutes):
         datum = {"MetricName": "InvocationsPerInstance", "Value": per_instance, "Dimensions": dimensions}
-        cw.put_metric_data(Namespace="AWS/SageMaker", MetricData=[datum])
+        publish(aws.account, aws.region, "AWS/SageMaker", [datum])
         aws.clock.advance(60)
         counts.append(desired(aws))
     return counts
