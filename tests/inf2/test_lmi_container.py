@@ -7,11 +7,9 @@ says, and nothing left running after stop."""
 from __future__ import annotations
 
 import json
-import tarfile
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,13 +32,8 @@ def lmi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
     out = tmp_path_factory.mktemp("lmi-artifacts")
     assert run(builder_args(out, "--tiny", "-c", f"inf2.max_batch_delay_ms={BATCH_DELAY_MS}")) == 0
     stand_in_artifacts(out)
-    bundle = out / "inf2" / "bundle.tar.gz"
-
-    def unpack(model_dir: Path) -> None:
-        with tarfile.open(bundle) as tar:
-            tar.extractall(model_dir, filter="data")
-
-    with LmiContainer(unpack) as container:
+    # The bundle as SageMaker places an uncompressed S3 prefix under /opt/ml/model.
+    with LmiContainer(out / "inf2" / "bundle") as container:
         container.wait_ready(timeout=300)
         yield container
 
