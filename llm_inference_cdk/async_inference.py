@@ -155,5 +155,6 @@ def scale_backlog(
             ),
             evaluation_periods=2,
             cooldown_s=props.scale_out_cooldown_s,
+            aggregation="Average",
         )
     return target
