@@ -21,7 +21,7 @@ VARIANTS = {
         "gptj.instance_type": "ml.p3.2xlarge",
         "gpt2.instance_type": "ml.g5.xlarge",
     },
-    "ingress-and-region": {"inf2.ingress_cidr": "203.0.113.0/24", "project.region": "eu-west-1"},
+    "ingress-and-region": {"inf2.ingress_cidr": "10.42.16.0/20", "project.region": "eu-west-1"},
     **MODE_VARIANTS,
     # GptjStack on the vllm engine, in each mode (the same overrides as tests/infra/test_gptj_engines.py).
     "vllm": {"gptj.engine": "vllm"},
