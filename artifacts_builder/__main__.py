@@ -13,7 +13,8 @@ from pathlib import Path
 
 COMPONENTS = {
     "gpt2": "GPT-2: ONNX export, TensorRT engine where a GPU is present, parity gate, model.tar.gz",
-    "gptj": "GPT-J: weights, tokenizer and code/inference.py streamed into model.tar.gz",
+    "gptj": "GPT-J: fp16 safetensors shards, tokenizer, code/inference.py and payload-manifest.json in "
+    "<out>/gptj/model/, which the stack ships uncompressed (--tarball also packs model.tar.gz)",
     "inf2": "OPT on inf2: serving.properties, model.py and requirements for DJL Serving",
 }
 

@@ -335,7 +335,10 @@ def _set_timeout(connection: http.client.HTTPConnection, deadline: float) -> Non
     (ModelInvocationTimeExceeded); a 4xx or 5xx of the container before the stream is ModelError
     (424), a missing endpoint or a body over 6 MB a ValidationError, a crashed container the
     ModelError of InvokeEndpoint. A caller that goes away
-    closes the connection to the container. Stock moto routes the path to no handler."""
+    closes the connection to the container. A caller signed as an assumed role whose policies do
+    not allow sagemaker:InvokeEndpoint (the action this operation is authorized by, Service
+    Authorization Reference) on the endpoint gets AccessDeniedException, as on InvokeEndpoint.
+    Stock moto routes the path to no handler."""
 )
 def streamed_invocations_reach_the_container() -> None:
     def routed(self: Any, environ: dict[str, Any], path: str) -> str | None:
@@ -351,6 +354,10 @@ def streamed_invocations_reach_the_container() -> None:
         if len(body) > MAX_PAYLOAD_BYTES:
             return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
         key = (self.current_account, self.region, name)
+        component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
+        denied = _access_denied(self, "sagemaker:InvokeEndpoint", name, component)
+        if denied is not None:
+            return denied
         route = contextlib.ExitStack()
         with route:
             try:

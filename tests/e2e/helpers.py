@@ -166,11 +166,18 @@ def resources_of_stack(aws: LocalAws, name: str) -> dict[str, tuple[str, str]]:
 def alarms_reach_the_topic(aws: LocalAws, stack: str) -> dict[str, list[str]]:
     """Each alarm of the stack forced to ALARM, then back to OK, as CloudWatch would take it
     there: an SQS queue subscribed to the stack's topic hears CloudWatch's notification of each
-    change, and no action failed. Returns each alarm's actions as its history records them."""
+    change, and no action failed. Returns each alarm's actions as its history records them (those
+    run since the call: an alarm keeps its history through an update)."""
     topic = aws.stack_outputs(stack)["AlarmTopicArn"]
     alarms = sorted(i for t, i in resources_of_stack(aws, stack).values() if t == "AWS::CloudWatch::Alarm")
     assert alarms, f"{stack} has no alarm"
     sns, sqs, cw = aws.client("sns"), aws.client("sqs"), aws.client("cloudwatch")
+
+    def actions(name: str) -> list[str]:
+        history = cw.describe_alarm_history(AlarmName=name, HistoryItemType="Action", ScanBy="TimestampAscending")
+        return [h["HistorySummary"] for h in history["AlarmHistoryItems"]]
+
+    before = {name: len(actions(name)) for name in alarms}
     queue = sqs.create_queue(QueueName=f"{stack}-oncall")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     subscription = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)["SubscriptionArn"]
@@ -190,8 +197,7 @@ def alarms_reach_the_topic(aws: LocalAws, stack: str) -> dict[str, list[str]]:
             assert sorted(heard) == [(name, state) for name in alarms]
         ran: dict[str, list[str]] = {}
         for name in alarms:
-            history = cw.describe_alarm_history(AlarmName=name, HistoryItemType="Action", ScanBy="TimestampAscending")
-            summaries = [h["HistorySummary"] for h in history["AlarmHistoryItems"]]
+            summaries = actions(name)[before[name] :]
             assert not [s for s in summaries if s.startswith("Failed")], summaries
             ran[name] = [s.removeprefix("Successfully executed action ") for s in summaries]
         return ran

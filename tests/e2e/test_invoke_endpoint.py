@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
+from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import Assembly, invoke
 
 pytestmark = pytest.mark.e2e
@@ -106,3 +107,29 @@ def test_gptj_refuses_a_stream_and_answers_whole_through_the_streaming_call(depl
     )
     parts = [event["PayloadPart"]["Bytes"] for event in answer["Body"]]
     assert len(parts) == 1 and json.loads(parts[0])[0]["generated_text"].startswith(SEED_GPTJ_PROMPT)
+
+
+#: Which stack answers a documented body here: both deployed on the toolkit engine.
+STACK_OF = {"gpt2": "Gpt2Stack", "gptj-toolkit": "GptjStack"}
+
+
+@pytest.mark.parametrize("body", bodies_for(*STACK_OF), ids=lambda body: body.id)
+def test_a_documented_body_is_answered_by_its_endpoint(deployed: Cdk, local_aws: LocalAws, body: Body) -> None:
+    """Every request body README and docs/ give for GPT-2 or the toolkit's GPT-J (and the load
+    tester's request files) gets an answer, not an error (tests/docs_pages.py finds them)."""
+    stack = STACK_OF[body.endpoint]
+    if body.streamed:
+        runtime = local_aws.client("sagemaker-runtime")
+        answer = runtime.invoke_endpoint_with_response_stream(
+            EndpointName=local_aws.stack_outputs(stack)["EndpointName"],
+            ContentType="application/json",
+            Body=json.dumps(body.body),
+        )
+        lines = b"".join(event["PayloadPart"]["Bytes"] for event in answer["Body"]).splitlines()
+        assert json.loads(lines[-1])["end"]["completion_tokens"] > 0, (body.where, lines[-3:])
+    elif body.endpoint == "gpt2":
+        (output,) = invoke(local_aws, stack, body.body)["outputs"]
+        assert output["completions"], body.where
+    else:
+        (answer,) = invoke(local_aws, stack, body.body)
+        assert answer["generated_text"].startswith(body.body["inputs"]), body.where

@@ -29,6 +29,7 @@ from local_aws.cdk import Cdk
 from local_aws.containers import VLLM_VENV, Container, _group_members, running_containers
 from local_aws.runtime import HOSTING
 from project_config import load_config
+from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import Assembly, invoke
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
 
@@ -212,6 +213,19 @@ def test_a_caller_that_goes_away_mid_stream_stops_its_generation(deployed: Cdk, 
     assert metric(container, "vllm:num_requests_running") == 0
     # The engine aborted the request: far fewer tokens than the answer it was asked for.
     assert 1 <= generated < max_tokens / 2, generated
+
+
+@pytest.mark.parametrize("body", bodies_for("gptj-vllm"), ids=lambda body: body.id)
+def test_a_documented_body_is_answered_by_vllm(deployed: Cdk, local_aws: LocalAws, body: Body) -> None:
+    """Every request body README and docs/ give for GPT-J on its default engine (and the load
+    tester's request files for it) gets vLLM's answer, not an error (tests/docs_pages.py)."""
+    if body.streamed:
+        answer = stream(local_aws, body.body)
+        events = server_sent_events([event["PayloadPart"]["Bytes"] for event in answer["Body"]])
+        assert events[-1] == b"[DONE]" and len(events) > 1, (body.where, events[-3:])
+    else:
+        answer = invoke(local_aws, "GptjStack", body.body)
+        assert answer["choices"][0]["text"] and answer["usage"]["completion_tokens"] > 0, (body.where, answer)
 
 
 def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_running(

@@ -25,7 +25,7 @@ def server(
     """An Inf2Server in a bare Stack; `build` makes the construct's optional arguments in it."""
     bundle_file = tmp_path / "bundle.tar.gz"
     bundle_file.write_bytes(b"bundle")
-    stack = Stack(App(context={"aws:cdk:disable-asset-staging": True}), "S")
+    stack = Stack(App(), "S")
     vpc = ec2.Vpc(stack, "Vpc", max_azs=1)
     made = Inf2Server(
         stack,
@@ -118,7 +118,7 @@ def test_role_reads_the_bundle_object_alone(tmp_path: Path) -> None:
     stack, _ = server(tmp_path)
     statements = role_statements(stack)
     (read,) = [s for s in statements if s["Action"] == "s3:GetObject"]
-    key = stack.resolve(stack.node.find_child("Bundle").s3_object_key)  # type: ignore[attr-defined]
+    key = stack.resolve(stack.node.find_child("Bundle").node.default_child.s3_object_key)  # type: ignore[union-attr]
     assert json.dumps(read["Resource"]).endswith(f'"/{key}"]]}}')
 
 

@@ -609,8 +609,9 @@ def unpermitted_read(aws: LocalAws) -> object:
 
 
 def breaching_metric(aws: LocalAws) -> object:
-    """An alarm on a metric's Sum over a minute, then a datapoint over its threshold: the
-    alarm's state and the notifications a queue subscribed to its topic gets."""
+    """An alarm on a metric's Sum over a minute, then a datapoint over its threshold and a
+    minute of the clock: the alarm's state and the notifications a queue subscribed to its
+    topic gets."""
     sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
     topic = sns.create_topic(Name="alarms")["TopicArn"]
     queue = subscribed_queue(aws, topic)
@@ -620,6 +621,7 @@ def breaching_metric(aws: LocalAws) -> object:
         Threshold=1, ComparisonOperator="GreaterThanThreshold", AlarmActions=[topic], Dimensions=dimensions,
     )  # fmt: skip
     cw.put_metric_data(Namespace="Test", MetricData=[{"MetricName": "Errors", "Value": 5, "Dimensions": dimensions}])
+    aws.clock.advance(60)
     (alarm,) = cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"]
     received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
     return alarm["StateValue"], [json.loads(json.loads(m["Body"])["Message"])["NewStateValue"] for m in received]
@@ -634,6 +636,18 @@ def mixed_case_endpoint(aws: LocalAws) -> object:
     create_stack(aws, "stack", echo_stack())
     deleted = delete_stack(aws, "stack")
     return arn, deleted, [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+
+
+def alarm_created_and_updated(aws: LocalAws) -> object:
+    """An alarm's state once created, and after it was set to ALARM and its threshold updated."""
+    cw = client(aws, "cloudwatch")
+    alarm = {"AlarmName": "errors", "Namespace": "Test", "MetricName": "Errors", "Statistic": "Sum", "Period": 60,
+             "EvaluationPeriods": 1, "ComparisonOperator": "GreaterThanThreshold"}  # fmt: skip
+    cw.put_metric_alarm(**alarm, Threshold=1)
+    created = cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"][0]["StateValue"]
+    cw.set_alarm_state(AlarmName="errors", StateValue="ALARM", StateReason="forced")
+    cw.put_metric_alarm(**alarm, Threshold=2)
+    return created, cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"][0]["StateValue"]
 
 
 def alarm_notifying_a_queue(aws: LocalAws) -> object:
@@ -997,13 +1011,16 @@ SCENARIOS: dict[str, Scenario] = {
         aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),
         stock=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case", None, ["Mixed-Case"]),
     ),
-    "alarms_evaluate_their_metric": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("OK", [])),
+    "alarms_are_evaluated": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("INSUFFICIENT_DATA", [])),
+    "new_alarms_have_insufficient_data": Scenario(
+        alarm_created_and_updated, aws=("INSUFFICIENT_DATA", "ALARM"), stock=("OK", "OK")
+    ),
     "alarm_actions_run": Scenario(
         alarm_notifying_a_queue,
         aws=(
             1,
             [
-                "Alarm updated from OK to ALARM",
+                "Alarm updated from INSUFFICIENT_DATA to ALARM",
                 "Successfully executed action arn:aws:sns:us-east-1:123456789012:alarms",
             ],
         ),
