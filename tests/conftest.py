@@ -29,7 +29,7 @@ TIERS: dict[str, frozenset[str]] = {
     # the real CDK CLI against the local AWS
     "e2e": frozenset({"local_aws", "cdk", "bootstrapped", "base", "updated", "e2e_artifacts", "neuron_ami"}),
     # a process that serves: the GPT-2 container, the toolkit's model server, the local AWS
-    "server": frozenset({"server", "running", "running_tar", "serve", "aws", "echo_image", "free_port"}),
+    "server": frozenset({"server", "running", "running_tar", "serve", "aws", "echo_image", "free_port", "lmi_server"}),
     # the artifacts builder on a tiny model
     "build": frozenset(
         {

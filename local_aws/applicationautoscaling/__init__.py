@@ -1,18 +1,11 @@
-"""Application Auto Scaling as the local AWS emulates it beyond moto's model: what a scaling
-policy does when its alarm runs it. ``local_aws/patches/applicationautoscaling.py`` wires it in."""
+"""Application Auto Scaling as the local AWS emulates it beyond moto's model (which stores targets
+and policies and scales nothing): the alarms a target tracking policy makes, policies run by
+their alarms with their cooldowns, the capacity they set within the target's bounds through the
+service that owns it (:mod:`.targets`), and the scaling activities that record it all
+(:mod:`.policies`). The state is moto's backends' (policies and targets carry their cooldowns,
+the backend its activities), reset with them; ``local_aws/patches/applicationautoscaling.py``
+wires it in."""
 
-from __future__ import annotations
+from local_aws.applicationautoscaling.policies import activities, bound_capacity, execute, make_alarms
 
-from typing import Any
-
-from moto.applicationautoscaling.models import applicationautoscaling_backends
-
-
-def execute(policy_arn: str, alarm: Any, account: str, region: str) -> str:
-    """The scaling policy `policy_arn` run by `alarm`: found and recorded (the capacity it
-    scales is SageMaker's, which the local AWS does not change)."""
-    backend = applicationautoscaling_backends[account][region]
-    for policy in backend.policies.values():
-        if policy.policy_arn == policy_arn:
-            return f"policy {policy.policy_name} on {policy.resource_id} run"
-    raise LookupError(f"No scaling policy {policy_arn}")
+__all__ = ["activities", "bound_capacity", "execute", "make_alarms"]

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from moto.applicationautoscaling.models import applicationautoscaling_backends
 from moto.kms.models import kms_backends
 from moto.sns.models import sns_backends
 
@@ -130,10 +131,13 @@ def _service(action: str) -> str:
 
 
 def _scale(policy_arn: str, alarm: Any, account: str, region: str) -> str:
-    """The Application Auto Scaling policy the action names, executed on the alarm's breach."""
-    from local_aws import applicationautoscaling
-
-    return applicationautoscaling.execute(policy_arn, alarm, account, region)
+    """The Application Auto Scaling policy the action names, executed for the alarm (where the
+    local AWS's Application Auto Scaling runs policies: local_aws/patches/applicationautoscaling.py)."""
+    backend = applicationautoscaling_backends[account][region]
+    run = getattr(type(backend), "execute_policy", None)
+    if run is None:
+        raise _Denied(f"Unsupported action {policy_arn}")
+    return str(run(backend, policy_arn, alarm))
 
 
 def run_actions(alarm: Any, old_state: str, account: str, region: str, *, scaling_only: bool = False) -> None:

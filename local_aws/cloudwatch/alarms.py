@@ -15,7 +15,7 @@ from moto.cloudwatch.models import CloudWatchBackend, cloudwatch_backends
 
 from local_aws import clock
 from local_aws.cloudwatch.actions import change_state, run_actions, scaling_due
-from local_aws.cloudwatch.evaluation import MetricIndex, check, due, evaluate, period_of
+from local_aws.cloudwatch.evaluation import MetricIndex, check, due, evaluate, period_of, points_of
 
 log = logging.getLogger("local_aws.cloudwatch")
 
@@ -53,3 +53,11 @@ def evaluate_alarms(at: datetime) -> None:
     for regions in list(cloudwatch_backends.values()):
         for backend in list(regions.values()):
             hook(backend, at)
+
+
+def recent_values(alarm: Any, account: str, region: str) -> list[float]:
+    """The values of the alarm's latest EvaluationPeriods datapoints that have data, oldest
+    first, as of the clock's time: what a scaling policy its alarm runs reads of the metric."""
+    backend = cloudwatch_backends[account][region]
+    points, _ = points_of(alarm, MetricIndex(list(backend.metric_data)), clock.now())
+    return [p.value for p in points[-int(alarm.evaluation_periods) :] if p.value is not None]

@@ -5,8 +5,6 @@ into moto's CloudWatch."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
 from typing import Any, ClassVar
 
 from moto.cloudwatch.models import (
@@ -23,6 +21,7 @@ from moto.core.responses import ActionResult
 from local_aws import clock
 from local_aws.cloudwatch import change_state, evaluate_due, history
 from local_aws.cloudwatch.evaluation import INSUFFICIENT_DATA
+from local_aws.cloudwatch.metrics import stamped
 from local_aws.patches.base import EmulatedResource, patch, replace
 
 
@@ -168,10 +167,6 @@ def new_alarms_have_insufficient_data() -> None:
     replace(CloudWatchBackend, "put_metric_alarm", put_metric_alarm)
 
 
-def _stamped(metric_data: Iterable[dict[str, Any]], when: datetime) -> list[dict[str, Any]]:
-    return [m if m.get("Timestamp") else {**m, "Timestamp": when} for m in metric_data]
-
-
 @patch(
     restores="""CloudWatch evaluates every alarm on its own schedule, as the CloudWatch User Guide's
     "Evaluating an alarm" and "Configuring how CloudWatch alarms treat missing data" say: every
@@ -187,7 +182,7 @@ def alarms_are_evaluated() -> None:
     stock = CloudWatchBackend.put_metric_data
 
     def put_metric_data(self: Any, namespace: str, metric_data: list[dict[str, Any]]) -> None:
-        stock(self, namespace, _stamped(metric_data, clock.now()))
+        stock(self, namespace, stamped(metric_data, clock.now()))
 
     replace(CloudWatchBackend, "put_metric_data", put_metric_data)
     replace(CloudWatchBackend, "evaluate_alarms", evaluate_due)

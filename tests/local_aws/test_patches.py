@@ -836,6 +836,59 @@ def component_lifecycle(aws: LocalAws) -> object:
     return created, status, first, unnamed, updated, second, echo_processes()
 
 
+VARIANT = {
+    "ServiceNamespace": "sagemaker",
+    "ResourceId": "endpoint/scaled/variant/AllTraffic",
+    "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+}
+
+
+def tracking_alarms(aws: LocalAws) -> object:
+    """A target tracking policy of a variant's instances on invocations per instance: the alarms
+    it made (metric, comparison, threshold, datapoints out of periods), and its Alarms."""
+    scaling = client(aws, "application-autoscaling")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    scaling.put_scaling_policy(
+        **VARIANT, PolicyName="track", PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": 10.0,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        },
+    )  # fmt: skip
+    alarms = client(aws, "cloudwatch").describe_alarms()["MetricAlarms"]
+    made = sorted((a["MetricName"], a["ComparisonOperator"], a["Threshold"], a["DatapointsToAlarm"],
+                   a["EvaluationPeriods"], [d["Name"] for d in a["Dimensions"]]) for a in alarms)  # fmt: skip
+    (policy,) = scaling.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+    return made, len(policy["Alarms"])
+
+
+def policy_run_by_its_alarm(aws: LocalAws) -> object:
+    """A step policy adding 2 instances to an endpoint's variant, run by its alarm once a minute
+    of data breaches it: the variant's desired instance count, and the scaling activities."""
+    echo_endpoint(aws, "scaled")
+    endpoint_status(aws, "scaled", settle=True)
+    scaling, cw = client(aws, "application-autoscaling"), client(aws, "cloudwatch")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    arn = scaling.put_scaling_policy(
+        **VARIANT, PolicyName="step", PolicyType="StepScaling",
+        StepScalingPolicyConfiguration={
+            "AdjustmentType": "ChangeInCapacity", "Cooldown": 60,
+            "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 2}],
+        },
+    )["PolicyARN"]  # fmt: skip
+    cw.put_metric_alarm(
+        AlarmName="queue", Namespace="Test", MetricName="Queue", Statistic="Maximum", Period=60, EvaluationPeriods=1,
+        Threshold=5, ComparisonOperator="GreaterThanOrEqualToThreshold", AlarmActions=[arn],
+    )  # fmt: skip
+    cw.put_metric_data(Namespace="Test", MetricData=[{"MetricName": "Queue", "Value": 7}])
+    aws.clock.advance(60)
+    (variant,) = client(aws, "sagemaker").describe_endpoint(EndpointName="scaled")["ProductionVariants"]
+    described = error_of(lambda: scaling.describe_scaling_activities(ServiceNamespace="sagemaker")) or [
+        a["Description"] for a in scaling.describe_scaling_activities(ServiceNamespace="sagemaker")["ScalingActivities"]
+    ]
+    return variant["DesiredInstanceCount"], described
+
+
 def copy_count_target(aws: LocalAws) -> object:
     """Registering an inference component's copy count as a scalable target."""
     scaling = client(aws, "application-autoscaling")
@@ -940,7 +993,8 @@ SCENARIOS: dict[str, Scenario] = {
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
     "missing_resource_types_exist": Scenario(
         autoscaling_and_alarm,
-        aws=((1, 1, 2), [("e", "FILL(m, 0)"), ("m", "Up")], (0, 0, 0)),
+        # Two alarms of the template, and the two its target tracking policy makes.
+        aws=((1, 1, 4), [("e", "FILL(m, 0)"), ("m", "Up")], (0, 0, 0)),
         stock=((0, 0, 0), [], (0, 0, 0)),
     ),
     "aws_custom_resources_make_their_calls": Scenario(
@@ -1010,6 +1064,20 @@ SCENARIOS: dict[str, Scenario] = {
         mixed_case_endpoint,
         aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),
         stock=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case", None, ["Mixed-Case"]),
+    ),
+    "target_tracking_policies_make_their_alarms": Scenario(
+        tracking_alarms,
+        aws=(
+            [
+                ("InvocationsPerInstance", "GreaterThanThreshold", 10.0, 3, 3, ["EndpointName", "VariantName"]),
+                ("InvocationsPerInstance", "LessThanThreshold", 9.0, 15, 15, ["EndpointName", "VariantName"]),
+            ],
+            2,
+        ),
+        stock=([], 0),
+    ),
+    "scaling_policies_change_capacity": Scenario(
+        policy_run_by_its_alarm, aws=(3, ["Setting desired instance count to 3."]), stock=(1, "500")
     ),
     "alarms_are_evaluated": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("INSUFFICIENT_DATA", [])),
     "new_alarms_have_insufficient_data": Scenario(
