@@ -17,8 +17,8 @@ import pytest
 
 from local_aws import LocalAws
 from local_aws.containers import ContainerError, running_containers
-from local_aws.patches import sagemakerruntime
 from local_aws.runtime import HOSTING, lay_out
+from local_aws.sagemaker import invocations
 from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status
 
 
@@ -106,7 +106,7 @@ def test_an_invocation_past_the_limit_is_a_model_error_and_the_container_lives_o
     fresh: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SageMaker's limit is 60 s; the same path, with a shorter wait.
-    monkeypatch.setattr(sagemakerruntime, "INVOCATION_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(invocations, "INVOCATION_TIMEOUT_S", 0.5)
     echo_endpoint(fresh, "echo")
     endpoint_status(fresh, "echo", settle=True)
     runtime = client(fresh, "sagemaker-runtime")

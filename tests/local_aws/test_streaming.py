@@ -15,7 +15,7 @@ from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError, EventStreamError
 
 from local_aws import LocalAws, eventstream
-from local_aws.patches import sagemakerruntime
+from local_aws.sagemaker import invocations
 from tests.local_aws.helpers import (
     client,
     create_stack,
@@ -102,7 +102,7 @@ def test_an_answer_the_container_cuts_is_a_model_stream_error(aws: LocalAws, ech
 def test_an_answer_past_the_time_limit_is_a_model_stream_error(
     aws: LocalAws, echo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sagemakerruntime, "STREAM_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(invocations, "STREAM_TIMEOUT_S", 1.0)
     messages = raw_messages(call(aws, echo, {"parts": ["a", "b", "c", "d", "e"], "part_delay_s": 0.4}))
     headers, payload = messages[-1]
     assert headers[":exception-type"] == "ModelStreamError"
