@@ -26,10 +26,15 @@ catalog of what SageMaker publishes per endpoint mode and instance kind
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import psutil
+
+from llm_contracts import instances
 from llm_contracts import sagemaker_metrics as catalog
 from local_aws.cloudwatch import publish
 
@@ -156,6 +161,52 @@ def backlog(served: Served, *, queued: int, oldest_s: float, instances: int) -> 
             _datum("HasBacklogWithoutCapacity", bool(queued and not instances), "None"),
         ],
     )
+
+
+@dataclass
+class InstanceUse:
+    """What one instance (a container here) uses, as SageMaker measures it: its processes' CPU
+    since the last look (percent of one core, summed over them: psutil) and their memory, as a
+    share of the instance type's memory (the host's where the type is not known); the files it
+    holds (its model data and scratch), as a share of its ML storage volume (`volume_bytes`; the
+    file system it is on where none is given)."""
+
+    pid: int
+    folder: Path
+    instance_type: str
+    volume_bytes: int | None = None
+    _processes: dict[int, psutil.Process] = field(default_factory=dict, repr=False)
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            leader = psutil.Process(self.pid)
+            found = [leader, *leader.children(recursive=True)]
+        except psutil.Error:
+            return []
+        # The same objects each time: cpu_percent measures since the object's last call.
+        self._processes = {p.pid: self._processes.get(p.pid, p) for p in found}
+        return list(self._processes.values())
+
+    def sample(self) -> tuple[float, float, float]:
+        """(CPU %, memory %, disk %) now."""
+        cpu = rss = 0.0
+        for process in self._tree():
+            try:
+                cpu += process.cpu_percent(interval=None)
+                rss += process.memory_info().rss
+            except psutil.Error:
+                continue  # ended meanwhile
+        known = instances.host(self.instance_type)
+        memory = known[1] * 1024**3 if known else psutil.virtual_memory().total
+        held = sum(f.stat().st_size for f in self.folder.rglob("*") if f.is_file()) if self.folder.exists() else 0
+        volume = self.volume_bytes or (shutil.disk_usage(self.folder).total if self.folder.exists() else 1)
+        return cpu, 100.0 * rss / memory, 100.0 * held / volume
+
+
+def instance_use(served: Served, use: InstanceUse) -> list[str]:
+    """One instance's use, once a minute."""
+    cpu, memory, disk = use.sample()
+    return instance(served, cpu_percent=cpu, memory_percent=memory, disk_percent=disk)
 
 
 def instance(served: Served, *, cpu_percent: float, memory_percent: float, disk_percent: float) -> list[str]:

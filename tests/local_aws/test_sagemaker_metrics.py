@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ from moto.cloudwatch.models import cloudwatch_backends
 
 from llm_contracts import sagemaker_metrics as catalog
 from local_aws import sagemaker_metrics as metrics
-from local_aws.sagemaker_metrics import Served
+from local_aws.sagemaker_metrics import InstanceUse, Served
 
 _accounts = itertools.count(210_000_000_000)
 
@@ -105,3 +108,24 @@ def test_every_metric_emitted_is_in_the_catalog_for_its_mode(
     for (namespace, name), (dimensions, _) in stored(where).items():
         entry = catalog.find(namespace, name, {d for d, _ in dimensions}, mode=mode, kind_=kind)
         assert entry is not None, f"{namespace} {name} {dimensions} in {mode}"
+
+
+def test_an_instance_use_is_its_processes_and_files(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "model.bin").write_bytes(b"\0" * 1_000_000)
+    busy = subprocess.Popen([sys.executable, "-c", "x = bytearray(50_000_000)\nwhile True: pass"])
+    try:
+        use = InstanceUse(busy.pid, tmp_path, "ml.g5.xlarge", volume_bytes=10_000_000)
+        use.sample()  # psutil measures CPU between two looks
+        time.sleep(1)
+        cpu, memory, disk = use.sample()
+    finally:
+        busy.kill()
+        busy.wait()
+    assert 50 < cpu <= 100 * (os.cpu_count() or 1)  # one busy core
+    assert 50_000_000 / 16 / 1024**3 * 100 < memory < 1  # of ml.g5.xlarge's 16 GiB
+    assert disk == pytest.approx(10.0)
+    gone = InstanceUse(busy.pid, tmp_path / "gone", "ml.g5.xlarge", volume_bytes=10)
+    assert gone.sample() == (0.0, 0.0, 0.0)
