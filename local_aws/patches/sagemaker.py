@@ -25,6 +25,7 @@ from moto.sagemaker.responses import SageMakerResponse
 from moto.sagemaker.utils import arn_formatter
 from moto.utilities.utils import get_partition
 
+from local_aws.containers import ContainerError
 from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
 from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
 from local_aws.runtime import (
@@ -207,12 +208,26 @@ def _s3(caller: Caller, action: str, bucket: str, key: str | None, s3: Any, cont
 def _fetch(account_id: str, region_name: str) -> Any:
     s3 = s3_backends[account_id][get_partition(region_name)]
 
+    def read(bucket: str, key: str) -> bytes:
+        found = s3.buckets.get(bucket)
+        stored = found.keys.get(key) if found is not None else None
+        if stored is None:
+            # AWS's reason for model data it cannot download (its wording; _refused has it too).
+            raise ContainerError(
+                f'Failed to download model data for container "container_1" from URL: "s3://{bucket}/{key}". Please '
+                "ensure that there is an object located at the URL and that the role passed to CreateModel has "
+                "permissions to download the model."
+            )
+        return bytes(stored.value)
+
     def fetch(model_data: Mapping[str, Any], folder: Path) -> None:
         lay_out(
             model_data,
             folder,
-            read=lambda bucket, key: bytes(s3.get_object(bucket, key).value),  # type: ignore[union-attr]
-            keys=lambda bucket, prefix: sorted(k for k in s3.get_bucket(bucket).keys if k.startswith(prefix)),
+            read=read,
+            keys=lambda bucket, prefix: sorted(
+                k for k in getattr(s3.buckets.get(bucket), "keys", {}) if k.startswith(prefix)
+            ),
         )
 
     return fetch

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,9 +23,11 @@ from moto.sagemaker.models import sagemaker_backends
 from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 from moto.sns.models import sns_backends
 from moto.utilities.utils import get_partition
+from werkzeug.datastructures import ImmutableMultiDict
 
-from local_aws import eventstream
+from local_aws import eventstream, validation
 from local_aws.containers import Container
+from local_aws.faults import FAULTS
 from local_aws.patches.base import patch, replace
 from local_aws.patches.iam import assumed_role_caller
 from local_aws.patches.sagemaker import components, sagemaker_arn
@@ -40,8 +43,13 @@ from local_aws.runtime import (
 
 log = logging.getLogger("local_aws.sagemakerruntime")
 
-#: SageMaker's largest InvokeEndpoint payload.
+#: SageMaker's largest InvokeEndpoint payload (botocore's model: Body's max).
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+
+
+def endpoint_name(self: Any) -> str:
+    """The request's EndpointName: its path's, percent-decoded (moto keeps the path as it came)."""
+    return urllib.parse.unquote(self.path.split("/")[2])
 
 
 def _model_error(status: int, body: bytes, endpoint: str, account: str, region: str, variant: str) -> TYPE_RESPONSE:
@@ -63,18 +71,19 @@ def _model_error(status: int, body: bytes, endpoint: str, account: str, region: 
     return _error(424, "ModelError", payload)
 
 
-def _no_response(exc: Unhealthy, key: tuple[str, str, str]) -> TYPE_RESPONSE:
+def _no_response(variant: str, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     """What SageMaker answers when the endpoint's instance gives no answer at all (its container
-    crashed): ModelError with status 0 and these words, as users quote them
-    (aws/amazon-sagemaker-examples#2815, after the model server's workers "abnormally
-    terminated"; #3089). The API reference documents ModelError but not this message."""
+    crashed, or closed the connection without answering): ModelError with status 0 and these
+    words, as users quote them (aws/amazon-sagemaker-examples#2815, after the model server's
+    workers "abnormally terminated"; #3089). The API reference documents ModelError but not this
+    message."""
     account, region, name = key
     message = (
         f"Amazon SageMaker could not get a response from the {name} endpoint. This can occur when CPU or memory "
         "utilization is high. To check your utilization, see Amazon CloudWatch. To fix this problem, use an instance "
         "type with more CPU capacity or memory."
     )
-    return _model_error(0, message.encode(), name, account, region, exc.variant)
+    return _model_error(0, message.encode(), name, account, region, variant)
 
 
 #: What the runtime raises for an invocation it cannot hand to a container.
@@ -86,7 +95,7 @@ def _unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     container's ModelError, else a ValidationError (a missing endpoint, one not InService, a
     component or variant it does not have)."""
     if isinstance(exc, Unhealthy):
-        return _no_response(exc, key)
+        return _no_response(exc.variant, key)
     if isinstance(exc, EndpointNotFound):
         account, _, name = key
         return _validation_error(f"Endpoint {name} of account {account} not found.")
@@ -117,33 +126,136 @@ def _error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
     return status, headers, json.dumps(payload)
 
 
+# --- The request as the caller sent it ----------------------------------------------------------
+
+#: The runtime's paths: an EndpointName is routed whatever it holds (botocore percent-encodes a
+#: slash in it, which the server decodes), so that the model's pattern refuses it, as AWS does.
+RUNTIME_PATHS = {
+    "{0}/endpoints/(?P<name>.+)/async-invocations$": runtime_urls.response.dispatch,
+    "{0}/endpoints/(?P<name>.+)/invocations$": runtime_urls.response.dispatch,
+    "{0}/endpoints/(?P<name>.+)/invocations-response-stream$": runtime_urls.response.dispatch,
+}
+
+
+#: The operation each path of the runtime is for, by its end.
+ACTIONS = {
+    "/async-invocations": "InvokeEndpointAsync",
+    "/invocations-response-stream": "InvokeEndpointWithResponseStream",
+    "/invocations": "InvokeEndpoint",
+}
+
+
 @patch(
-    restores="""InvokeEndpoint reaches the endpoint's container: body, ContentType, Accept and
-    CustomAttributes passed through, its answer returned; a 4xx or 5xx of the container becomes
-    ModelError (424) with its status and body; an endpoint that does not exist or is not in
-    service is a ValidationError; no answer within 60 s is a ModelError. With
-    InferenceComponentName, the component's container answers (a component of another endpoint,
-    or none, is a ValidationError, as is an endpoint of components called without one). A
-    variant whose container exited after InService is a ModelError with status 0 ("could not get
-    a response"), and what is left of its processes is ended. A
+    restores="""The runtime's calls carry a body of any bytes (InvokeEndpoint's Body is a blob of up to
+    6 MB, botocore's sagemaker-runtime model: images, audio, any binary payload), which reaches the
+    container exactly as sent, whatever its ContentType; only the request's path and headers say
+    which endpoint and operation it is for. Stock moto decodes every body as UTF-8
+    (BaseResponse.setup_class), so a body that is not UTF-8 fails with an HTML 500 before any
+    handler runs; it parses a body of a form's content type as a form (the container gets an empty
+    body) and finds no operation for it or for JSON 1.1's (HTTP 404), and reads a body that looks
+    like a query string ("EndpointName=x&Action=y") as the request's parameters, so that a body
+    can send the call to another endpoint or operation."""
+)
+def runtime_bodies_are_bytes() -> None:
+    setup = SageMakerRuntimeResponse.setup_class
+
+    def setup_class(
+        self: Any, request: Any, full_url: str | None = None, headers: Any = None, use_raw_body: bool | None = None
+    ) -> None:
+        request.get_data(cache=True)  # the bytes as they came, before anything parses them as a form
+        request.__dict__.update(form=ImmutableMultiDict(), files=ImmutableMultiDict())
+        setup(self, request, full_url, headers, use_raw_body=True)
+
+    def get_action(self: Any) -> str | None:
+        # By the path alone: moto picks its router by the body's content type, and finds no
+        # operation for a form's or JSON 1.1's.
+        for suffix, operation in ACTIONS.items():
+            if self.path.endswith(suffix):
+                return operation
+        return None
+
+    replace(SageMakerRuntimeResponse, "setup_class", setup_class)
+    replace(SageMakerRuntimeResponse, "_get_action", get_action)
+    replace(runtime_urls, "url_paths", RUNTIME_PATHS)
+
+
+#: The runtime's operations.
+OPERATIONS = ("InvokeEndpoint", "InvokeEndpointWithResponseStream", "InvokeEndpointAsync")
+
+
+def _parameters(self: Any, operation: str) -> dict[str, Any]:
+    """The request's parameters as botocore's model names them: the path's and the headers'
+    members, and the body as the payload."""
+    return validation.rest_parameters(
+        "sagemaker-runtime", operation, uri={"EndpointName": endpoint_name(self)}, headers=self.headers, body=self.body
+    )
+
+
+def _too_large(size: int) -> TYPE_RESPONSE:
+    """What SageMaker's front end answers a body over the limit: HTTP 413, no error type (botocore
+    reports the code "413"), as users quote it (aws/sagemaker-python-sdk#171, then with the 5 MB
+    limit: "HTTP content length exceeded 5246976 bytes.")."""
+    return (
+        413,
+        {"status": "413", "Content-Type": "application/json"},
+        json.dumps({"message": f"HTTP content length exceeded {MAX_PAYLOAD_BYTES} bytes."}),
+    )
+
+
+@patch(
+    restores="""The runtime's requests are checked as AWS checks them before any endpoint sees them: a
+    body over 6 MB (6,291,456 bytes) is answered HTTP 413 ("HTTP content length exceeded ...
+    bytes.", aws/sagemaker-python-sdk#171), and a request that breaks botocore's sagemaker-runtime
+    model (CustomAttributes, ContentType or Accept over 1,024 characters or not ASCII; an
+    EndpointName, TargetVariant, InferenceComponentName or SessionId off its pattern or length; an
+    InferenceId over 64; an InvocationTimeoutSeconds outside 1-3600, ...) with ValidationError and
+    the model's "1 validation error detected" message (a sensitive member's value left out, as
+    aws/aws-sdk-js#4203 quotes it). Stock moto checks nothing, and botocore's client checks only
+    types, required members and minimums: a CustomAttributes of 1,025 characters reaches the
+    container."""
+)
+def runtime_requests_are_validated() -> None:
+    original = SageMakerRuntimeResponse.call_action
+
+    def call_action(self: Any) -> TYPE_RESPONSE:
+        operation = self._get_action()
+        if operation in OPERATIONS and len(self.body or b"") > MAX_PAYLOAD_BYTES:
+            return _too_large(len(self.body))
+        if operation in OPERATIONS:
+            refused = validation.check_request("sagemaker-runtime", operation, _parameters(self, operation))
+            if refused is not None:
+                return _error(400, refused.code, {"message": refused.message})
+        return original(self)
+
+    replace(SageMakerRuntimeResponse, "call_action", call_action)
+
+
+@patch(
+    restores="""InvokeEndpoint reaches the endpoint's container: body, ContentType, Accept,
+    CustomAttributes and SessionId passed through, its answer returned; a 4xx or 5xx of the
+    container becomes ModelError (424) with its status and body; an endpoint that does not exist
+    or is not in service is a ValidationError, as are a TargetVariant it lacks, a TargetModel or
+    TargetContainerHostname (none is multi-model or multi-container) and a real-time call to an
+    asynchronous endpoint; no answer within 60 s is a ModelError. With InferenceComponentName,
+    the component's container answers (a component of another endpoint, or none, is a
+    ValidationError, as is an endpoint of components called without one). A variant whose
+    container exited after InService, or that closes the connection without an answer, is a
+    ModelError with status 0 ("could not get a response"), and what is left of a crashed
+    container's processes is ended. A
     caller signed as an assumed role whose policies do not allow sagemaker:InvokeEndpoint on the
     endpoint's ARN (names in lower case, as SageMaker writes them) gets AccessDeniedException.
     Stock moto answers every invocation with canned text."""
 )
 def invocations_reach_the_container() -> None:
     def invoke_endpoint(self: Any) -> TYPE_RESPONSE:
-        name = self._get_params().get("EndpointName") or self.path.split("/")[2]
-        body = self.body if isinstance(self.body, bytes) else str(self.body or "").encode()
-        if len(body) > MAX_PAYLOAD_BYTES:
-            return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
+        name, body = endpoint_name(self), bytes(self.body)
         key = (self.current_account, self.region, name)
         component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
         denied = _access_denied(self, "sagemaker:InvokeEndpoint", name, component)
         if denied is not None:
             return denied
         try:
-            target = _target(key, component)
-            with HOSTING.route(target, self.headers.get("X-Amzn-SageMaker-Target-Variant")) as (variant, container):
+            with HOSTING.route(*_route_args(key, self.headers)) as (variant, container):
                 return _forward(self.headers, body, key, variant, container)
         except UNROUTABLE as exc:
             return _unroutable(exc, key)
@@ -151,12 +263,32 @@ def invocations_reach_the_container() -> None:
     replace(SageMakerRuntimeResponse, "invoke_endpoint", invoke_endpoint)
 
 
-def _target(key: tuple[str, str, str], component: str | None) -> tuple[str, str, str]:
+def _is_async(account: str, region: str, name: str) -> bool:
+    backend: Any = sagemaker_backends[account][region]
+    endpoint = backend.endpoints.get(name)
+    config = backend.endpoint_configs.get(endpoint.endpoint_config_name) if endpoint is not None else None
+    return bool(config is not None and config.async_inference_config)
+
+
+def _target(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[str, str, str]:
     """The runtime key an invocation goes to: the endpoint's, or its component's."""
     account, region, name = key
     hosted = HOSTING.find(key)
     if hosted is None:
         raise EndpointNotFound(name)
+    if _is_async(account, region, name):
+        # A real-time call to an asynchronous endpoint is a ValidationError (strands-agents/harness-sdk#1969;
+        # the words are not quoted there).
+        raise LookupError(f"Endpoint {name} is an asynchronous inference endpoint: call InvokeEndpointAsync.")
+    if headers.get("X-Amzn-SageMaker-Target-Model"):
+        # SageMaker's words (aws/amazon-sagemaker-examples#1026); no endpoint here hosts several models.
+        raise LookupError(f"Endpoint {name} is not a multi-model endpoint and does not support target model header.")
+    if headers.get("X-Amzn-SageMaker-Target-Container-Hostname"):
+        raise LookupError(
+            f"Endpoint {name} is not a multi-container endpoint with direct invocation and does not support target "
+            "container hostname header."
+        )
+    component = headers.get("X-Amzn-SageMaker-Inference-Component")
     if component is None:
         if hosted.live is not None and not hosted.live.containers:
             raise LookupError(
@@ -170,14 +302,22 @@ def _target(key: tuple[str, str, str], component: str | None) -> tuple[str, str,
     return ic.hosting_key
 
 
+#: The request headers SageMaker hands the container besides the body's, and those of its answer
+#: it hands back (the stateful sessions' ids among them: sagemaker/latest/dg/stateful-sessions.html).
+PASSED_ON = ("X-Amzn-SageMaker-Custom-Attributes", "X-Amzn-SageMaker-Session-Id")
+PASSED_BACK = (
+    "X-Amzn-SageMaker-Custom-Attributes",
+    "X-Amzn-SageMaker-New-Session-Id",
+    "X-Amzn-SageMaker-Closed-Session-Id",
+)
+
+
 def _forward(
     headers: Mapping[str, str], body: bytes, key: tuple[str, str, str], variant: str, container: Container
 ) -> TYPE_RESPONSE:
     """POST /invocations to the container as SageMaker does, and its answer as InvokeEndpoint's."""
     account, region, name = key
-    sent = {}
-    if headers.get("X-Amzn-SageMaker-Custom-Attributes"):
-        sent["X-Amzn-SageMaker-Custom-Attributes"] = headers["X-Amzn-SageMaker-Custom-Attributes"]
+    sent = {k: headers[k] for k in PASSED_ON if headers.get(k)}
     try:
         answer = container.invoke(
             body,
@@ -186,15 +326,16 @@ def _forward(
             headers=sent,
             timeout=INVOCATION_TIMEOUT_S,
         )
-    except OSError:  # a timeout, or nothing listening any more
+    except OSError as exc:  # a timeout, or no answer (nothing listening, the connection reset or closed)
+        if not isinstance(getattr(exc, "reason", exc), TimeoutError):
+            return _no_response(variant, key)
         timed_out = f"Your invocation timed out while waiting for a response from container {variant}."
         return _model_error(0, timed_out.encode(), name, account, region, variant)
     if answer.status >= 400:
         return _model_error(answer.status, answer.body, name, account, region, variant)
     out = {"Content-Type": answer.content_type, "x-Amzn-Invoked-Production-Variant": variant}
-    attributes = {k.lower(): v for k, v in answer.headers.items()}.get("x-amzn-sagemaker-custom-attributes")
-    if attributes:
-        out["X-Amzn-SageMaker-Custom-Attributes"] = attributes
+    given = {k.lower(): v for k, v in answer.headers.items()}
+    out.update({k: given[k.lower()] for k in PASSED_BACK if given.get(k.lower())})
     return 200, out, answer.body
 
 
@@ -211,10 +352,6 @@ PART_BYTES = 64 * 1024
 #: The most bytes of a container's error answer (non-2xx before streaming) read for ModelError.
 MAX_ERROR_BYTES = 64 * 1024
 STREAM_PATH_SUFFIX = "/invocations-response-stream"
-RUNTIME_PATHS = {
-    **runtime_urls.url_paths,
-    "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$": runtime_urls.response.dispatch,
-}
 
 
 def _stream_error(code: str, message: str) -> bytes:
@@ -232,16 +369,17 @@ def _stream(
     sent = {"Content-Type": headers.get("Content-Type") or "application/octet-stream"}
     if headers.get("X-Amzn-SageMaker-Accept"):
         sent["Accept"] = headers["X-Amzn-SageMaker-Accept"]
-    if headers.get("X-Amzn-SageMaker-Custom-Attributes"):
-        sent["X-Amzn-SageMaker-Custom-Attributes"] = headers["X-Amzn-SageMaker-Custom-Attributes"]
+    sent.update({k: headers[k] for k in PASSED_ON if headers.get(k)})
     connection = http.client.HTTPConnection("127.0.0.1", container.port, timeout=INVOCATION_TIMEOUT_S)
     route.callback(connection.close)
     try:
         connection.request("POST", "/invocations", body=body, headers=sent)
         answer = connection.getresponse()
-    except (OSError, http.client.HTTPException):  # a timeout, or nothing listening any more
+    except TimeoutError:
         timed_out = f"Your invocation timed out while waiting for a response from container {variant}."
         return _model_error(0, timed_out.encode(), name, account, region, variant)
+    except (OSError, http.client.HTTPException):  # no answer: nothing listening, or the connection reset
+        return _no_response(variant, key)
     if answer.status >= 400:
         try:
             text = answer.read(MAX_ERROR_BYTES)
@@ -261,9 +399,7 @@ def _stream(
 
 
 def _route_args(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[tuple[str, str, str], str | None]:
-    return _target(key, headers.get("X-Amzn-SageMaker-Inference-Component")), headers.get(
-        "X-Amzn-SageMaker-Target-Variant"
-    )
+    return _target(key, headers), headers.get("X-Amzn-SageMaker-Target-Variant")
 
 
 class _Stream:
@@ -317,6 +453,11 @@ def _parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnect
         # The container closed or reset the connection before its answer's end (for a chunked
         # answer, before the last chunk).
         yield _stream_error("StreamBroken", "The connection between SageMaker and the model was reset or closed.")
+    except Exception as exc:  # the local AWS's own fault, after the stream began: the model's error for it
+        FAULTS.record("sagemakerruntime", f"the stream of variant {variant}", exc)
+        yield eventstream.exception(
+            "InternalStreamFailure", {"Message": "The stream processing failed because of an unknown error."}
+        )
 
 
 def _set_timeout(connection: http.client.HTTPConnection, deadline: float) -> None:
@@ -333,7 +474,7 @@ def _set_timeout(connection: http.client.HTTPConnection, deadline: float) -> Non
     the container sends, as it arrives, a PayloadPart; an answer cut before its end a
     ModelStreamError (StreamBroken); one past the time limit a ModelStreamError
     (ModelInvocationTimeExceeded); a 4xx or 5xx of the container before the stream is ModelError
-    (424), a missing endpoint or a body over 6 MB a ValidationError, a crashed container the
+    (424), a missing endpoint a ValidationError, a crashed container the
     ModelError of InvokeEndpoint. A caller that goes away
     closes the connection to the container. A caller signed as an assumed role whose policies do
     not allow sagemaker:InvokeEndpoint (the action this operation is authorized by, Service
@@ -349,10 +490,7 @@ def streamed_invocations_reach_the_container() -> None:
         return host
 
     def invoke_endpoint_with_response_stream(self: Any) -> TYPE_RESPONSE:
-        name = self.path.split("/")[2]
-        body = self.body if isinstance(self.body, bytes) else str(self.body or "").encode()
-        if len(body) > MAX_PAYLOAD_BYTES:
-            return _validation_error(f"Request payload of {len(body)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}")
+        name, body = endpoint_name(self), bytes(self.body)
         key = (self.current_account, self.region, name)
         component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
         denied = _access_denied(self, "sagemaker:InvokeEndpoint", name, component)
@@ -367,7 +505,6 @@ def streamed_invocations_reach_the_container() -> None:
 
     original = DomainDispatcherApplication.infer_service_region_host
     replace(DomainDispatcherApplication, "infer_service_region_host", routed)
-    replace(runtime_urls, "url_paths", RUNTIME_PATHS)
     replace(SageMakerRuntimeResponse, "invoke_endpoint_with_response_stream", invoke_endpoint_with_response_stream)
 
 
@@ -385,7 +522,9 @@ ASYNC_TIMEOUT_S, ASYNC_MAX_TIMEOUT_S = 900, 3600
 class AsyncRequest:
     key: tuple[str, str, str]
     inference_id: str
-    input_location: str
+    #: Where the input is in S3, or the input itself (Body, up to 128,000 bytes).
+    input_location: str | None
+    inline: bytes | None
     content_type: str
     accept: str | None
     custom_attributes: str | None
@@ -408,30 +547,58 @@ def _async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
     output = config.get("OutputConfig")
     if not output:
         return _validation_error(f"Endpoint {name} is not an asynchronous inference endpoint.")
-    input_location = self.headers.get("X-Amzn-SageMaker-InputLocation") or ""
-    if not input_location.startswith("s3://"):
+    hosted = HOSTING.find((self.current_account, self.region, name))
+    if hosted is None or hosted.status not in ("InService", "Updating"):
+        return _validation_error(f"Endpoint {name} is {endpoint.endpoint_status}, not InService")
+    input_location = self.headers.get("X-Amzn-SageMaker-InputLocation") or None
+    inline = bytes(self.body) or None
+    if (input_location is None) == (inline is None):
+        # "Body and InputLocation are mutually exclusive. Provide exactly one of them." (the API
+        # reference; the error's wording is not documented).
+        return _validation_error("Provide exactly one of Body and InputLocation.")
+    if input_location is not None and not input_location.startswith("s3://"):
         return _validation_error(f"InputLocation {input_location!r} is not an S3 URI (s3://bucket/key).")
     timeout = int(self.headers.get("X-Amzn-SageMaker-InvocationTimeoutSeconds") or ASYNC_TIMEOUT_S)
     if not 1 <= timeout <= ASYNC_MAX_TIMEOUT_S:
         return _validation_error(f"InvocationTimeoutSeconds {timeout} is not between 1 and {ASYNC_MAX_TIMEOUT_S}.")
     inference_id = self.headers.get("X-Amzn-SageMaker-Inference-Id") or str(uuid.uuid4())
     notify = output.get("NotificationConfig") or {}
+    # Where the answer goes: <path>[/<S3OutputPathExtension>]/<Filename, else <id>.out> (the API
+    # reference describes both members, not how SageMaker joins them: this is the choice).
+    extension = (self.headers.get("X-Amzn-SageMaker-S3OutputPathExtension") or "").strip("/")
+    filename = self.headers.get("X-Amzn-SageMaker-Filename")
+
+    def location(path: str, suffix: str) -> str:
+        return "/".join(p for p in (path.rstrip("/"), extension, filename or f"{inference_id}{suffix}") if p)
+
     return AsyncRequest(
         key=(self.current_account, self.region, name),
         inference_id=inference_id,
         input_location=input_location,
+        inline=inline,
         content_type=self.headers.get("X-Amzn-SageMaker-Content-Type") or "application/octet-stream",
         accept=self.headers.get("X-Amzn-SageMaker-Accept"),
         custom_attributes=self.headers.get("X-Amzn-SageMaker-Custom-Attributes"),
         timeout_s=timeout,
-        output_location=f"{output['S3OutputPath'].rstrip('/')}/{inference_id}.out",
-        failure_location=f"{output.get('S3FailurePath', output['S3OutputPath']).rstrip('/')}/{inference_id}-error.out",
+        output_location=location(output["S3OutputPath"], ".out"),
+        failure_location=location(output.get("S3FailurePath", output["S3OutputPath"]), "-error.out"),
         success_topic=notify.get("SuccessTopic"),
         error_topic=notify.get("ErrorTopic"),
         concurrency=int(
             (config.get("ClientConfig") or {}).get("MaxConcurrentInvocationsPerInstance") or DEFAULT_ASYNC_CONCURRENCY
         ),
     )
+
+
+#: The async requests accepted and neither answered nor failed yet (two may share an InferenceId).
+_pending: list[AsyncRequest] = []
+_pending_lock = threading.Lock()
+
+
+def pending_async(key: tuple[str, str, str] | None = None) -> list[AsyncRequest]:
+    """The async requests (of endpoint `key`, else all) accepted and not yet answered or failed."""
+    with _pending_lock:
+        return [r for r in _pending if key is None or r.key == key]
 
 
 _queues: dict[tuple[tuple[str, str, str], int], threading.BoundedSemaphore] = {}
@@ -450,6 +617,14 @@ def _answer_async(request: AsyncRequest) -> None:
     from S3, sent to the container, its answer written to the output location (or the reason to
     the failure location) and announced on the success (or error) topic. A request whose
     account is gone meanwhile (the local AWS reset or stopped) is dropped with a warning."""
+    try:
+        _answer_queued(request)
+    finally:
+        with _pending_lock:
+            _pending[:] = [r for r in _pending if r is not request]
+
+
+def _answer_queued(request: AsyncRequest) -> None:
     account, region, name = request.key
     s3 = s3_backends[account][get_partition(region)]
     received = datetime.now(UTC)
@@ -471,8 +646,7 @@ def _answer_async(request: AsyncRequest) -> None:
 
 
 def _invoke_async(request: AsyncRequest, s3: Any) -> bytes:
-    bucket, key = split_s3_url(request.input_location)
-    body = bytes(s3.get_object(bucket, key).value)
+    body = request.inline if request.inline is not None else _read_input(s3, str(request.input_location))
     with HOSTING.route(request.key) as (_variant, container):
         attributes = request.custom_attributes
         sent = {"X-Amzn-SageMaker-Custom-Attributes": attributes} if attributes else {}
@@ -482,6 +656,15 @@ def _invoke_async(request: AsyncRequest, s3: Any) -> bytes:
     if answer.status >= 400:
         raise _Failed(f"Received client error ({answer.status}) from model: {answer.body.decode(errors='replace')}")
     return bytes(answer.body)
+
+
+def _read_input(s3: Any, location: str) -> bytes:
+    bucket, key = split_s3_url(location)
+    found = s3.buckets.get(bucket)
+    stored = found.keys.get(key) if found is not None else None
+    if stored is None:
+        raise _Failed(f"Failed to read the input from {location}: there is no object there.")
+    return bytes(stored.value)
 
 
 def _notification(request: AsyncRequest, received: datetime, location: str, reason: str | None) -> dict[str, Any]:
@@ -496,7 +679,7 @@ def _notification(request: AsyncRequest, received: datetime, location: str, reas
         "requestParameters": {
             "contentType": request.content_type,
             "endpointName": name,
-            "inputLocation": request.input_location,
+            **({"inputLocation": request.input_location} if request.input_location else {}),
         },
         "responseParameters": {"contentType": request.accept or "", "outputLocation": location},
         "inferenceId": request.inference_id,
@@ -515,23 +698,27 @@ class _Failed(Exception):
 
 @patch(
     restores="""InvokeEndpointAsync queues the request and answers 202 with its id and where its
-    answer and failure will be; then, as SageMaker does, the input is read from S3 and sent to
-    the endpoint's container, and the answer written to <S3OutputPath>/<id>.out (or the reason
-    to <S3FailurePath>/<id>-error.out) and announced on the SuccessTopic (or ErrorTopic). An
-    endpoint without AsyncInferenceConfig or an input that is not an S3 URI is a
+    answer and failure will be; then, as SageMaker does, the input (inline in Body, up to 128,000
+    bytes, or read from S3 at InputLocation: exactly one of them) is sent to the endpoint's
+    container, and the answer written to <S3OutputPath>[/<S3OutputPathExtension>]/<Filename or
+    id.out> (or the reason to the failure path's <id>-error.out) and announced on the
+    SuccessTopic (or ErrorTopic). An endpoint without AsyncInferenceConfig or not InService,
+    both or neither of Body and InputLocation, or an input that is not an S3 URI is a
     ValidationError; an assumed role not allowed sagemaker:InvokeEndpointAsync on the endpoint
     gets AccessDeniedException. Stock moto answers with canned locations where nothing is ever
     written."""
 )
 def async_invocations_answer_through_s3() -> None:
     def invoke_endpoint_async(self: Any) -> TYPE_RESPONSE:
-        name = self._get_params().get("EndpointName") or self.path.split("/")[2]
+        name = endpoint_name(self)
         denied = _access_denied(self, "sagemaker:InvokeEndpointAsync", name)
         if denied is not None:
             return denied
         request = _async_request(self, name)
         if not isinstance(request, AsyncRequest):
             return request
+        with _pending_lock:
+            _pending.append(request)
         # A daemon: a request still queued when the local AWS stops is lost with its instance.
         threading.Thread(
             target=_answer_async, args=(request,), name=f"async-{request.inference_id}", daemon=True

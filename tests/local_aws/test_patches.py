@@ -8,6 +8,7 @@ proves the patch is what makes the difference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -57,6 +58,9 @@ class Scenario:
     aws: object
     #: What stock moto does.
     stock: object
+    #: Patches the patch builds on, reverted with it for the stock run (stock moto's own
+    #: handler cannot read what they give it).
+    builds_on: tuple[str, ...] = ()
 
 
 def resources(**bodies: dict[str, object]) -> Template:
@@ -781,6 +785,51 @@ def streamed_invocation(aws: LocalAws) -> object:
     return error_of(stream), b"".join(received)
 
 
+def binary_and_form_bodies(aws: LocalAws) -> object:
+    """InvokeEndpoint with a body that is not UTF-8 (echoed back as it came) and one of a form's
+    content type: the error codes, and whether the bytes came back as sent."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    sent, received = bytes(range(256)), []
+
+    def binary() -> None:
+        answer = runtime.invoke_endpoint(EndpointName="echo", Body=sent, ContentType="application/x-echo-raw")
+        received.append(answer["Body"].read())
+
+    failed = error_of(binary)
+    form = error_of(
+        lambda: runtime.invoke_endpoint(
+            EndpointName="echo", Body=b"EndpointName=else", ContentType="application/x-www-form-urlencoded"
+        )
+    )
+    return failed, received == [sent], form
+
+
+def runtime_requests_past_the_model(aws: LocalAws) -> object:
+    """InvokeEndpoint with CustomAttributes of 1,025 characters, and with a body one byte past 6 MB."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    attributes = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"{}", CustomAttributes="a" * 1025))
+    too_large = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"x" * (6 * 1024 * 1024 + 1)))
+    return attributes, too_large
+
+
+def an_error_of_the_emulator(aws: LocalAws) -> object:
+    """A request the emulator fails on (a body that is not UTF-8, with the patch that reads bodies
+    as bytes reverted): the error code the caller gets, and the faults the local AWS kept."""
+    from local_aws.faults import FAULTS
+
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    FAULTS.take()
+    with patches.without("runtime_bodies_are_bytes"):
+        failed = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"\xff"))
+    return failed, len(FAULTS.take())
+
+
 # --- Inference components and async inference ----------------------------------------------------
 
 
@@ -1066,6 +1115,14 @@ SCENARIOS: dict[str, Scenario] = {
         invocation,
         aws=(['{"q": 1}', "application/x-q", "text/x-a", "t=1"], "echoed=t=1", "ModelError", "ValidationError"),
         stock=(["body", None, None, None], "custom_attributes", None, None),
+        builds_on=("runtime_bodies_are_bytes",),
+    ),
+    "runtime_bodies_are_bytes": Scenario(binary_and_form_bodies, aws=(None, True, None), stock=("500", False, "404")),
+    "runtime_requests_are_validated": Scenario(
+        runtime_requests_past_the_model, aws=("ValidationError", "413"), stock=(None, None)
+    ),
+    "internal_errors_answer_in_the_protocol": Scenario(
+        an_error_of_the_emulator, aws=("InternalFailure", 1), stock=("500", 0)
     ),
     "streamed_invocations_reach_the_container": Scenario(streamed_invocation, aws=(None, b"abc"), stock=("404", b"")),
     "failed_updates_roll_back": Scenario(
@@ -1160,7 +1217,10 @@ def test_patch_restores_what_aws_does(aws: LocalAws, name: str) -> None:
     aws.reset()
     assert scenario.run(aws) == scenario.aws
     aws.reset()
-    with patches.without(name):
+    # Stock moto's failures are its HTML pages (and no fault of the local AWS's to keep).
+    with contextlib.ExitStack() as reverted:
+        for patch_name in (name, "internal_errors_answer_in_the_protocol", *scenario.builds_on):
+            reverted.enter_context(patches.without(patch_name))
         assert scenario.run(aws) == scenario.stock
 
 
