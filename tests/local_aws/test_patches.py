@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -642,6 +643,29 @@ def mixed_case_endpoint(aws: LocalAws) -> object:
     return arn, deleted, [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
 
 
+def percentiles_of_a_minute(aws: LocalAws) -> object:
+    """A hundred values in a minute: their p99 as GetMetricStatistics' extended statistic, and
+    their p90 and trimmed mean as GetMetricData's."""
+    cw = client(aws, "cloudwatch")
+    start = aws.clock.now().replace(second=0, microsecond=0)
+    data = [{"MetricName": "Latency", "Value": float(v), "Timestamp": start} for v in range(1, 101)]
+    cw.put_metric_data(Namespace="Test", MetricData=data)
+    window = {"StartTime": start, "EndTime": start + timedelta(minutes=1)}
+    (point,) = cw.get_metric_statistics(
+        Namespace="Test", MetricName="Latency", Period=60, ExtendedStatistics=["p99"], **window
+    )["Datapoints"]  # fmt: skip
+    queries = [
+        {"Id": f"q{i}", "MetricStat": {"Metric": {"Namespace": "Test", "MetricName": "Latency"}, "Period": 60,
+                                       "Stat": stat}}
+        for i, stat in enumerate(("p90", "tm90"))
+    ]  # fmt: skip
+    failed = error_of(lambda: cw.get_metric_data(MetricDataQueries=queries, **window))
+    results = failed or [
+        r["Values"] for r in cw.get_metric_data(MetricDataQueries=queries, **window)["MetricDataResults"]
+    ]
+    return point.get("ExtendedStatistics"), results
+
+
 def alarm_created_and_updated(aws: LocalAws) -> object:
     """An alarm's state once created, and after it was set to ALARM and its threshold updated."""
     cw = client(aws, "cloudwatch")
@@ -1135,6 +1159,9 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "scaling_policies_change_capacity": Scenario(
         policy_run_by_its_alarm, aws=(3, ["Setting desired instance count to 3."]), stock=(1, "500")
+    ),
+    "extended_statistics_are_computed": Scenario(
+        percentiles_of_a_minute, aws=({"p99": 99.0}, [[90.0], [45.5]]), stock=(None, "500")
     ),
     "alarms_are_evaluated": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("INSUFFICIENT_DATA", [])),
     "new_alarms_have_insufficient_data": Scenario(
