@@ -219,11 +219,20 @@ def _reset_backends() -> None:
 
 def seed_neuron_dlami(aws: LocalAws, parameter_name: str | None = None) -> str:
     """Publish the Neuron DLAMI parameter Inf2Stack resolves (``inf2.ami_ssm_parameter`` of
-    cdk.json unless given) with a registered stand-in image; returns the image id."""
+    cdk.json unless given) with a registered stand-in image; returns the image id. Only a name AWS
+    publishes (llm_contracts/inf2.py's NEURON_DLAMI_PARAMETERS, with their source): a parameter of
+    your own is yours to put, and one AWS retired must fail the deploy here as it would there."""
+    from llm_contracts.inf2 import NEURON_DLAMI_PARAMETERS
+
     if parameter_name is None:
         from project_config import from_cdk_json
 
         parameter_name = from_cdk_json().inf2.server.ami_ssm_parameter
+    if parameter_name not in NEURON_DLAMI_PARAMETERS:
+        raise ValueError(
+            f"{parameter_name} is not a Neuron DLAMI parameter AWS publishes: one of "
+            f"{', '.join(sorted(NEURON_DLAMI_PARAMETERS))}; put a parameter of your own with `aws ssm put-parameter`"
+        )
     return aws.seed_ami_parameter(
         parameter_name,
         image_name="neuron-dlami-local-stand-in",
