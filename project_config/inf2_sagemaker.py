@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_contracts import inf2_sagemaker as sm
+from llm_contracts.inf2 import NEURON_CORES
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
-from project_config.endpoint import ALARM_KEYS, check_environment, check_family, read_endpoint
+from project_config.endpoint import ALARM_KEYS, check_environment, mode_keys, read_endpoint
 from project_config.reader import Section
 
 PLATFORMS = ("ec2", "sagemaker")
@@ -41,6 +42,9 @@ ENDPOINT_DEFAULTS: dict[str, Any] = {
     "async_min_instances": 1,
     "async_max_instances": 2,
 }
+#: The handler's limit on a call on a real-time endpoint (``predict_timeout_s``): below SageMaker's
+#: 60 s, as the GPT-2 server's ``request_timeout_s``.
+REALTIME_PREDICT_TIMEOUT_S = 50
 #: The bundle's serving.properties settings, which a container variable would override (DJL reads
 #: OPTION_<NAME> over serving.properties): the bundle would then not be what the stack checked.
 OPTION_PREFIX = "OPTION_"
@@ -48,10 +52,13 @@ OPTION_PREFIX = "OPTION_"
 
 @functools.cache
 def endpoint_keys() -> frozenset[str]:
-    """Every key the endpoint's settings read (those of every mode)."""
+    """The keys of the endpoint's settings on ml.inf2: those of its modes, but not the inference
+    component's nor the GPU alarm's, which no setting of this section can use (given, they are
+    refused by name on platform sagemaker, and are unknown on ec2)."""
     scratch = Section("inf2", {})
     read_endpoint(scratch, ENDPOINT_DEFAULTS)
-    return frozenset(scratch._read)
+    unusable = (mode_keys("inference-component") - mode_keys("realtime")) | {ALARM_KEYS["gpu_memory_percent"]}
+    return frozenset(scratch._read - unusable)
 
 
 def refuse_other_platform(section: Section, platform: str) -> None:
@@ -72,21 +79,30 @@ def refuse_other_platform(section: Section, platform: str) -> None:
 def read(section: Section, defaults: Mapping[str, Any]) -> SageMakerEndpointProps:
     """The endpoint's props on ``platform`` ``sagemaker``: an ml.inf2 type, a mode SageMaker
     documents for it, no GPU alarm, no container variable that overrides serving.properties."""
-    endpoint = read_endpoint(section, {**ENDPOINT_DEFAULTS, **defaults})
-    check_family(section, endpoint, frozenset({"inf2"}), "the LMI neuronx image needs Inferentia2")
+    mode = section.get("endpoint_mode")
     section.check(
         "endpoint_mode",
-        endpoint.mode,
-        endpoint.mode in sm.MODES,
-        f"one of {', '.join(sm.MODES)} on ml.inf2 ({sm.MODES_SOURCE}; no page says how an inference component "
+        mode,
+        mode is None or mode in sm.MODES,
+        f"{' or '.join(sm.MODES)} on ml.inf2 ({sm.MODES_SOURCE}; no page says how an inference component "
         "counts Inferentia2 devices)",
     )
+    given = section.get("instance_type", as_text=True)
+    types = ", ".join(sm.sagemaker_instance_type(t) for t in NEURON_CORES)
+    section.check(
+        "instance_type",
+        given,
+        given is None or str(given) in {sm.sagemaker_instance_type(t) for t in NEURON_CORES},
+        f"an ml.inf2 type on platform sagemaker, SageMaker's name of the instance: {types} (the LMI neuronx image "
+        "needs Inferentia2)",
+    )
+    endpoint = read_endpoint(section, {**ENDPOINT_DEFAULTS, **defaults})
     gpu_key = ALARM_KEYS["gpu_memory_percent"]
     section.check(
         gpu_key,
         section.get(gpu_key),
-        endpoint.alarms is None or endpoint.alarms.gpu_memory_percent is None,
-        "null on ml.inf2: it has no GPU, and SageMaker publishes no GPU or Neuron memory metric for it",
+        not section.has(gpu_key),
+        "unset on ml.inf2: it has no GPU, and SageMaker publishes no GPU or Neuron memory metric for it",
     )
     options = {name: "extra_properties" for name in endpoint.environment if name.startswith(OPTION_PREFIX)}
     check_environment(section, endpoint.environment, options)

@@ -55,7 +55,7 @@ def check_sagemaker_bundle(settings: Inf2Settings, facts: ModelFacts, *, model_i
         weights_bytes=weights, bundle_bytes=bundle_bytes(inner["files"]), downloads_weights=not ships_model
     )
     problems = volume_problems(volume_size_gb=endpoint.volume_size or 0, model_id=model_id, parts=parts)
-    if not ships_model and settings.network_isolation:
+    if not ships_model and settings.enable_network_isolation:
         problems.append(
             "inf2.enable_network_isolation=True is invalid: allowed is false (or unset) with this bundle: it "
             f"makes the container download {model_id} from the Hugging Face hub; to serve the endpoint without "
@@ -70,7 +70,7 @@ def add_sagemaker_endpoint(stack: Stack, settings: Inf2Settings, *, ships_model:
     downloads it from the hub, which needs the network)."""
     endpoint = settings.endpoint
     assert endpoint is not None
-    isolated = ships_model if settings.network_isolation is None else settings.network_isolation
+    isolated = ships_model if settings.enable_network_isolation is None else settings.enable_network_isolation
     model_data = S3PrefixModelData(stack, "BundleFiles", folder=settings.bundle, manifest_name=MANIFEST_NAME)
     ms = settings.model_server
     image = (
