@@ -61,7 +61,7 @@ def _set_variant_capacity(resource_id: str, count: int, account: str, region: st
 
 def _component(resource_id: str, account: str, region: str) -> Any:
     name = resource_id.removeprefix("inference-component/")
-    # The components the local AWS's SageMaker keeps on its backend (local_aws/patches/sagemaker.py).
+    # The components the local AWS's SageMaker keeps on its backend (local_aws/sagemaker/components.py).
     found = getattr(sagemaker_backends[account][region], "inference_components", {}).get(name)
     if found is None:
         raise CapacityError(f"Could not find inference component {name}")

@@ -35,13 +35,19 @@ def evaluate_due(backend: CloudWatchBackend, at: datetime) -> None:
                 alarm.local_unevaluated = problem
             continue
         index = index or MetricIndex(list(backend.metric_data))
-        outcome = evaluate(alarm, index, at)
-        if outcome.state is not None and outcome.state != alarm.state_value:
-            change_state(
-                alarm, outcome.state, outcome.reason, outcome.reason_data, backend.account_id, backend.region_name
-            )
-        elif scaling_due(alarm, period_of(alarm)):
-            run_actions(alarm, str(alarm.state_value), backend.account_id, backend.region_name, scaling_only=True)
+        try:
+            _evaluate(backend, alarm, index, at)
+        except Exception:  # one alarm's fault must not keep the others from their evaluation
+            log.exception("alarm %s: its evaluation failed", alarm.name)
+
+
+def _evaluate(backend: CloudWatchBackend, alarm: Any, index: MetricIndex, at: datetime) -> None:
+    outcome = evaluate(alarm, index, at)
+    account, region = backend.account_id, backend.region_name
+    if outcome.state is not None and outcome.state != alarm.state_value:
+        change_state(alarm, outcome.state, outcome.reason, outcome.reason_data, account, region)
+    elif scaling_due(alarm, period_of(alarm)):
+        run_actions(alarm, str(alarm.state_value), account, region, scaling_only=True)
 
 
 @clock.every(10, "CloudWatch alarms")

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from local_aws.cloudwatch import metric_math
-from local_aws.cloudwatch.statistics import Samples, Statistic, StatisticSet, parse
+from local_aws.cloudwatch.statistics import Samples, Statistic, parse, samples_of
 
 OK, ALARM, INSUFFICIENT_DATA = "OK", "ALARM", "INSUFFICIENT_DATA"
 #: The periods of an evaluation range beyond the evaluation periods (see the module's docstring).
@@ -115,16 +115,8 @@ class MetricIndex:
         """The data of the metric from `start` (inclusive) to `end` (exclusive)."""
         entries = self._data.get((namespace, name, frozenset(dimensions.items())), [])
         times = [e[0] for e in entries]
-        values: list[float] = []
-        sets: list[StatisticSet] = []
-        for _, datum in entries[bisect.bisect_left(times, start) : bisect.bisect_left(times, end)]:
-            if unit and datum.unit and datum.unit != unit:
-                continue
-            if hasattr(datum, "value"):
-                values.append(float(datum.value))
-            else:
-                sets.append(StatisticSet(datum.sample_count, datum.sum, datum.min, datum.max))
-        return Samples(tuple(values), tuple(sets))
+        window = entries[bisect.bisect_left(times, start) : bisect.bisect_left(times, end)]
+        return samples_of(d for _, d in window if not (unit and d.unit and d.unit != unit))
 
 
 @dataclass(frozen=True)

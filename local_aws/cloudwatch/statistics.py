@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 BASIC = ("SampleCount", "Sum", "Average", "Minimum", "Maximum")
 
@@ -58,6 +59,18 @@ class Samples:
         if any(v < 0 for v in found):
             return None
         return sorted(found)
+
+
+def samples_of(data: Iterable[Any]) -> Samples:
+    """The samples of moto's data (a raw value's ``value``, a statistic set's ``sum``, ``min``,
+    ``max`` and ``sample_count``)."""
+    values, sets = [], []
+    for datum in data:
+        if hasattr(datum, "value"):
+            values.append(float(datum.value))
+        else:
+            sets.append(StatisticSet(datum.sample_count, datum.sum, datum.min, datum.max))
+    return Samples(tuple(values), tuple(sets))
 
 
 @dataclass(frozen=True)

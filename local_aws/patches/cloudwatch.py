@@ -13,6 +13,7 @@ from moto.cloudwatch.models import (
     Metric,
     MetricDataQuery,
     MetricStat,
+    Statistics,
     cloudwatch_backends,
 )
 from moto.cloudwatch.responses import CloudWatchResponse
@@ -22,6 +23,7 @@ from local_aws import clock
 from local_aws.cloudwatch import change_state, evaluate_due, history
 from local_aws.cloudwatch.evaluation import INSUFFICIENT_DATA
 from local_aws.cloudwatch.metrics import stamped
+from local_aws.cloudwatch.statistics import BASIC, parse, samples_of
 from local_aws.patches.base import EmulatedResource, patch, replace
 
 
@@ -191,3 +193,52 @@ def alarms_are_evaluated() -> None:
 
     replace(CloudWatchBackend, "put_metric_data", put_metric_data)
     replace(CloudWatchBackend, "evaluate_alarms", evaluate_due)
+
+
+def _extended(data: Any, name: str) -> float | None:
+    try:
+        return parse(name).of(samples_of(data.metric_data))
+    except ValueError:
+        return None
+
+
+@patch(
+    restores="""GetMetricData and GetMetricStatistics compute every statistic CloudWatch defines
+    (CloudWatch User Guide, "CloudWatch statistics definitions"): percentiles (p99), trimmed
+    and winsorized means, trimmed counts and sums, IQM and percentile ranks, in a GetMetricData
+    query's Stat and in GetMetricStatistics' ExtendedStatistics, from the raw values (none where
+    a statistic set stands for no raw values or a value is negative). Stock moto answers only
+    SampleCount, Sum, Average, Minimum and Maximum: no value for a percentile, and no
+    ExtendedStatistics."""
+)
+def extended_statistics_are_computed() -> None:
+    stock = Statistics.get_statistics_for_type
+
+    def get_statistics_for_type(self: Any, stat: str) -> Any:
+        return stock(self, stat) if stat in BASIC else _extended(self, stat)
+
+    def get_metric_statistics(self: Any) -> ActionResult:
+        statistics = self._get_param("Statistics", []) or []
+        extended = self._get_param("ExtendedStatistics", []) or []
+        if not statistics and not extended:
+            return stock_response(self)
+        found = self.cloudwatch_backend.get_metric_statistics(
+            self._get_param("Namespace"), self._get_param("MetricName"), self._get_param("StartTime"),
+            self._get_param("EndTime"), self._get_int_param("Period"), list(statistics),
+            unit=self._get_param("Unit"), dimensions=self._get_param("Dimensions", []),
+        )  # fmt: skip
+        points = []
+        for period in found:
+            point: dict[str, Any] = {"Timestamp": period.timestamp}
+            for name in statistics:
+                point[name] = get_statistics_for_type(period, name)
+            if extended:
+                point["ExtendedStatistics"] = {n: v for n in extended if (v := _extended(period, n)) is not None}
+            if period.unit:
+                point["Unit"] = period.unit
+            points.append(point)
+        return ActionResult({"Label": self._get_param("MetricName"), "Datapoints": points})
+
+    stock_response = CloudWatchResponse.get_metric_statistics
+    replace(Statistics, "get_statistics_for_type", get_statistics_for_type)
+    replace(CloudWatchResponse, "get_metric_statistics", get_metric_statistics)

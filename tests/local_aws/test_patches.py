@@ -8,12 +8,14 @@ proves the patch is what makes the difference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -56,6 +58,9 @@ class Scenario:
     aws: object
     #: What stock moto does.
     stock: object
+    #: Patches the patch builds on, reverted with it for the stock run (stock moto's own
+    #: handler cannot read what they give it).
+    builds_on: tuple[str, ...] = ()
 
 
 def resources(**bodies: dict[str, object]) -> Template:
@@ -649,6 +654,29 @@ def mixed_case_endpoint(aws: LocalAws) -> object:
     return arn, deleted, [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
 
 
+def percentiles_of_a_minute(aws: LocalAws) -> object:
+    """A hundred values in a minute: their p99 as GetMetricStatistics' extended statistic, and
+    their p90 and trimmed mean as GetMetricData's."""
+    cw = client(aws, "cloudwatch")
+    start = aws.clock.now().replace(second=0, microsecond=0)
+    data = [{"MetricName": "Latency", "Value": float(v), "Timestamp": start} for v in range(1, 101)]
+    cw.put_metric_data(Namespace="Test", MetricData=data)
+    window = {"StartTime": start, "EndTime": start + timedelta(minutes=1)}
+    (point,) = cw.get_metric_statistics(
+        Namespace="Test", MetricName="Latency", Period=60, ExtendedStatistics=["p99"], **window
+    )["Datapoints"]  # fmt: skip
+    queries = [
+        {"Id": f"q{i}", "MetricStat": {"Metric": {"Namespace": "Test", "MetricName": "Latency"}, "Period": 60,
+                                       "Stat": stat}}
+        for i, stat in enumerate(("p90", "tm90"))
+    ]  # fmt: skip
+    failed = error_of(lambda: cw.get_metric_data(MetricDataQueries=queries, **window))
+    results = failed or [
+        r["Values"] for r in cw.get_metric_data(MetricDataQueries=queries, **window)["MetricDataResults"]
+    ]
+    return point.get("ExtendedStatistics"), results
+
+
 def alarm_created_and_updated(aws: LocalAws) -> object:
     """An alarm's state once created, and after it was set to ALARM and its threshold updated."""
     cw = client(aws, "cloudwatch")
@@ -766,6 +794,51 @@ def streamed_invocation(aws: LocalAws) -> object:
         received.extend(event["PayloadPart"]["Bytes"] for event in answer["Body"])
 
     return error_of(stream), b"".join(received)
+
+
+def binary_and_form_bodies(aws: LocalAws) -> object:
+    """InvokeEndpoint with a body that is not UTF-8 (echoed back as it came) and one of a form's
+    content type: the error codes, and whether the bytes came back as sent."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    sent, received = bytes(range(256)), []
+
+    def binary() -> None:
+        answer = runtime.invoke_endpoint(EndpointName="echo", Body=sent, ContentType="application/x-echo-raw")
+        received.append(answer["Body"].read())
+
+    failed = error_of(binary)
+    form = error_of(
+        lambda: runtime.invoke_endpoint(
+            EndpointName="echo", Body=b"EndpointName=else", ContentType="application/x-www-form-urlencoded"
+        )
+    )
+    return failed, received == [sent], form
+
+
+def runtime_requests_past_the_model(aws: LocalAws) -> object:
+    """InvokeEndpoint with CustomAttributes of 1,025 characters, and with a body one byte past 6 MB."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    attributes = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"{}", CustomAttributes="a" * 1025))
+    too_large = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"x" * (6 * 1024 * 1024 + 1)))
+    return attributes, too_large
+
+
+def an_error_of_the_emulator(aws: LocalAws) -> object:
+    """A request the emulator fails on (a body that is not UTF-8, with the patch that reads bodies
+    as bytes reverted): the error code the caller gets, and the faults the local AWS kept."""
+    from local_aws.faults import FAULTS
+
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    FAULTS.take()
+    with patches.without("runtime_bodies_are_bytes"):
+        failed = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"\xff"))
+    return failed, len(FAULTS.take())
 
 
 # --- Inference components and async inference ----------------------------------------------------
@@ -1053,6 +1126,14 @@ SCENARIOS: dict[str, Scenario] = {
         invocation,
         aws=(['{"q": 1}', "application/x-q", "text/x-a", "t=1"], "echoed=t=1", "ModelError", "ValidationError"),
         stock=(["body", None, None, None], "custom_attributes", None, None),
+        builds_on=("runtime_bodies_are_bytes",),
+    ),
+    "runtime_bodies_are_bytes": Scenario(binary_and_form_bodies, aws=(None, True, None), stock=("500", False, "404")),
+    "runtime_requests_are_validated": Scenario(
+        runtime_requests_past_the_model, aws=("ValidationError", "413"), stock=(None, None)
+    ),
+    "internal_errors_answer_in_the_protocol": Scenario(
+        an_error_of_the_emulator, aws=("InternalFailure", 1), stock=("500", 0)
     ),
     "streamed_invocations_reach_the_container": Scenario(streamed_invocation, aws=(None, b"abc"), stock=("404", b"")),
     "failed_updates_roll_back": Scenario(
@@ -1089,6 +1170,9 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "scaling_policies_change_capacity": Scenario(
         policy_run_by_its_alarm, aws=(3, ["Setting desired instance count to 3."]), stock=(1, "500")
+    ),
+    "extended_statistics_are_computed": Scenario(
+        percentiles_of_a_minute, aws=({"p99": 99.0}, [[90.0], [45.5]]), stock=(None, "500")
     ),
     "alarms_are_evaluated": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("INSUFFICIENT_DATA", [])),
     "new_alarms_have_insufficient_data": Scenario(
@@ -1144,7 +1228,10 @@ def test_patch_restores_what_aws_does(aws: LocalAws, name: str) -> None:
     aws.reset()
     assert scenario.run(aws) == scenario.aws
     aws.reset()
-    with patches.without(name):
+    # Stock moto's failures are its HTML pages (and no fault of the local AWS's to keep).
+    with contextlib.ExitStack() as reverted:
+        for patch_name in (name, "internal_errors_answer_in_the_protocol", *scenario.builds_on):
+            reverted.enter_context(patches.without(patch_name))
         assert scenario.run(aws) == scenario.stock
 
 
