@@ -28,6 +28,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "gpt2.update_strategy": "linear",
     },
     "pinned-region": {"project.region": "eu-west-1", "project.account": "111122223333"},
+    # Inf2Stack on a SageMaker ml.inf2 endpoint, in both modes SageMaker documents there.
+    "inf2-sagemaker": {"inf2.platform": "sagemaker"},
+    "inf2-sagemaker-async": {"inf2.platform": "sagemaker", "inf2.endpoint_mode": "async"},
     # 4 GPUs: GPT-2, and GPT-J on the toolkit with a worker per GPU.
     "g5.12xlarge": {
         "gpt2.instance_type": "ml.g5.12xlarge",
