@@ -24,8 +24,10 @@ What SageMaker does, done on this host with the image's own server code (local_a
 
 Which local server runs an image: the Hugging Face PyTorch inference DLC runs the toolkit's model
 server under ``.venv-hf``; AWS's vLLM image runs its entrypoint's vLLM server under ``.venv-vllm``
-(the CPU build of the image's vLLM version); any other image is taken for this project's GPT-2 image (the only
-image it builds; the local AWS cannot pull images), run from ``serving/gpt2``.
+(the CPU build of the image's vLLM version); DJL Serving's LMI neuronx image runs the bundle's
+handler behind a stand-in for DJL's front end under ``.venv-lmi`` (local_aws/lmi_container.py); any
+other image is taken for this project's GPT-2 image (the only image it builds; the local AWS
+cannot pull images), run from ``serving/gpt2``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Any
 
 from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 from local_aws.faults import FAULTS
+from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 
 log = logging.getLogger("local_aws.runtime")
 
@@ -83,6 +86,8 @@ def container_for(image: str, model_data: Callable[[Path], None], environment: M
         kind = HuggingFaceContainer
     elif VLLM_REPOSITORY in image:
         kind = VllmContainer
+    elif is_lmi_neuronx(image):
+        kind = LmiContainer
     return kind(model_data, environment=environment)
 
 
