@@ -23,11 +23,11 @@ from tests.e2e.helpers import (
     assert_destroyed,
     invoke,
     resources_of_stack,
+    rollback_alarms,
     stack_of,
     this_sessions_containers,
     update_check,
 )
-from tests.e2e.test_guardrails import rollback_alarms
 
 pytestmark = pytest.mark.e2e
 STACK = "Inf2Stack"
