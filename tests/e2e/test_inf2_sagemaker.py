@@ -1,19 +1,26 @@
 """`cdk deploy Inf2Stack -c inf2.platform=sagemaker` with the real CDK CLI on the local AWS, one
 deploy shared by the assertions: the endpoint's LMI neuronx container (local_aws/lmi_container.py:
 the bundle's handler behind the DJL front-end stand-in, under the image's transformers) answers
-the seed's OPT request and every Inf2 body the docs give through InvokeEndpoint; a guarded update
-whose rollback alarm is in ALARM leaves the endpoint on its config and rolls the stack back; and
-`cdk destroy` leaves nothing, no container included."""
+the seed's OPT request and every Inf2 body the docs give through InvokeEndpoint; load scales it
+out to max_capacity and idleness back to min_capacity, by Application Auto Scaling's target
+tracking on the invocations the local AWS measures; a guarded update to a model that refuses the
+requests is rolled back by the model errors those requests produce (its rollback alarm, evaluated
+by the local CloudWatch on the test's clock), and the stack with it; and `cdk destroy` leaves
+nothing, no container included."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk, CdkError
@@ -32,8 +39,18 @@ from tests.e2e.helpers import (
 pytestmark = pytest.mark.e2e
 STACK = "Inf2Stack"
 #: On SageMaker, with the e2e tests' quick alarms and bake (tests/e2e/helpers.py's QUICK_UPDATES).
-SAGEMAKER: dict[str, Any] = {"inf2.platform": "sagemaker", "inf2.alarm_evaluation_periods": 1, "inf2.update_wait_s": 60}
-SEED_REQUEST = {"text": ["Hello, I am a language model,"], "seq_length": 32, "do_sample": False}
+#: Invocations per instance per minute that scaling aims at, and model errors a period may have.
+TARGET = 2
+ERRORS_ALARM_THRESHOLD = 1
+SAGEMAKER: dict[str, Any] = {
+    "inf2.platform": "sagemaker",
+    "inf2.alarm_evaluation_periods": 1,
+    "inf2.update_wait_s": 60,
+    "inf2.target_invocations_per_instance": TARGET,
+    "inf2.model_errors_alarm_threshold": ERRORS_ALARM_THRESHOLD,
+}
+SEED_PROMPTS = ["Hello, I am a language model,"]
+SEED_REQUEST = {"text": SEED_PROMPTS, "seq_length": 32, "do_sample": False}
 
 
 def sagemaker_bundle(artifacts: Path, root: Path, **settings: Any) -> Path:
@@ -52,50 +69,102 @@ def check_answer(answer: Any, prompts: list[str]) -> None:
     assert all(d["generated_tokens"] > 0 for d in answer["details"]), answer
 
 
-def test_deploy_answer_roll_back_and_destroy(
+def model_error(aws: LocalAws, request: Any) -> bool:
+    """Whether InvokeEndpoint on the stack's endpoint answers ModelError (the container refused)."""
+    try:
+        invoke(aws, STACK, request)
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "ModelError", exc
+        return True
+    return False
+
+
+def until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:.0f} s"
+        time.sleep(0.2)
+    return found
+
+
+def instances(aws: LocalAws, name: str) -> tuple[int, int]:
+    (variant,) = aws.client("sagemaker").describe_endpoint(EndpointName=name)["ProductionVariants"]
+    return variant["DesiredInstanceCount"], variant["CurrentInstanceCount"]
+
+
+def test_deploy_answer_scale_roll_back_and_destroy(
     bootstrapped: Cdk, local_aws: LocalAws, e2e_artifacts: Path, tmp_path: Path
 ) -> None:
     # The bundle is built with the settings it is deployed with (its serving.properties holds them).
     base = assembly_of(tmp_path / "cdk.out", local_aws, sagemaker_bundle(e2e_artifacts, tmp_path / "a"), **SAGEMAKER)
-    # A new bundle (another batching delay) is a new model: the update goes through the guardrails.
-    delay = {"inf2.max_batch_delay_ms": 50}
-    changed = assembly_of(
+    # A new bundle compiled for 16 positions is a new model that refuses the seed's request (400:
+    # seq_length past n_positions), which the deployed model answers.
+    short = {"inf2.n_positions": 16}
+    broken = assembly_of(
         tmp_path / "cdk.out-2",
         local_aws,
-        sagemaker_bundle(e2e_artifacts, tmp_path / "b", **delay),
+        sagemaker_bundle(e2e_artifacts, tmp_path / "b", **short),
         **SAGEMAKER,
-        **delay,
+        **short,
     )
     sagemaker, cloudwatch = local_aws.client("sagemaker"), local_aws.client("cloudwatch")
 
     bootstrapped.deploy(base.path, [STACK])
-    alarm = rollback_alarms(local_aws, STACK)[0]
     try:
         name = local_aws.stack_outputs(STACK)["EndpointName"]
         endpoint = sagemaker.describe_endpoint(EndpointName=name)
-        (variant,) = endpoint["ProductionVariants"]
-        assert (endpoint["EndpointStatus"], variant["CurrentInstanceCount"]) == ("InService", 1)
+        assert endpoint["EndpointStatus"] == "InService" and instances(local_aws, name) == (1, 1)
         config = endpoint["EndpointConfigName"]
-        check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_REQUEST["text"])
+        check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
         for documented in bodies_for("inf2"):
             check_answer(invoke(local_aws, STACK, documented.body), documented.body["text"])
 
-        cloudwatch.set_alarm_state(AlarmName=alarm, StateValue="ALARM", StateReason="a regression, for the test")
-        with pytest.raises(CdkError) as failed:
-            bootstrapped.deploy(changed.path, [STACK])
-        assert "EndpointUpdateCheck" in failed.value.args[0]
+        # Load: more invocations per instance than the target, three minutes running (target
+        # tracking's high alarm), scales out to max_capacity; fifteen idle minutes (its low alarm)
+        # back to min_capacity. Each instance is a container of its own.
+        for _ in range(3):
+            for _ in range(TARGET + 1):
+                check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
+            local_aws.clock.advance(60)
+        until(lambda: instances(local_aws, name) == (2, 2), 120, "the scale-out to 2 instances")
+        check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
+        for _ in range(16):
+            local_aws.clock.advance(60)
+        until(lambda: instances(local_aws, name) == (1, 1), 120, "the scale-in to 1 instance")
+
+        # A guarded update to the model that refuses the requests: its model errors, from the real
+        # invocations, put a rollback alarm in ALARM while it bakes, and SageMaker rolls it back.
+        failed: list[BaseException] = []
+
+        def update() -> None:
+            try:
+                bootstrapped.deploy(broken.path, [STACK])
+            except BaseException as exc:
+                failed.append(exc)
+
+        updating = threading.Thread(target=update)
+        updating.start()
+        until(lambda: model_error(local_aws, SEED_REQUEST), 180, "the new model serving")
+        for _ in range(ERRORS_ALARM_THRESHOLD + 1):
+            model_error(local_aws, SEED_REQUEST)
+        local_aws.clock.advance(60)
+        updating.join(timeout=300)
+        assert not updating.is_alive()
+        (error,) = failed
+        assert isinstance(error, CdkError) and "EndpointUpdateCheck" in error.args[0], error
         assert stack_of(local_aws, STACK)["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
         endpoint = sagemaker.describe_endpoint(EndpointName=name)
         assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == ("InService", config)
-        assert alarm in endpoint["FailureReason"]
+        (tripped,) = [a for a in rollback_alarms(local_aws, STACK) if a in endpoint["FailureReason"]]
+        assert "ModelErrors" in tripped
         assert update_check(local_aws, STACK) == config, "CloudFormation's state matches the endpoint"
-        check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_REQUEST["text"])
+        check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
     finally:
-        cloudwatch.set_alarm_state(AlarmName=alarm, StateValue="OK", StateReason="the test is over")
         deployed = resources_of_stack(local_aws, STACK)
         bootstrapped.destroy(base.path, [STACK])
     assert_destroyed(local_aws, STACK, deployed, base.template(STACK))
-    assert this_sessions_containers() == [], "deleting the endpoint stops its container"
+    assert this_sessions_containers() == [], "deleting the endpoint stops its containers"
+    assert cloudwatch.describe_alarms()["MetricAlarms"] == [], "the stack's alarms are deleted with it"
 
 
 def test_the_documented_bodies_are_found() -> None:
