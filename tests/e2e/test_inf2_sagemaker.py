@@ -1,7 +1,9 @@
 """`cdk deploy Inf2Stack -c inf2.platform=sagemaker` with the real CDK CLI on the local AWS, one
 deploy shared by the assertions: the endpoint's LMI neuronx container (local_aws/lmi_container.py:
 the bundle's handler behind the DJL front-end stand-in, under the image's transformers) answers
-the seed's OPT request and every Inf2 body the docs give through InvokeEndpoint; load scales it
+the seed's OPT request and every Inf2 body the docs give through InvokeEndpoint; its ML storage
+volume filling up puts the disk alarm in ALARM through the DiskUtilization the local AWS measures
+(ml.inf2 has no GPU metric), and emptied back to OK; load scales it
 out to max_capacity and idleness back to min_capacity, by Application Auto Scaling's target
 tracking on the invocations the local AWS measures; a guarded update to a model that refuses the
 requests is rolled back by the model errors those requests produce (its rollback alarm, evaluated
@@ -42,6 +44,8 @@ STACK = "Inf2Stack"
 #: Invocations per instance per minute that scaling aims at, and model errors a period may have.
 TARGET = 2
 ERRORS_ALARM_THRESHOLD = 1
+#: The disk alarm's threshold (the default), percent of the ML storage volume.
+DISK_FULL_PERCENT = 90
 SAGEMAKER: dict[str, Any] = {
     "inf2.platform": "sagemaker",
     "inf2.alarm_evaluation_periods": 1,
@@ -87,6 +91,25 @@ def until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
     return found
 
 
+def minutes_until(aws: LocalAws, check: Callable[[], bool], what: str, most: int = 3) -> None:
+    """The local AWS's clock moved a minute at a time (its alarms evaluated, its metrics
+    published) until `check` holds, at most `most` minutes."""
+    for _ in range(most):
+        aws.clock.advance(60)
+        if check():
+            return
+    metrics = aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+    raise AssertionError(
+        f"{what} did not happen within {most} minutes: {[(a['AlarmName'], a['StateReason']) for a in metrics]}"
+    )
+
+
+def alarm_on(aws: LocalAws, metric: str) -> Any:
+    """The stack's one alarm on SageMaker's `metric`."""
+    (alarm,) = [a for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"] if a["MetricName"] == metric]
+    return alarm
+
+
 def instances(aws: LocalAws, name: str) -> tuple[int, int]:
     (variant,) = aws.client("sagemaker").describe_endpoint(EndpointName=name)["ProductionVariants"]
     return variant["DesiredInstanceCount"], variant["CurrentInstanceCount"]
@@ -118,6 +141,20 @@ def test_deploy_answer_scale_roll_back_and_destroy(
         check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
         for documented in bodies_for("inf2"):
             check_answer(invoke(local_aws, STACK, documented.body), documented.body["text"])
+
+        # The ML storage volume filling up (the container's /tmp holds the hub's and the Neuron
+        # compiler's caches): DiskUtilization, from what the instance holds, puts the disk alarm in
+        # ALARM a minute later; emptied, back to OK. ml.inf2 publishes no accelerator metric.
+        (variant,) = sagemaker.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"]
+        (run_dir,) = {c.run_dir for c in this_sessions_containers() if "lmi_entrypoint" in c.cmdline}
+        filler = Path(run_dir) / "tmp" / "neuron-cache-filler"
+        with filler.open("wb") as sparse:  # a hole: no real disk is used
+            sparse.truncate(int(variant["VolumeSizeInGB"] * 1024**3 * (DISK_FULL_PERCENT + 5) / 100))
+        disk = alarm_on(local_aws, "DiskUtilization")
+        assert disk["Threshold"] == DISK_FULL_PERCENT and disk["StateValue"] != "ALARM", disk
+        minutes_until(local_aws, lambda: alarm_on(local_aws, "DiskUtilization")["StateValue"] == "ALARM", "disk ALARM")
+        filler.unlink()
+        minutes_until(local_aws, lambda: alarm_on(local_aws, "DiskUtilization")["StateValue"] == "OK", "disk OK")
 
         # Load: more invocations per instance than the target, three minutes running (target
         # tracking's high alarm), scales out to max_capacity; fifteen idle minutes (its low alarm)
