@@ -42,7 +42,7 @@ pytestmark = pytest.mark.e2e
 STACK = "Inf2Stack"
 #: On SageMaker, with the e2e tests' quick alarms and bake (tests/e2e/helpers.py's QUICK_UPDATES).
 #: Invocations per instance per minute that scaling aims at, and model errors a period may have.
-TARGET = 2
+TARGET = 1
 ERRORS_ALARM_THRESHOLD = 1
 #: The disk alarm's threshold (the default), percent of the ML storage volume.
 DISK_FULL_PERCENT = 90
@@ -157,16 +157,19 @@ def test_deploy_answer_scale_roll_back_and_destroy(
         minutes_until(local_aws, lambda: alarm_on(local_aws, "DiskUtilization")["StateValue"] == "OK", "disk OK")
 
         # Load: more invocations per instance than the target, three minutes running (target
-        # tracking's high alarm), scales out to max_capacity; fifteen idle minutes (its low alarm)
-        # back to min_capacity. Each instance is a container of its own.
+        # tracking's high alarm), scales out, and no further than max_capacity: the policy wants
+        # ceil(1 x 3 / 1) = 3 instances. Fifteen idle minutes (its low alarm) scale in, to
+        # min_capacity, not to the 0 the policy wants. Each instance is a container of its own.
         for _ in range(3):
-            for _ in range(TARGET + 1):
+            for _ in range(2 * TARGET + 1):
                 check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
             local_aws.clock.advance(60)
+        assert instances(local_aws, name)[0] == 2, "max_capacity bounds the scale-out"
         until(lambda: instances(local_aws, name) == (2, 2), 120, "the scale-out to 2 instances")
         check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
         for _ in range(16):
             local_aws.clock.advance(60)
+        assert instances(local_aws, name)[0] == 1, "min_capacity bounds the scale-in"
         until(lambda: instances(local_aws, name) == (1, 1), 120, "the scale-in to 1 instance")
 
         # A guarded update to the model that refuses the requests: its model errors, from the real
