@@ -3,7 +3,8 @@ deploy shared by the assertions: the endpoint's LMI neuronx container (local_aws
 the bundle's handler behind the DJL front-end stand-in, under the image's transformers) answers
 the seed's OPT request and every Inf2 body the docs give through InvokeEndpoint; its ML storage
 volume filling up puts the disk alarm in ALARM through the DiskUtilization the local AWS measures
-(ml.inf2 has no GPU metric), and emptied back to OK; load scales it
+(ml.inf2 has no GPU metric), and emptied back to OK; slow answers (long generations) the latency
+alarm, through the ModelLatency measured, and quick ones back to OK; load scales it
 out to max_capacity and idleness back to min_capacity, by Application Auto Scaling's target
 tracking on the invocations the local AWS measures; a guarded update to a model that refuses the
 requests is rolled back by the model errors those requests produce (its rollback alarm, evaluated
@@ -44,6 +45,8 @@ STACK = "Inf2Stack"
 #: Invocations per instance per minute that scaling aims at, and model errors a period may have.
 TARGET = 1
 ERRORS_ALARM_THRESHOLD = 1
+#: The latency alarm's threshold: the seed's answer takes about 0.15 s here, one of 512 positions 1.2 s.
+LATENCY_ALARM_MS = 500
 #: The disk alarm's threshold (the default), percent of the ML storage volume.
 DISK_FULL_PERCENT = 90
 SAGEMAKER: dict[str, Any] = {
@@ -52,9 +55,12 @@ SAGEMAKER: dict[str, Any] = {
     "inf2.update_wait_s": 60,
     "inf2.target_invocations_per_instance": TARGET,
     "inf2.model_errors_alarm_threshold": ERRORS_ALARM_THRESHOLD,
+    "inf2.latency_alarm_ms": LATENCY_ALARM_MS,
 }
 SEED_PROMPTS = ["Hello, I am a language model,"]
 SEED_REQUEST = {"text": SEED_PROMPTS, "seq_length": 32, "do_sample": False}
+#: A generation to the compiled graphs' 512 positions: the slow answers of the latency alarm's fault.
+SLOW_REQUEST = {**SEED_REQUEST, "seq_length": 512}
 
 
 def sagemaker_bundle(artifacts: Path, root: Path, **settings: Any) -> Path:
@@ -155,6 +161,16 @@ def test_deploy_answer_scale_roll_back_and_destroy(
         minutes_until(local_aws, lambda: alarm_on(local_aws, "DiskUtilization")["StateValue"] == "ALARM", "disk ALARM")
         filler.unlink()
         minutes_until(local_aws, lambda: alarm_on(local_aws, "DiskUtilization")["StateValue"] == "OK", "disk OK")
+
+        # Slow answers: a minute whose mean ModelLatency is above the threshold puts the latency
+        # alarm in ALARM; a minute of the seed's quick answers, back to OK.
+        for _ in range(2):
+            check_answer(invoke(local_aws, STACK, SLOW_REQUEST), SEED_PROMPTS)
+        minutes_until(local_aws, lambda: alarm_on(local_aws, "ModelLatency")["StateValue"] == "ALARM", "latency ALARM")
+        check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
+        minutes_until(
+            local_aws, lambda: alarm_on(local_aws, "ModelLatency")["StateValue"] == "OK", "latency OK", most=1
+        )
 
         # Load: more invocations per instance than the target, three minutes running (target
         # tracking's high alarm), scales out, and no further than max_capacity: the policy wants
