@@ -11,7 +11,7 @@ from pathlib import Path
 from local_aws.containers import VllmContainer
 from local_aws.runtime import container_for
 from local_aws.vllm_entrypoint import build_args
-from project_config.gptj import VllmEngine
+from project_config import VllmEngine
 from tests.infra.helpers import ROOT
 
 
