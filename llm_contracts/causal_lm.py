@@ -148,7 +148,7 @@ class ModelFacts:
         """The facts of `config` (a config.json); PayloadError naming what is missing."""
         architectures = config.get("architectures") or []
         if not isinstance(architectures, list) or not architectures or not isinstance(architectures[0], str):
-            raise PayloadError("config.json names no architecture (its \"architectures\" list)")
+            raise PayloadError('config.json names no architecture (its "architectures" list)')
         nested = config.get("text_config")
         text: Mapping[str, Any] = nested if isinstance(nested, Mapping) else config
         layers, heads = _first(text, _LAYERS), _first(text, _HEADS)
