@@ -44,6 +44,8 @@ TIERS: dict[str, frozenset[str]] = {
             "tiny_model",
             "gptj_build",
             "builder_cli",
+            "llm_build",
+            "tiny_sources",
         }
     ),
     # CDK synthesis of the app (the jsii runtime: seconds per app), or the CDK CLI
