@@ -52,6 +52,10 @@ system-deps:
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
 	command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" != 0 ]; then \
+	  echo "missing Debian packages:$$missing; install them as root first: sudo apt-get install$$missing" >&2; \
+	  exit 1; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

@@ -18,8 +18,10 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 COMPONENTS = {
     "gpt2": "GPT-2: ONNX export, TensorRT engine where a GPU is present, parity gate, model.tar.gz",
-    "gptj": "GPT-J: weights, tokenizer and code/inference.py streamed into model.tar.gz",
-    "llm": "any causal language model the vLLM engine serves: safetensors shards, tokenizer, config, manifest",
+    "gptj": "GPT-J: fp16 safetensors shards, tokenizer, code/inference.py and payload-manifest.json in "
+    "<out>/gptj/model/, which the stack ships uncompressed (--tarball also packs model.tar.gz)",
+    "llm": "any causal language model the vLLM engine serves: safetensors shards, tokenizer, config and "
+    "payload-manifest.json in <out>/llm/model/",
     "inf2": "OPT on inf2: serving.properties, model.py and requirements for DJL Serving",
 }
 #: What `all` builds: the three recipes (an llm payload is built for the model you name).

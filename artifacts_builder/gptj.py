@@ -1,5 +1,6 @@
-"""GPT-J payload: fp16 weights, tokenizer, ``code/inference.py`` and a manifest, for the
-Hugging Face inference container.
+"""GPT-J payload: fp16 weights, tokenizer, ``code/inference.py`` and a manifest, for either
+engine: AWS's vLLM container (the default) or the Hugging Face inference container, whose
+toolkit runs ``code/inference.py``.
 
 Layout: ``<out>/gptj/model/`` holds the payload exactly as the container sees it under
 ``/opt/ml/model``. GptjStack ships that folder uncompressed (SageMaker ``ModelDataSource``

@@ -322,8 +322,14 @@ class SageMakerEndpoint(SageMakerEndpointBase):
     def add_alarms(self, props: AlarmProps, *, topic: sns.ITopic | None = None) -> list[cloudwatch.Alarm]:
         """The alarms `props` sets (see :class:`AlarmProps`); `topic` is notified on ALARM and
         OK. Those on what a new model can break become the update's rollback alarms."""
-        gpu = instances.gpus(self._props.instance_type) > 0
-        rollback, capacity = make_alarms(self, props, gpu=gpu, topic=topic, names=self._alarm_names)
+        rollback, capacity = make_alarms(
+            self,
+            props,
+            mode=self._props.mode,
+            gpus=instances.gpus(self._props.instance_type),
+            topic=topic,
+            names=self._alarm_names,
+        )
         added = rollback + capacity
         self.alarms.extend(added)
         self.rollback_alarms.extend(rollback)

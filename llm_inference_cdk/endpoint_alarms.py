@@ -4,6 +4,8 @@ capacity (disk, GPU memory), which only notify."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aws_cdk import ArnFormat, Duration, Names, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -14,12 +16,22 @@ from llm_inference_cdk.endpoint_props import AlarmProps
 
 
 def make_alarms(
-    endpoint: SageMakerEndpointBase, props: AlarmProps, *, gpu: bool, topic: sns.ITopic | None, names: dict[str, str]
+    endpoint: SageMakerEndpointBase,
+    props: AlarmProps,
+    *,
+    mode: str,
+    gpus: int,
+    topic: sns.ITopic | None,
+    names: dict[str, str],
 ) -> tuple[list[cloudwatch.Alarm], list[cloudwatch.Alarm]]:
-    """The alarms `props` sets on `endpoint` (the GPU memory alarm where it has `gpu`s), as
-    (rollback alarms, capacity alarms); `topic` is notified on ALARM and OK; each alarm's name
-    goes in `names` by construct id."""
+    """The alarms `props` sets on `endpoint`, an endpoint of `mode` on instances of `gpus` GPUs
+    (the GPU memory alarm where it has any), as (rollback alarms, capacity alarms); `topic` is
+    notified on ALARM and OK; each alarm's name goes in `names` by construct id."""
     period = Duration.seconds(props.period_s)
+    errors = _model_errors(endpoint, props, mode)
+    # GPUMemoryUtilization sums the GPUs: 0-100 times their count (SageMaker's monitoring page).
+    gpu_memory = None if props.gpu_memory_percent is None or not gpus else props.gpu_memory_percent * gpus
+    plural = "s" if gpus > 1 else ""
     # (id, threshold, description, metric, alarm above rather than at, a rollback alarm)
     specs = [
         # ModelLatency is published in microseconds.
@@ -27,13 +39,13 @@ def make_alarms(
          f"Mean model latency above {props.latency_ms} ms", endpoint.metric_model_latency, True, True),
         ("Errors5xxAlarm", props.errors_5xx, f"{props.errors_5xx} or more 5xx invocation errors per period",
          endpoint.metric_invocation_5xx_errors, False, True),
-        ("ModelErrorsAlarm", props.model_errors,
-         f"{props.model_errors} or more invocations per period the model answered with an error or did not "
-         "answer", endpoint.metric_invocation_model_errors, False, True),
+        ("ModelErrorsAlarm", props.model_errors, errors[0], errors[1], False, True),
         ("DiskAlarm", props.disk_percent, f"ML storage volume more than {props.disk_percent}% full",
          endpoint.metric_disk_utilization, True, False),
-        ("GpuMemoryAlarm", props.gpu_memory_percent if gpu else None,
-         f"GPU memory more than {props.gpu_memory_percent}% used", endpoint.metric_gpu_memory_utilization, True, False),
+        ("GpuMemoryAlarm", gpu_memory,
+         f"GPU memory more than {props.gpu_memory_percent}% used on average: {props.gpu_memory_percent}% of the memory "
+         f"of its {gpus} GPU{plural}, {gpu_memory} in GPUMemoryUtilization, which sums the GPUs' percentages",
+         endpoint.metric_gpu_memory_utilization, True, False),
     ]  # fmt: skip
     rollback: list[cloudwatch.Alarm] = []
     capacity: list[cloudwatch.Alarm] = []
@@ -50,6 +62,24 @@ def make_alarms(
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
     return rollback, capacity
+
+
+def _model_errors(
+    endpoint: SageMakerEndpointBase, props: AlarmProps, mode: str
+) -> tuple[str, Callable[..., cloudwatch.IMetric]]:
+    """The model-error alarm's description and metric: an async endpoint publishes no
+    InvocationModelErrors (its monitoring page lists all it publishes), and counts every request
+    that failed, the model's errors among them, in InvocationFailures."""
+    if mode == "async":
+        return (
+            f"{props.model_errors} or more queued requests per period that failed (the model answered with an "
+            "error or did not answer, or SageMaker could not read the request or write the answer)",
+            endpoint.metric_invocation_failures,
+        )
+    return (
+        f"{props.model_errors} or more invocations per period the model answered with an error or did not answer",
+        endpoint.metric_invocation_model_errors,
+    )
 
 
 def alarm_arns(scope: SageMakerEndpointBase, names: list[str]) -> list[str]:

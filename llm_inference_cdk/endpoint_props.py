@@ -80,13 +80,16 @@ class AlarmProps:
     errors_5xx: int = prop(5, check=integer(1, 1_000_000))
     #: Alarm at this many invocations in a period that the container answered with an error
     #: or did not answer (``InvocationModelErrors``: 4xx of the container included, so a model
-    #: that refuses what it used to accept shows here; None: no such alarm).
+    #: that refuses what it used to accept shows here; in async mode, which publishes no
+    #: InvocationModelErrors, ``InvocationFailures``: queued requests that failed for any reason;
+    #: None: no such alarm).
     model_errors: int | None = prop(10, check=optional(integer(1, 1_000_000)))
     #: Alarm when the instances' ML storage volume is fuller than this percentage on average
     #: (a full disk fails the next model download or engine build; None: no such alarm).
     disk_percent: int | None = prop(90, check=optional(integer(1, 100)))
-    #: Alarm when GPU memory is fuller than this percentage on average, on GPU instances (the
-    #: next larger batch or longer sequence runs out of memory; None: no such alarm).
+    #: Alarm when GPU memory is fuller than this percentage on average over all the GPUs, on GPU
+    #: instances (the next larger batch or longer sequence runs out of memory; the threshold is
+    #: this times the GPUs, as GPUMemoryUtilization sums them; None: no such alarm).
     gpu_memory_percent: int | None = prop(95, check=optional(integer(1, 100)))
     #: Seconds per period: SageMaker publishes endpoint metrics once a minute, so a shorter
     #: period would see no data and never fire.

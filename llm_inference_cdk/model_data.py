@@ -131,12 +131,23 @@ class _PrefixModelData(ModelData):
         return _prefix_source(self.bucket.s3_url_for_object(self.prefix))
 
 
+#: aws-cdk-lib's context key that publishes an asset from its source path instead of a copy in
+#: ``cdk.out`` (cx-api's DISABLE_ASSET_STAGING_CONTEXT).
+STAGING_DISABLED = "aws:cdk:disable-asset-staging"
+
+
 class ModelAsset(s3_assets.Asset):
     """A file asset whose hash is given (by default the sha256 the artifacts builder recorded
-    in ``manifest.json`` beside the file).
+    in ``manifest.json`` beside the file), published from where it lies.
 
-    CDK would otherwise read the whole file at every synthesis to fingerprint it. Copies into
-    ``cdk.out`` are avoided by the ``aws:cdk:disable-asset-staging`` context.
+    CDK would otherwise read the whole file at every synthesis to fingerprint it, and copy it
+    into ``cdk.out`` (12 GB for GPT-J's payload). The asset is made under a scope of its own,
+    ``<scope>/<construct_id>``, on which staging is off (its id there is ``Default``):
+    aws-cdk-lib's AssetStaging reads ``aws:cdk:disable-asset-staging`` with
+    ``node.tryGetContext``, which looks up the construct tree, so this asset alone is published
+    from `path`, and every other asset of the app (the custom resources' handlers, which live in
+    a folder of the synthesizing process) is still copied into ``cdk.out`` before that process
+    exits. `path` must still be there when the CLI publishes.
 
     :param path: the file.
     :param entry: its ``{"sha256", ...}`` (default: read from the builder's ``manifest.json``
@@ -153,9 +164,11 @@ class ModelAsset(s3_assets.Asset):
         **kwargs: Any,
     ) -> None:
         entry = entry_for(path) if entry is None else entry
+        unstaged = Construct(scope, construct_id)
+        unstaged.node.set_context(STAGING_DISABLED, True)
         super().__init__(
-            scope,
-            construct_id,
+            unstaged,
+            "Default",
             path=str(path.resolve()),
             asset_hash=entry["sha256"],
             asset_hash_type=AssetHashType.CUSTOM,

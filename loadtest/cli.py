@@ -311,4 +311,6 @@ def main(argv: Sequence[str] | None = None, stream: TextIO | None = None) -> int
     paths = write(report, out)
     print(markdown(report))
     print(f"written: {', '.join(str(p) for p in paths.values())}", file=stream)
+    if "plot" not in paths:
+        print(f"{PROG}: report.png not written: matplotlib is not installed (pip install matplotlib)", file=stream)
     return 130 if any(run.interrupted for run in runs) else 0

@@ -190,11 +190,18 @@ def plot(series: Mapping[str, Sequence[Mapping[str, Any]]], path: Path, title: s
 
 
 def write(report: Mapping[str, Any], out: Path) -> dict[str, Path]:
-    """report.json, report.md and report.png in `out`; returns their paths by kind."""
+    """report.json, report.md and report.png in `out`; returns their paths by kind. Without
+    matplotlib the plot is left out: every figure is in the other two, and a run that took
+    minutes is not lost to a missing plotting library."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {kind: out / name for kind, name in FILES.items()}
     paths["json"].write_text(json.dumps(report, indent=2) + "\n")
     paths["markdown"].write_text(markdown(report))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        del paths["plot"]
+        return paths
     title = f"InvokeEndpoint {report['target']['endpoint']}, {report['seconds']:g} s per level"
     plot({report["target"]["endpoint"]: report["levels"]}, paths["plot"], title)
     return paths

@@ -164,7 +164,8 @@ def read_engine(
     """The engine `section` names (one of `allowed`, the first the default) with its settings
     (`defaults`: the section's own, by engine); a setting of another engine is refused by name,
     and so is an image version the SDK's table lacks (unless an explicit image_uri replaces it)."""
-    name = section.choice("engine", allowed[0], allowed)
+    # A section with one engine has no `engine` key to set.
+    name = section.choice("engine", allowed[0], allowed) if len(allowed) > 1 else allowed[0]
     for other in allowed:
         for key in engine_keys(other) if other != name else ():
             if key not in engine_keys(name) and section.has(key):

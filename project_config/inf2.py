@@ -145,6 +145,17 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
         # of DJL's own handlers.
         probe_request=Inf2ServerProps.probe_request if model_server.entry_point == "model.py" else DJL_PROBE_REQUEST,
     )
+    if vpc_id is None and server.ingress_cidr is not None:
+        # The stack's own VPC routes only within itself and out through its NAT gateway: a reply to
+        # any other network would leave by the NAT gateway and be dropped.
+        s.check(
+            "ingress_cidr",
+            server.ingress_cidr,
+            ipaddress.IPv4Network(server.ingress_cidr).subnet_of(ipaddress.IPv4Network(vpc_cidr)),
+            f"a network inside inf2.vpc_cidr ({vpc_cidr}): the stack's VPC routes to nothing but itself and the "
+            "internet through its NAT gateway, so no other network can reach the server; to serve a network "
+            "connected by VPN or peering, deploy into a VPC that routes to it (inf2.vpc_id)",
+        )
     settings = Inf2Settings(
         server=server,
         vpc_id=vpc_id,

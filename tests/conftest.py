@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ TIERS: dict[str, frozenset[str]] = {
     # the real CDK CLI against the local AWS
     "e2e": frozenset({"local_aws", "cdk", "bootstrapped", "base", "updated", "e2e_artifacts", "neuron_ami"}),
     # a process that serves: the GPT-2 container, the toolkit's model server, the local AWS
-    "server": frozenset({"server", "running", "running_tar", "serve", "aws", "echo_image", "free_port"}),
+    "server": frozenset({"server", "running", "running_tar", "serve", "aws", "echo_image", "free_port", "lmi_server"}),
     # the artifacts builder on a tiny model
     "build": frozenset(
         {
@@ -89,9 +90,38 @@ _SESSION = f"{os.getpid()}"
 os.environ[leaks.MARKER] = _SESSION
 
 
+def _local_aws_faults() -> list[str]:
+    """The faults of the local AWS met since last asked (local_aws/faults.py), as lines; none
+    where no test loaded it."""
+    faults = sys.modules.get("local_aws.faults")
+    if faults is None:
+        return []
+    return [f"{f.service} {f.where}: {f.error}\n{f.traceback}" for f in faults.FAULTS.take()]
+
+
+#: Faults of the local AWS met between tests (in a background thread).
+_LATE: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def no_local_aws_fault() -> Iterator[None]:
+    """A test during which the local AWS failed on its own (an HTTP 500 of the emulator, which
+    its log shows with the traceback) fails, whatever the test asserted."""
+    _LATE.extend(_local_aws_faults())  # met after an earlier test looked: the session fails
+    yield
+    found = _local_aws_faults()
+    if found:
+        pytest.fail("the local AWS failed on its own during this test:\n" + "\n".join(found), pytrace=False)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a process a test started is still running (then end it, so that the
-    machine is clean either way). Processes end asynchronously: give them a moment first."""
+    machine is clean either way), or if the local AWS failed on its own after the last test
+    looked. Processes end asynchronously: give them a moment first."""
+    late = _LATE + _local_aws_faults()
+    if late:
+        print("\nthe local AWS failed on its own:\n" + "\n".join(late), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     deadline = time.monotonic() + 5
     while (left := leaks.left_running(_SESSION)) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,9 +21,9 @@ from moto.sagemaker.exceptions import ValidationError as SageMakerValidationErro
 from moto.sagemaker.models import FakeEndpointConfig
 from moto.sagemaker.models import Model as SageMakerModel
 from moto.sagemaker.responses import SageMakerResponse
-from moto.sagemaker.utils import arn_formatter
 from moto.utilities.utils import get_partition
 
+from local_aws.containers import ContainerError
 from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
 from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
 from local_aws.runtime import (
@@ -37,20 +36,11 @@ from local_aws.runtime import (
     lay_out,
     split_s3_url,
 )
+from local_aws.sagemaker.arns import sagemaker_arn
+from local_aws.sagemaker.components import InferenceComponent, components
 
 # SageMaker hosting instance type names: ml.<family>.<size>.
 _SAGEMAKER_INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9-]*\.(medium|large|[0-9]*xlarge)$")
-
-
-#: The hosting resources whose names SageMaker writes in lower case in their ARNs, of those the
-#: stacks' grants name. (Models and endpoint configs too, in AWS; they keep moto's case here,
-#: where its CloudFormation finds them again by the name in their ARN, and no grant names them.)
-LOWER_CASED_ARNS = ("endpoint", "inference-component")
-
-
-def sagemaker_arn(kind: str, name: str, account: str, region: str) -> str:
-    """The ARN SageMaker gives a resource of ``kind`` named ``name``."""
-    return arn_formatter(kind, name.lower() if kind in LOWER_CASED_ARNS else name, account, region)
 
 
 @patch(
@@ -207,12 +197,26 @@ def _s3(caller: Caller, action: str, bucket: str, key: str | None, s3: Any, cont
 def _fetch(account_id: str, region_name: str) -> Any:
     s3 = s3_backends[account_id][get_partition(region_name)]
 
+    def read(bucket: str, key: str) -> bytes:
+        found = s3.buckets.get(bucket)
+        stored = found.keys.get(key) if found is not None else None
+        if stored is None:
+            # AWS's reason for model data it cannot download (its wording; _refused has it too).
+            raise ContainerError(
+                f'Failed to download model data for container "container_1" from URL: "s3://{bucket}/{key}". Please '
+                "ensure that there is an object located at the URL and that the role passed to CreateModel has "
+                "permissions to download the model."
+            )
+        return bytes(stored.value)
+
     def fetch(model_data: Mapping[str, Any], folder: Path) -> None:
         lay_out(
             model_data,
             folder,
-            read=lambda bucket, key: bytes(s3.get_object(bucket, key).value),  # type: ignore[union-attr]
-            keys=lambda bucket, prefix: sorted(k for k in s3.get_bucket(bucket).keys if k.startswith(prefix)),
+            read=read,
+            keys=lambda bucket, prefix: sorted(
+                k for k in getattr(s3.buckets.get(bucket), "keys", {}) if k.startswith(prefix)
+            ),
         )
 
     return fetch
@@ -422,58 +426,6 @@ def variants_of_inference_components_name_no_model() -> None:
         original(self, [v for v in production_variants if "ModelName" in v])
 
     replace(sm_models.SageMakerModelBackend, "validate_production_variants", validate_production_variants)
-
-
-@dataclass
-class InferenceComponent:
-    """What DescribeInferenceComponent tells of a component."""
-
-    name: str
-    arn: str
-    endpoint_name: str
-    endpoint_arn: str
-    variant_name: str
-    specification: dict[str, Any]
-    copies: int
-    status: str = "Creating"
-    failure_reason: str | None = None
-    created: datetime = field(default_factory=lambda: datetime.now(UTC))
-    modified: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    @property
-    def hosting_key(self) -> tuple[str, str, str]:
-        account, region = self.arn.split(":")[4], self.arn.split(":")[3]
-        return account, region, component_key(self.name)
-
-    def describe(self) -> dict[str, Any]:
-        found = {
-            "InferenceComponentName": self.name,
-            "InferenceComponentArn": self.arn,
-            "EndpointName": self.endpoint_name,
-            "EndpointArn": self.endpoint_arn,
-            "VariantName": self.variant_name,
-            "Specification": self.specification,
-            "RuntimeConfig": {"DesiredCopyCount": self.copies, "CurrentCopyCount": self.copies},
-            "CreationTime": self.created,
-            "LastModifiedTime": self.modified,
-            "InferenceComponentStatus": self.status,
-        }
-        if self.failure_reason:
-            found["FailureReason"] = self.failure_reason
-        return found
-
-
-def component_key(name: str) -> str:
-    """The runtime's key of a component's containers (no endpoint name contains a slash)."""
-    return f"inference-component/{name}"
-
-
-def components(account_id: str, region_name: str) -> dict[str, InferenceComponent]:
-    """The account's components in the region, kept on moto's SageMaker backend (a reset of
-    the local AWS drops them with it)."""
-    backend = sm_models.sagemaker_backends[account_id][region_name]
-    found: dict[str, InferenceComponent] = backend.__dict__.setdefault("inference_components", {})
-    return found
 
 
 def _deploy_component(

@@ -68,7 +68,7 @@ def test_endpoint_model_gets_the_environment(tiny_out: Path) -> None:
     from stacks.sagemaker_gpt2 import Gpt2Stack
 
     settings = config({"max_queue_delay_us": 7000}, artifacts=tiny_out)
-    app = App(context={"aws:cdk:disable-asset-staging": True})
+    app = App()
     stack = Gpt2Stack(app, "Gpt2Stack", settings=settings)
     Template.from_stack(stack).has_resource_properties(
         "AWS::SageMaker::Model",

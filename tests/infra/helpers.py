@@ -123,6 +123,18 @@ def regional_dlc_image(repository_and_tag: str) -> dict[str, Any]:
     return {"Fn::Join": ["", [account, ".dkr.ecr.", region, ".", suffix, f"/{repository_and_tag}"]]}
 
 
+#: Both SageMaker stacks in the modes other than real-time: GptjStack's component scales to zero
+#: (min_copies=0), Gpt2Stack's keeps a copy. Shared, so that a session synthesizes each once.
+MODE_VARIANTS: dict[str, dict[str, Any]] = {
+    "inference-component": {
+        "gptj.endpoint_mode": "inference-component",
+        "gptj.min_copies": "0",
+        "gpt2.endpoint_mode": "inference-component",
+    },
+    "async": {"gptj.endpoint_mode": "async", "gpt2.endpoint_mode": "async"},
+}
+
+
 def cdk_context(**overrides: Any) -> dict[str, Any]:
     """cdk.json's context plus dotted overrides, as `cdk synth -c key=value` passes them."""
     context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]

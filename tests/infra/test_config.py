@@ -98,10 +98,11 @@ BAD_VALUES = [
     ("gpt2.instnce_type", "ml.g5.xlarge", "unknown setting"),
     ("gptj.py_version", "python3", "py3xx"),
     ("inf2.instance_type", "trn1.32xlarge", "inf2 type"),
-    ("inf2.ingress_cidr", "0.0.0.0/0", "a public one of at most 256 addresses"),
+    ("inf2.ingress_cidr", "0.0.0.0/0", "inside the VPC or connected to it"),
     # Half the internet is no better than all of it (issue: only /0 used to be refused).
-    ("inf2.ingress_cidr", "0.0.0.0/1", "to 2147483648 addresses"),
-    ("inf2.ingress_cidr", "203.0.112.0/23", "(/24 or narrower)"),
+    ("inf2.ingress_cidr", "0.0.0.0/1", "so 0.0.0.0/1 can never reach it"),
+    # A single public address could never reach the private instance either (issue 29, fault 6).
+    ("inf2.ingress_cidr", "203.0.113.7/32", "so 203.0.113.7/32 can never reach it"),
     ("inf2.ingress_cidr", "10.0.0.300/24", "IPv4 CIDR"),
     ("inf2.ingress_cidr", "10.0.0.1/24", "did you mean 10.0.0.0/24"),
     ("inf2.vpc_cidr", "10.0.0.0/8", "/16 to /18"),
@@ -317,11 +318,31 @@ def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path, cdk_c
     assert "python -m artifacts_builder llm --model <hub id or folder>" in left_out[1]
 
 
-@pytest.mark.parametrize(
-    "cidr", ["10.0.0.0/8", "172.16.0.0/12", "192.168.10.0/24", "203.0.113.0/24", "198.51.100.7/32"]
-)
-def test_private_ranges_and_narrow_public_ones_may_reach_the_model_server(cidr: str) -> None:
+EXISTING_VPC = {
+    "inf2.vpc_id": "vpc-0123456789abcdef0",
+    "inf2.subnet_id": "subnet-0a1b2c3d",
+    "inf2.availability_zone": "us-east-1a",
+}
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/8", "172.16.0.0/12", "192.168.10.0/24", "100.64.0.0/10"])
+def test_networks_connected_to_a_vpc_of_yours_may_reach_the_model_server(cidr: str) -> None:
+    """In a VPC of yours (inf2.vpc_id), hosts of the VPC and of the private networks connected to
+    it by VPN, Direct Connect, peering or a transit gateway."""
+    assert config(**EXISTING_VPC, **{"inf2.ingress_cidr": cidr}).inf2.server.ingress_cidr == cidr
+
+
+@pytest.mark.parametrize("cidr", ["10.42.0.0/16", "10.42.16.0/20", "10.42.3.7/32"])
+def test_in_the_stacks_own_vpc_its_own_hosts_may_reach_the_model_server(cidr: str) -> None:
     assert config(**{"inf2.ingress_cidr": cidr}).inf2.server.ingress_cidr == cidr
+
+
+@pytest.mark.parametrize("cidr", ["192.168.10.0/24", "10.0.0.0/8", "10.43.0.0/16"])
+def test_in_the_stacks_own_vpc_no_other_network_can_reach_it(cidr: str) -> None:
+    """The stack's VPC routes to nothing but itself and the internet through its NAT gateway."""
+    with pytest.raises(ConfigError, match=rf"^inf2.ingress_cidr='{cidr}' is invalid: allowed is a network inside "
+                                          r"inf2.vpc_cidr \(10.42.0.0/16\)"):  # fmt: skip
+        config(**{"inf2.ingress_cidr": cidr})
 
 
 def test_the_probe_request_follows_the_handler() -> None:

@@ -25,7 +25,7 @@ def server(
     """An Inf2Server in a bare Stack; `build` makes the construct's optional arguments in it."""
     bundle_file = tmp_path / "bundle.tar.gz"
     bundle_file.write_bytes(b"bundle")
-    stack = Stack(App(context={"aws:cdk:disable-asset-staging": True}), "S")
+    stack = Stack(App(), "S")
     vpc = ec2.Vpc(stack, "Vpc", max_azs=1)
     made = Inf2Server(
         stack,
@@ -118,7 +118,7 @@ def test_role_reads_the_bundle_object_alone(tmp_path: Path) -> None:
     stack, _ = server(tmp_path)
     statements = role_statements(stack)
     (read,) = [s for s in statements if s["Action"] == "s3:GetObject"]
-    key = stack.resolve(stack.node.find_child("Bundle").s3_object_key)  # type: ignore[attr-defined]
+    key = stack.resolve(stack.node.find_child("Bundle").node.default_child.s3_object_key)  # type: ignore[union-attr]
     assert json.dumps(read["Resource"]).endswith(f'"/{key}"]]}}')
 
 
@@ -245,9 +245,11 @@ def test_the_probe_request_is_a_json_object() -> None:
         ({"port": 80}, r"port=80 is invalid: allowed is a whole number from 1024"),
         (
             {"ingress_cidr": "0.0.0.0/1"},
-            r"ingress_cidr='0.0.0.0/1' is invalid: allowed is a private network, or a public one",
+            r"ingress_cidr='0.0.0.0/1' is invalid: allowed is a network inside the VPC or connected to it",
         ),
         ({"ingress_cidr": "10.0.0.1/24"}, r"ingress_cidr='10.0.0.1/24' is invalid: .* did you mean 10.0.0.0/24"),
+        # Issue 29, fault 6: the instance has no public address; no public range can reach it.
+        ({"ingress_cidr": "203.0.113.7/32"}, r"ingress_cidr='203.0.113.7/32' is invalid: .* can never reach it"),
         (
             {"ami_ssm_parameter": "ami-0123"},
             r"ami_ssm_parameter='ami-0123' is invalid: allowed is an SSM parameter path",

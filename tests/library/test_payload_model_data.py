@@ -25,7 +25,7 @@ def model_folder(tmp_path: Path) -> Path:
 
 def shipped(folder: Path) -> set[str]:
     """The files S3PrefixModelData copies under its prefix, from the copies in its template."""
-    stack = Stack(App(context={"aws:cdk:disable-asset-staging": True}), "S")
+    stack = Stack(App(), "S")
     S3PrefixModelData(stack, "Files", folder=folder)
     copies = Template.from_stack(stack).find_resources("Custom::AWS").values()
     creates = [json.dumps(c["Properties"]["Create"]).replace("\\", "") for c in copies]
@@ -86,3 +86,29 @@ def test_a_manifest_that_does_not_match_the_folder_says_how_to_fix_it(
     with pytest.raises(ManifestError, match=message) as error:
         shipped(folder)
     assert "artifacts_builder" not in str(error.value)
+
+
+def test_a_model_asset_is_published_from_its_file_and_other_assets_from_cdk_out(tmp_path: Path) -> None:
+    """A ModelAsset is never copied into cdk.out (12 GB for GPT-J); every other asset of the app
+    still is, so that it outlives the process that synthesized it (a Lambda handler's folder)."""
+    from aws_cdk import aws_s3_assets as s3_assets
+
+    from llm_inference_cdk import ModelAsset
+
+    payload = tmp_path / "model.tar.gz"
+    payload.write_bytes(b"weights" * 100)
+    handler = tmp_path / "handler"
+    handler.mkdir()
+    (handler / "index.js").write_text("exports.handler = async () => ({})")
+    outdir = tmp_path / "cdk.out"
+    stack = Stack(App(outdir=str(outdir)), "S")
+    model = ModelAsset(stack, "Model", path=payload, entry={"sha256": "ab" * 32})
+    code = s3_assets.Asset(stack, "Code", path=str(handler))
+    stack.node.root.synth()  # type: ignore[attr-defined]
+
+    files = json.loads((outdir / "S.assets.json").read_text())["files"]
+    assert files[model.asset_hash]["source"]["path"] == str(payload)
+    staged = files[code.asset_hash]["source"]["path"]
+    assert staged == f"asset.{code.asset_hash}" and (outdir / staged / "index.js").is_file()
+    assert not any(p.stat().st_size == payload.stat().st_size for p in outdir.rglob("*") if p.is_file())
+    assert model.node.path == "S/Model/Default" and stack.node.find_child("Model").node.default_child is model

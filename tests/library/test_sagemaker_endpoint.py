@@ -283,7 +283,7 @@ def test_payload_folder_copied_under_a_prefix(tmp_path: Path) -> None:
         {"weights.safetensors": folder / "weights.safetensors", "code/inference.py": folder / "code/inference.py"},
         name="payload-manifest.json",
     )
-    stack = Stack(App(context={"aws:cdk:disable-asset-staging": True}), "S")
+    stack = Stack(App(), "S")
     data = S3PrefixModelData(stack, "Files", folder=folder)
     SageMakerEndpoint(
         stack,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,15 @@ def test_files_are_written(tmp_path: Path) -> None:
     assert json.loads(paths["json"].read_text()) == document
     assert paths["markdown"].read_text() == markdown(document)
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_matplotlib_the_report_is_written_without_its_plot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """boto3 alone runs a load test: the figures are not lost at the end for want of a plot."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    document = report([summary(1, 30, {}, 5)])
+    paths = write(document, tmp_path / "out")
+    assert set(paths) == {"json", "markdown"}
+    assert json.loads(paths["json"].read_text()) == document
+    assert not (tmp_path / "out" / "report.png").exists()

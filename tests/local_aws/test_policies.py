@@ -252,19 +252,23 @@ def test_invoke_endpoint_is_allowed_on_the_arn_sagemaker_writes_alone(aws: Local
     invoke = {"Action": "sagemaker:InvokeEndpoint", "Effect": "Allow"}
     granted = _as(aws, "sagemaker-runtime", _assumed(aws, [{**invoke, "Resource": reported}]))
     assert granted.invoke_endpoint(EndpointName="Echo-Mixed", Body=b"{}")["ResponseMetadata"]["HTTPStatusCode"] == 200
+    # The streamed call is authorized by the same action (Service Authorization Reference).
+    streamed = granted.invoke_endpoint_with_response_stream(EndpointName="Echo-Mixed", Body=b"{}")
+    assert b"".join(event["PayloadPart"]["Bytes"] for event in streamed["Body"] if "PayloadPart" in event)
     client(aws, "iam").delete_role_policy(RoleName="caller", PolicyName="grants")
     client(aws, "iam").delete_role(RoleName="caller")
 
     formatted = reported.replace("echo-mixed", "Echo-Mixed")
     misgranted = _as(aws, "sagemaker-runtime", _assumed(aws, [{**invoke, "Resource": formatted}]))
-    with pytest.raises(ClientError) as refused:
-        misgranted.invoke_endpoint(EndpointName="Echo-Mixed", Body=b"{}")
-    assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
-    assert refused.value.response["Error"]["Message"] == (
-        "User: arn:aws:sts::123456789012:assumed-role/caller/test is not authorized to perform: "
-        f"sagemaker:InvokeEndpoint on resource: {reported} because no identity-based policy allows the "
-        "sagemaker:InvokeEndpoint action"
-    )
+    for call in (misgranted.invoke_endpoint, misgranted.invoke_endpoint_with_response_stream):
+        with pytest.raises(ClientError) as refused:
+            call(EndpointName="Echo-Mixed", Body=b"{}")
+        assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+        assert refused.value.response["Error"]["Message"] == (
+            "User: arn:aws:sts::123456789012:assumed-role/caller/test is not authorized to perform: "
+            f"sagemaker:InvokeEndpoint on resource: {reported} because no identity-based policy allows the "
+            "sagemaker:InvokeEndpoint action"
+        )
     # The account's own credentials (those `python -m local_aws` prints) stay its administrator's.
     assert client(aws, "sagemaker-runtime").invoke_endpoint(EndpointName="Echo-Mixed", Body=b"{}")["Body"].read()
 
