@@ -228,7 +228,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
         ({"chat_template": "{{ x }}" * 200}, "allowed is a template of at most 1024 characters"),
         ({"chat_template": "nowhere.jinja"}, "llm.chat_template='nowhere.jinja' is invalid: allowed is a Jinja"),
         ({"model_server_workers": 2}, "llm.model_server_workers=2 is invalid: unknown setting"),
-        ({"engine": "hf-toolkit"}, "llm.engine='hf-toolkit' is invalid: allowed is one of vllm"),
+        ({"engine": "vllm"}, "llm.engine='vllm' is invalid: unknown setting"),
         ({"instance_type": "ml.g7e.2xlarge"}, "llm.instance_type='ml.g7e.2xlarge' is invalid: allowed is an instance"),
         ({"tensor_parallel_size": 2}, "llm.tensor_parallel_size=2 is invalid: allowed is at most 1: ml.g5.xlarge has"),
     ],
