@@ -3,9 +3,12 @@ architecture: tiny random-weight models of several architectures vLLM 0.30.0 ser
 the payload builder (artifacts_builder/llm.py), then loaded by the CPU build of the image's vLLM
 (.venv-vllm, eager, a KV cache of ``VLLM_CPU_KVCACHE_SPACE`` GiB a rank):
 
-* weights: the check's bytes (the safetensors headers, floats at the dtype vLLM runs) against the
-  bytes of the parameters of the module vLLM built (``LLM.apply_model``), per rank, and beside
-  them its buffers (the rotary embeddings' cos/sin cache), which the check leaves to its overhead;
+* weights: the check's bytes (the safetensors headers, floats at the dtype vLLM runs) beside the
+  bytes of the parameters of the module vLLM built (``LLM.apply_model``). The CPU build moves every
+  linear layer's weight out of the module's parameters into oneDNN's packed form
+  (vllm/model_executor/layers/utils.py ``dispatch_cpu_unquantized_gemm``), so what is left there is
+  the embeddings and the norms: the check's bytes of those same tensors are given beside it; the
+  buffers (the rotary embeddings' cos/sin cache) the check leaves to its overhead;
 * KV cache: the check's bytes a token (config.json) against vLLM's KV cache space over the tokens
   it reports it holds (``cache_config.num_gpu_blocks`` x ``block_size``), per rank;
 * the longest sequence: the check's derivation against vLLM's ``max_model_len``.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -30,7 +34,7 @@ from typing import Any
 
 from artifacts_builder.llm import build
 from artifacts_builder.tiny import train_tokenizer
-from llm_contracts.causal_lm import DTYPE_BYTES, ModelFacts, resolved_dtype
+from llm_contracts.causal_lm import DTYPE_BYTES, ModelFacts, read_safetensors_header, resolved_dtype
 from llm_contracts.manifest import PAYLOAD_MANIFEST, read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,9 +93,9 @@ def make_model(kind: str, folder: Path) -> Path:
 def measure(kind: str, work: Path, degree: int) -> dict[str, Any]:
     payload = build(model=str(make_model(kind, work / "source")), out=work / "out")
     facts = ModelFacts.from_payload(payload, read_manifest(payload, PAYLOAD_MANIFEST)["files"])
-    # apply_model sends the function to the engine's process (cloudpickle: allowed by this variable).
+    # apply_model calls the function on the model: the engine in this process (no pickling of it).
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB), "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1",
-           "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
+           "VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
            "VLLM_CPU_OMP_THREADS_BIND": "|".join(str(r) for r in range(degree)) if degree > 1 else "auto"}  # fmt: skip
     started = time.monotonic()
     done = subprocess.run(
@@ -104,12 +108,23 @@ def measure(kind: str, work: Path, degree: int) -> dict[str, Any]:
     vllm = json.loads(lines[-1].removeprefix("RESULT "))
     dtype = resolved_dtype("auto", facts.config_dtype, (0, 0))  # a CPU: no bfloat16 rule applies
     dtype = vllm["dtype"] if vllm["dtype"] in DTYPE_BYTES else dtype
+    # The tensors vLLM's CPU build keeps as parameters: all but the linear layers' 2-D weights.
+    kept = {name: info for name, info in _tensors(payload).items() if len(info["shape"]) != 2 or "embed" in name
+            or name.endswith(("wte.weight", "embed_in.weight", "lm_head.weight", "embed_out.weight"))}  # fmt: skip
+    kept_facts = ModelFacts.from_config(
+        json.loads((payload / "config.json").read_text()),
+        weights={
+            d: sum(math.prod(i["shape"]) for i in kept.values() if i["dtype"] == d)
+            for d in {i["dtype"] for i in kept.values()}
+        },
+    )
     return {
         "model": kind,
         "architecture": facts.architecture,
         "degree": degree,
         "dtype": vllm["dtype"],
         "check_weights_bytes_per_rank": facts.weight_bytes(DTYPE_BYTES[dtype]) / degree,
+        "check_kept_bytes_per_rank": kept_facts.weight_bytes(DTYPE_BYTES[dtype]) / degree,
         "vllm_weights_bytes_per_rank": vllm["weights_bytes_per_rank"],
         "vllm_buffer_bytes_per_rank": vllm["buffer_bytes_per_rank"],
         "check_kv_bytes_per_token": facts.kv_bytes_per_token(DTYPE_BYTES[dtype], degree),
@@ -120,21 +135,27 @@ def measure(kind: str, work: Path, degree: int) -> dict[str, Any]:
     }
 
 
+def _tensors(payload: Path) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for shard in sorted(payload.glob("*.safetensors")):
+        found |= read_safetensors_header(shard)
+    return found
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| model (architecture) | ranks | weights a rank: check / vLLM (bytes) | vLLM's buffers (bytes) | KV a token "
-        "a rank: check / vLLM (bytes) | longest sequence: check / vLLM |",
+        "| model (architecture) | ranks | weights a rank, the check (bytes) | of them kept as parameters on the CPU: "
+        "check / vLLM (bytes) | KV a token a rank: check / vLLM (bytes) | longest sequence: check / vLLM |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['model']} ({r['architecture']}) | | failed to start | | | |")
             continue
-        weights = [int(w) for w in (r["check_weights_bytes_per_rank"], *r["vllm_weights_bytes_per_rank"])]
+        vllm_kept = ", ".join(f"{int(w):,}" for w in r["vllm_weights_bytes_per_rank"])
         lines.append(
-            f"| {r['model']} ({r['architecture']}) | {r['degree']} "
-            f"| {weights[0]:,} / {', '.join(f'{w:,}' for w in weights[1:])} "
-            f"| {', '.join(f'{b:,}' for b in r['vllm_buffer_bytes_per_rank'])} "
+            f"| {r['model']} ({r['architecture']}) | {r['degree']} | {int(r['check_weights_bytes_per_rank']):,} "
+            f"| {int(r['check_kept_bytes_per_rank']):,} / {vllm_kept} "
             f"| {r['check_kv_bytes_per_token']:,} / {r['vllm_kv_bytes_per_token']:,.0f} "
             f"| {r['check_max_model_len']:,} / {r['vllm_max_model_len']:,} |"
         )

@@ -233,7 +233,7 @@ def test_the_runtimes_fuzz_gets_what_aws_answers_and_leaves_the_engine_answering
     assert any(o.startswith("ModelError 4") for o in outcomes["InvokeEndpoint"]), outcomes
     answer = invoke(local_aws, "GptjStack", seeds[0])
     assert answer["usage"]["completion_tokens"] == 4, answer
-    container = endpoint_container(local_aws)
+    container = endpoint_container(local_aws, "GptjStack")
     deadline = time.monotonic() + 30
     while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -245,7 +245,7 @@ def test_a_documented_body_is_answered_by_vllm(deployed: Cdk, local_aws: LocalAw
     """Every request body README and docs/ give for GPT-J on its default engine (and the load
     tester's request files for it) gets vLLM's answer, not an error (tests/docs_pages.py)."""
     if body.streamed:
-        answer = stream(local_aws, body.body)
+        answer = stream(local_aws, "GptjStack", body.body)
         events = server_sent_events([event["PayloadPart"]["Bytes"] for event in answer["Body"]])
         assert events[-1] == b"[DONE]" and len(events) > 1, (body.where, events[-3:])
     else:
