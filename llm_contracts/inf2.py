@@ -141,13 +141,14 @@ def copies_loaded_in_turn(*, instance_type: str, degree: int, extra_properties: 
     return 1 if parallel else max(copies, 1)
 
 
-def instance_problems(*, instance_type: str, degree: int) -> list[str]:
-    """The rules that depend on the instance alone."""
+def instance_problems(*, instance_type: str, degree: int, prefix: str = "") -> list[str]:
+    """The rules that depend on the instance alone; `instance_type` in EC2's naming, shown with
+    `prefix` (``ml.``: SageMaker's names of the same types)."""
     family = instance_type.split(".")[0]
     if family not in ALLOWED_DEGREES or instance_type not in NEURON_CORES:
         return [
-            f"inf2.instance_type={instance_type!r} is invalid: the DJL neuronx container needs an inf2 "
-            f"instance; use one of {', '.join(NEURON_CORES)}"
+            f"inf2.instance_type={prefix + instance_type!r} is invalid: the DJL neuronx container needs an inf2 "
+            f"instance; use one of {', '.join(prefix + t for t in NEURON_CORES)}"
         ]
     problems = []
     allowed = ALLOWED_DEGREES[family]
@@ -158,9 +159,9 @@ def instance_problems(*, instance_type: str, degree: int) -> list[str]:
         )
     cores = NEURON_CORES[instance_type]
     if degree > cores:
-        bigger = [t for t, n in NEURON_CORES.items() if n >= degree]
+        bigger = [prefix + t for t, n in NEURON_CORES.items() if n >= degree]
         problems.append(
-            f"inf2.tensor_parallel_degree={degree} is invalid: {instance_type} has only {cores} NeuronCores; "
+            f"inf2.tensor_parallel_degree={degree} is invalid: {prefix}{instance_type} has only {cores} NeuronCores; "
             f"lower the degree to at most {cores}" + (f" or use {' or '.join(bigger)}" if bigger else "")
         )
     return problems
@@ -198,8 +199,11 @@ def model_problems(
     return problems
 
 
-def host_memory_problems(facts: ModelFacts, *, model_id: str, instance_type: str, dtype: str) -> list[str]:
-    """The weights, loaded on the host in `dtype`, with the margin, must fit in its memory."""
+def host_memory_problems(
+    facts: ModelFacts, *, model_id: str, instance_type: str, dtype: str, prefix: str = ""
+) -> list[str]:
+    """The weights, loaded on the host in `dtype`, with the margin, must fit in its memory
+    (`instance_type` and `prefix` as for :func:`instance_problems`)."""
     if instance_type not in HOST_MEMORY_GIB:
         return []  # instance_problems names the instance type
     weights = facts.num_parameters * DTYPE_BYTES[dtype]
@@ -207,16 +211,16 @@ def host_memory_problems(facts: ModelFacts, *, model_id: str, instance_type: str
     available = HOST_MEMORY_GIB[instance_type] * GIB
     if needed <= available:
         return []
-    bigger = [t for t, gib in HOST_MEMORY_GIB.items() if gib * GIB >= needed]
+    bigger = [prefix + t for t, gib in HOST_MEMORY_GIB.items() if gib * GIB >= needed]
     fixes = [f"use {' or '.join(bigger)}"] if bigger else []
     smaller = [d for d, width in DTYPE_BYTES.items() if width < DTYPE_BYTES[dtype]]
     if smaller and facts.num_parameters * DTYPE_BYTES[smaller[0]] * HOST_MEMORY_MARGIN <= available:
         fixes.append(f"set inf2.dtype={smaller[0]}")
     fixes.append("use a smaller model")
     return [
-        f"inf2.instance_type={instance_type!r} is invalid: {model_id} needs about {needed / GIB:.1f} GiB of host "
-        f"memory to load its {weights / GIB:.1f} GiB of {dtype} weights (x{HOST_MEMORY_MARGIN} for the split copy), "
-        f"more than the {HOST_MEMORY_GIB[instance_type]} GiB of {instance_type}; {', or '.join(fixes)}"
+        f"inf2.instance_type={prefix + instance_type!r} is invalid: {model_id} needs about {needed / GIB:.1f} GiB of "
+        f"host memory to load its {weights / GIB:.1f} GiB of {dtype} weights (x{HOST_MEMORY_MARGIN} for the split "
+        f"copy), more than the {HOST_MEMORY_GIB[instance_type]} GiB of {prefix}{instance_type}; {', or '.join(fixes)}"
     ]
 
 

@@ -11,6 +11,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 
+from llm_contracts.sagemaker_metrics import OTEL_COMPONENT, OTEL_ENDPOINT
 from llm_inference_cdk.endpoint_base import SageMakerEndpointBase
 from llm_inference_cdk.endpoint_props import AlarmProps
 
@@ -23,7 +24,7 @@ def make_alarms(
     gpus: int,
     topic: sns.ITopic | None,
     names: dict[str, str],
-) -> tuple[list[cloudwatch.Alarm], list[cloudwatch.Alarm]]:
+) -> tuple[list[cloudwatch.AlarmBase], list[cloudwatch.AlarmBase]]:
     """The alarms `props` sets on `endpoint`, an endpoint of `mode` on instances of `gpus` GPUs
     (the GPU memory alarm where it has any), as (rollback alarms, capacity alarms); `topic` is
     notified on ALARM and OK; each alarm's name goes in `names` by construct id."""
@@ -47,15 +48,17 @@ def make_alarms(
          f"of its {gpus} GPU{plural}, {gpu_memory} in GPUMemoryUtilization, which sums the GPUs' percentages",
          endpoint.metric_gpu_memory_utilization, True, False),
     ]  # fmt: skip
-    rollback: list[cloudwatch.Alarm] = []
-    capacity: list[cloudwatch.Alarm] = []
+    rollback: list[cloudwatch.AlarmBase] = []
+    capacity: list[cloudwatch.AlarmBase] = []
     for construct_id, threshold, description, metric, strictly, rolls_back in specs:
         if threshold is None:
             continue
-        alarm = _alarm(
+        made = _alarm(
             endpoint, names, construct_id, description, metric(period=period), threshold, props, strictly=strictly
         )
-        (rollback if rolls_back else capacity).append(alarm)
+        (rollback if rolls_back else capacity).append(made)
+    if props.waiting_requests is not None:
+        capacity.append(_waiting_requests_alarm(endpoint, props, names))
     if topic is not None:
         action = cw_actions.SnsAction(topic)
         for alarm in rollback + capacity:
@@ -95,6 +98,48 @@ def alarm_arns(scope: SageMakerEndpointBase, names: list[str]) -> list[str]:
     ]
 
 
+#: vLLM's queue of requests waiting for room in its batch or KV cache, as SageMaker's detailed
+#: observability publishes it: its reference names the source metric ``vllm:num_requests_waiting``,
+#: its PromQL examples ``vllm_num_requests_waiting``; the selector matches either.
+VLLM_WAITING = "vllm[:_]num_requests_waiting"
+
+
+def _waiting_requests_alarm(
+    endpoint: SageMakerEndpointBase, props: AlarmProps, names: dict[str, str]
+) -> cloudwatch.PromQLAlarm:
+    """ALARM when the vLLM engine of an instance (or of the component's copy) has had at least
+    `props.waiting_requests` requests waiting through a whole window: a PromQL alarm on detailed
+    observability's OpenTelemetry metric, selected by the labels SageMaker gives it (its PromQL
+    page quotes dotted label names)."""
+    labels = {OTEL_ENDPOINT: endpoint.endpoint_name}
+    if endpoint.component_name is not None:
+        labels[OTEL_COMPONENT] = endpoint.component_name
+    selector = ", ".join([f'__name__=~"{VLLM_WAITING}"', *(f"'{k}'=\"{v}\"" for k, v in labels.items())])
+    construct_id = "WaitingRequestsAlarm"
+    return cloudwatch.PromQLAlarm(
+        endpoint,
+        construct_id,
+        alarm_name=_name(endpoint, names, construct_id),
+        alarm_description=(
+            f"{props.waiting_requests} or more requests waiting in the vLLM engine's queue for {props.window_s} s: "
+            "its batch or KV cache is full (vllm:num_requests_waiting, SageMaker's detailed observability)"
+        ),
+        query=f"max by ('{OTEL_ENDPOINT}') ({{{selector}}}) >= {props.waiting_requests}",
+        evaluation_interval=Duration.seconds(props.period_s),
+        pending_period=Duration.seconds(props.window_s),
+        recovery_period=Duration.seconds(props.period_s),
+    )
+
+
+def _name(endpoint: SageMakerEndpointBase, names: dict[str, str], construct_id: str) -> str:
+    # A name of its own, unique to the stack and path, used as written: the endpoint's update
+    # policy names its rollback alarms, which name the endpoint in their dimensions; a
+    # reference either way would make each wait for the other.
+    name = f"{Names.unique_resource_name(endpoint, max_length=200, separator='-')}-{construct_id}"
+    names[construct_id] = name
+    return name
+
+
 def _alarm(
     endpoint: SageMakerEndpointBase,
     names: dict[str, str],
@@ -106,15 +151,10 @@ def _alarm(
     *,
     strictly: bool = False,
 ) -> cloudwatch.Alarm:
-    # A name of its own, unique to the stack and path, used as written: the endpoint's update
-    # policy names its rollback alarms, which name the endpoint in their dimensions; a
-    # reference either way would make each wait for the other.
-    name = f"{Names.unique_resource_name(endpoint, max_length=200, separator='-')}-{construct_id}"
-    names[construct_id] = name
     return cloudwatch.Alarm(
         endpoint,
         construct_id,
-        alarm_name=name,
+        alarm_name=_name(endpoint, names, construct_id),
         alarm_description=description,
         metric=metric,
         threshold=threshold,

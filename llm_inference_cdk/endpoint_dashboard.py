@@ -12,7 +12,7 @@ from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 
 
 def endpoint_rows(
-    endpoint: SageMakerEndpointBase, props: SageMakerEndpointProps, alarms: list[cloudwatch.Alarm]
+    endpoint: SageMakerEndpointBase, props: SageMakerEndpointProps, alarms: list[cloudwatch.AlarmBase]
 ) -> list[list[cloudwatch.IWidget]]:
     """Rows of dashboard widgets for `endpoint`: traffic and errors, latencies, what drives
     autoscaling, the instances' CPU, memory, GPU (on GPU instances) and disk, and the alarms'

@@ -225,9 +225,11 @@ def seed_neuron_dlami(aws: LocalAws, parameter_name: str | None = None) -> str:
     from llm_contracts.inf2 import NEURON_DLAMI_PARAMETERS
 
     if parameter_name is None:
+        from llm_inference_cdk.inf2.props import Inf2ServerProps
         from project_config import from_cdk_json
 
-        parameter_name = from_cdk_json().inf2.server.ami_ssm_parameter
+        # On inf2.platform sagemaker no host boots from it: the default parameter is published all the same.
+        parameter_name = (from_cdk_json().inf2.server or Inf2ServerProps()).ami_ssm_parameter
     if parameter_name not in NEURON_DLAMI_PARAMETERS:
         raise ValueError(
             f"{parameter_name} is not a Neuron DLAMI parameter AWS publishes: one of "

@@ -153,9 +153,15 @@ FIXED_ENVIRONMENT: dict[str, dict[str, str]] = {
 }
 
 
+#: The endpoint's alarm keys an engine alone reads (project_config.endpoint.FRAMEWORK_ALARMS): on
+#: vLLM the engine's queue, from SageMaker's detailed observability; elsewhere GPU memory, which
+#: vLLM holds at gpu_memory_utilization of each GPU whatever the load.
+ENGINE_ALARM_KEYS = {"vllm": ("waiting_requests_alarm_threshold",), "hf-toolkit": ("gpu_memory_alarm_percent",)}
+
+
 def engine_keys(name: str) -> tuple[str, ...]:
-    """The cdk.json keys of engine `name`'s settings."""
-    return tuple(field.name for field in dataclasses.fields(ENGINES[name]))
+    """The cdk.json keys of engine `name`'s settings (and the alarm keys it alone reads)."""
+    return (*(field.name for field in dataclasses.fields(ENGINES[name])), *ENGINE_ALARM_KEYS.get(name, ()))
 
 
 def read_engine(

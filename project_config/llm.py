@@ -135,7 +135,9 @@ def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSetting
     image_uri_set = section.has("image_uri")
     engine = read_engine(section, profile.engines, profile.engine_defaults, image_uri_set=image_uri_set)
     endpoint = read_endpoint(
-        section, {**profile.endpoint_defaults, **profile.engine_endpoint_defaults.get(engine.name, {})}
+        section,
+        {**profile.endpoint_defaults, **profile.engine_endpoint_defaults.get(engine.name, {})},
+        framework="vllm" if isinstance(engine, VllmEngine) else None,
     )
     if profile.families is not None:
         check_family(section, endpoint, profile.families, profile.families_reason)

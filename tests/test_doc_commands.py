@@ -37,7 +37,6 @@ import pytest
 from _pytest.mark.expression import Expression
 
 from project_config import SECTIONS, ConfigError, load_config, parse_context_pairs, settings_of
-from tests.conftest import TIERS
 from tests.docs_pages import (
     PAGES,
     ROOT,
@@ -48,6 +47,7 @@ from tests.docs_pages import (
     page_id,
     shell_blocks,
 )
+from tests.tiers import TIERS
 
 #: What a `need ...` marker may name, and how a command shows that it needs it.
 NEEDS = {

@@ -25,7 +25,15 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 250
 #: Paths of other repositories that the code's comments name as theirs (not files of ours).
-OTHER_REPOSITORIES = {"serving/docker/pytorch-inf2.Dockerfile": "djl-serving's, at tag v0.29.0"}
+OTHER_REPOSITORIES = {
+    path: "djl-serving's, at tag v0.29.0"
+    for path in (
+        "serving/docker/pytorch-inf2.Dockerfile",
+        "serving/docs/lmi/deployment_guide/deploying-your-endpoint.md",
+        "serving/docs/lmi/deployment_guide/configurations.md",
+        "tests/integration/llm/prepare.py",
+    )
+}
 
 _FENCE = re.compile(r"^```.*?^```", flags=re.S | re.M)
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")

@@ -272,6 +272,8 @@ def due(alarm: Any, at: datetime) -> bool:
 
 def check(alarm: Any) -> str | None:
     """Why the local AWS cannot evaluate the alarm, else None."""
+    if getattr(alarm, "evaluation_criteria", None):
+        return "PromQL alarms are not evaluated here (no OpenTelemetry metrics to query)"
     if alarm.comparison_operator not in COMPARISONS:
         return f"the comparison {alarm.comparison_operator} (anomaly detection) is not evaluated here"
     if getattr(alarm, "threshold_metric_id", None):

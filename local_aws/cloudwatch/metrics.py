@@ -5,7 +5,7 @@ publish theirs (SageMaker's invocation and instance metrics), in their reserved 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.cloudwatch.models import cloudwatch_backends
@@ -14,8 +14,11 @@ from local_aws import clock
 
 
 def stamped(metric_data: Iterable[Mapping[str, Any]], when: datetime) -> list[dict[str, Any]]:
-    """The data, each datum without a Timestamp stamped `when`."""
-    return [dict(m) if m.get("Timestamp") else {**m, "Timestamp": when} for m in metric_data]
+    """The data, each datum without a Timestamp stamped `when`. Stamps are naive UTC, as moto
+    keeps every timestamp it parses and compares them with GetMetricData's StartTime and
+    EndTime: an aware one there fails the call."""
+    naive = when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
+    return [dict(m) if m.get("Timestamp") else {**m, "Timestamp": naive} for m in metric_data]
 
 
 def publish(account: str, region: str, namespace: str, metric_data: Iterable[Mapping[str, Any]]) -> None:

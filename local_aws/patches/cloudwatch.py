@@ -28,8 +28,10 @@ from local_aws.patches.base import EmulatedResource, patch, replace
 
 
 class MetricAlarm(EmulatedResource):
-    """AWS::CloudWatch::Alarm, on moto's CloudWatch: a single metric, or the metric queries of a
-    math alarm (``Metrics``), which DescribeAlarms returns as AWS does."""
+    """AWS::CloudWatch::Alarm, on moto's CloudWatch: a single metric, the metric queries of a
+    math alarm (``Metrics``), or a PromQL alarm's query (``EvaluationCriteria``, with its
+    ``EvaluationInterval`` and no comparison of its own), which DescribeAlarms returns as AWS does.
+    A PromQL alarm is kept, not evaluated: the local AWS has no OpenTelemetry metrics to query."""
 
     TYPE: ClassVar[str] = "AWS::CloudWatch::Alarm"
     NAME_PROPERTY: ClassVar[str] = "AlarmName"
@@ -54,8 +56,8 @@ class MetricAlarm(EmulatedResource):
             name=p.get("AlarmName", name),
             namespace=p.get("Namespace"),
             metric_name=p.get("MetricName"),
-            comparison_operator=p["ComparisonOperator"],
-            evaluation_periods=int(p["EvaluationPeriods"]),
+            comparison_operator=p.get("ComparisonOperator"),
+            evaluation_periods=int(p["EvaluationPeriods"]) if "EvaluationPeriods" in p else None,  # type: ignore[arg-type]
             period=int(p["Period"]) if "Period" in p else None,  # type: ignore[arg-type]
             threshold=float(p["Threshold"]) if "Threshold" in p else None,  # type: ignore[arg-type]
             statistic=p.get("Statistic"),
@@ -73,6 +75,9 @@ class MetricAlarm(EmulatedResource):
             evaluate_low_sample_count_percentile=p.get("EvaluateLowSampleCountPercentile"),
             threshold_metric_id=p.get("ThresholdMetricId"),
         )
+        # Attributes moto's Alarm lacks: its DescribeAlarms serializes them by name.
+        alarm.evaluation_criteria = p.get("EvaluationCriteria")  # type: ignore[attr-defined]
+        alarm.evaluation_interval = p.get("EvaluationInterval")  # type: ignore[attr-defined]
         return cls(alarm)
 
     def replaced_by(self, properties: dict[str, Any]) -> bool:

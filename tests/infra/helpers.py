@@ -112,6 +112,11 @@ def write_payload(payload: Path, files: dict[str, bytes], tensors: dict[str, tup
     return payload
 
 
+#: The inf2 bundle unpacked (what inf2.platform=sagemaker ships under an S3 prefix), listed by its
+#: inner manifest: a hub bundle's files.
+INF2_BUNDLE = {"serving.properties": b"engine=Python\n", "model.py": b"#" * 64, "hub-files.json": b"{}"}
+
+
 def regional_dlc_image(repository_and_tag: str) -> dict[str, Any]:
     """What an environment-agnostic stack writes for a Deep Learning Container's URI: the
     registry account looked up per region, then ``/<repository>:<tag>``."""
@@ -155,6 +160,12 @@ def make_artifacts(root: Path, components: tuple[str, ...] = ("gpt2", "gptj", "l
     for component, files in PAYLOADS.items():
         if component in components:
             write_payload(root / component / "model", files, tensors[component]())
+    if "inf2" in components:
+        bundle = root / "inf2" / "bundle"
+        bundle.mkdir(exist_ok=True)
+        for name, data in INF2_BUNDLE.items():
+            (bundle / name).write_bytes(data)
+        write_manifest(bundle, "inf2-bundle", {name: bundle / name for name in INF2_BUNDLE})
     return root
 
 

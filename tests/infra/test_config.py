@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -364,3 +365,28 @@ def test_every_bad_setting_of_a_section_is_reported_on_a_line_of_its_own() -> No
         config(**{"gpt2.volume_size_gb": 50, "gpt2.update_strategy": "canary"})
     lines = str(error.value).splitlines()
     assert [line.split("=")[0] for line in lines] == ["gpt2.volume_size_gb", "gpt2.update_strategy"], lines
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        # GPU memory says nothing on vLLM, which holds its share of each GPU from its start.
+        ({"gptj.gpu_memory_alarm_percent": 95}, "gptj.gpu_memory_alarm_percent=95 is invalid: allowed is unset with "
+                                                "gptj.engine=vllm: it is a setting of gptj.engine=hf-toolkit"),
+        # The engine's queue is published for vLLM containers alone...
+        ({"gpt2.waiting_requests_alarm_threshold": 1}, "gpt2.waiting_requests_alarm_threshold=1 is invalid"),
+        ({"gptj.engine": "hf-toolkit", "gptj.waiting_requests_alarm_threshold": 1},
+         "gptj.waiting_requests_alarm_threshold=1 is invalid: allowed is unset with gptj.engine=hf-toolkit"),
+        # ... by detailed observability, which covers real-time endpoints.
+        ({"gptj.endpoint_mode": "async", "gptj.waiting_requests_alarm_threshold": 1},
+         "gptj.waiting_requests_alarm_threshold=1 is invalid: allowed is unset in async mode"),
+    ],
+)  # fmt: skip
+def test_each_engine_alarms_on_what_shows_its_pressure(given: dict[str, Any], message: str) -> None:
+    """Issue 29, fault 3."""
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        config(**given)
+    assert config().gptj.endpoint.alarms.waiting_requests == 1
+    assert config().gptj.endpoint.alarms.gpu_memory_percent is None
+    assert config(**{"gptj.engine": "hf-toolkit"}).gptj.endpoint.alarms.gpu_memory_percent == 95
+    assert config(**{"gptj.endpoint_mode": "async"}).gptj.endpoint.alarms.waiting_requests is None

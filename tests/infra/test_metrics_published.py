@@ -5,6 +5,7 @@ that instance type (tests/infra/metric_check.py, against llm_contracts/sagemaker
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "gpt2.update_strategy": "linear",
     },
     "pinned-region": {"project.region": "eu-west-1", "project.account": "111122223333"},
+    # Inf2Stack on a SageMaker ml.inf2 endpoint, in both modes SageMaker documents there.
+    "inf2-sagemaker": {"inf2.platform": "sagemaker"},
+    "inf2-sagemaker-async": {"inf2.platform": "sagemaker", "inf2.endpoint_mode": "async"},
     # 4 GPUs: GPT-2, and GPT-J on the toolkit with a worker per GPU.
     "g5.12xlarge": {
         "gpt2.instance_type": "ml.g5.12xlarge",
@@ -57,3 +61,24 @@ def test_the_gpu_memory_alarm_counts_the_gpus(synth: Callable[..., Synthesized])
             if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") == "GPUMemoryUtilization"
         ]  # fmt: skip
         assert alarm["Threshold"] == 95 * 4, stack
+
+
+def test_the_vllm_engine_alarms_on_its_queue_not_on_gpu_memory(synth: Callable[..., Synthesized]) -> None:
+    """Fault 3: vLLM holds gpu_memory_utilization (0.9) of the GPU from its start, so its GPU
+    memory alarm said nothing (and was in ALARM from the first minute at 0.95 or more). On that
+    engine the stack alarms on the engine's queue instead (vllm:num_requests_waiting, from
+    SageMaker's detailed observability, a PromQL alarm); the toolkit keeps its GPU memory alarm."""
+
+    def alarms(template: dict[str, Any]) -> tuple[list[str], list[str]]:
+        found = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+        return [a["MetricName"] for a in found if "MetricName" in a], [
+            json.dumps(a["EvaluationCriteria"]) for a in found if "EvaluationCriteria" in a
+        ]
+
+    metrics, promql = alarms(synth(**VARIANTS["default"]).template_json("GptjStack"))
+    assert "GPUMemoryUtilization" not in metrics and len(promql) == 1 and "num_requests_waiting" in promql[0]
+    metrics, promql = alarms(synth(**VARIANTS["hf-toolkit"]).template_json("GptjStack"))
+    assert "GPUMemoryUtilization" in metrics and promql == []
+    # In async mode there is no detailed observability to alarm on.
+    metrics, promql = alarms(synth(**VARIANTS["async"]).template_json("GptjStack"))
+    assert "GPUMemoryUtilization" not in metrics and promql == []

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from llm_inference_cdk.endpoint_props import MODES
-from project_config import PROJECT_ROOT, ConfigError, load_config, settings_of
+from project_config import PROJECT_ROOT, ConfigError, inf2_sagemaker, load_config, settings_of
 from project_config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLOYMENT_KEYS, mode_keys
 from project_config.engines import engine_keys
 from tests.infra.helpers import ROOT
 
 #: The configuration reference, and the sections whose table it keeps in the `| key | default ... |` form.
 REFERENCE = ROOT / "docs" / "CONFIGURATION.md"
-TABLES = {"project": ["project"], "gpt2`, `gptj` and `llm": ["gpt2", "gptj", "llm"], "inf2": ["inf2"]}
+TABLES = {"project": ["project"], "gpt2`, `gptj` and `llm": ["gpt2", "gptj", "llm", "inf2"], "inf2": ["inf2"]}
 
 
 def rows() -> dict[str, dict[str, tuple[str, str]]]:
@@ -68,6 +68,8 @@ def in_mode_of(section: str, key: str) -> dict[str, Any]:
     engine's only with that engine."""
     if section == "gptj" and key in set(engine_keys("hf-toolkit")) - set(engine_keys("vllm")):
         return {section: {"engine": "hf-toolkit"}}
+    if section == "inf2" and key in inf2_sagemaker.endpoint_keys() - {"instance_type", "volume_size_gb"}:
+        return {section: {"platform": "sagemaker", **({"endpoint_mode": "async"} if key in mode_keys("async") else {})}}
     for mode in MODES[1:]:
         if section in ("gpt2", "gptj", "llm") and key in mode_keys(mode) - mode_keys("realtime"):
             return {section: {"endpoint_mode": mode}}

@@ -5,6 +5,7 @@ against llm_contracts/sagemaker_metrics.py); and the faults issue 29 found, one 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -151,3 +152,67 @@ def test_every_entry_names_its_page_and_what_a_datum_is() -> None:
     for m in catalog.CATALOG:
         assert m.url.startswith("https://docs.aws.amazon.com/sagemaker/") and m.datum, m
         assert m.modes <= set(catalog.MODES) and m.kinds <= set(catalog.KINDS), m
+
+
+# --- fault 3: the vLLM engine's pressure, from SageMaker's detailed observability ------------------
+
+
+#: AWS's vLLM image for SageMaker (its repository is ``vllm``).
+VLLM_IMAGE = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker"
+
+
+def test_the_checker_refuses_a_framework_metric_of_another_container() -> None:
+    """The engine's queue is published for a vLLM (or SGLang) container alone: on another, the
+    PromQL alarm would match nothing and never fire."""
+    stack = Stack()
+    helpers.endpoint(stack, alarms=AlarmProps(waiting_requests=1))
+    (found,) = problems(dict(Template.from_stack(stack).to_json()))
+    assert "is no detailed-observability metric of a realtime endpoint serving with None" in found
+
+
+def promql_alarms(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        r["Properties"] for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and "EvaluationCriteria" in r["Properties"]
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["realtime", "inference-component"])
+def test_a_vllm_endpoint_alarms_on_requests_waiting_in_its_engine(mode: str) -> None:
+    """Fault 3: vLLM reserves gpu_memory_utilization of the GPU at start, so GPUMemoryUtilization
+    stays there whatever the load and an alarm on it says nothing; what shows the engine's
+    pressure is its queue, vllm:num_requests_waiting, which SageMaker's detailed observability
+    publishes for real-time endpoints (queried with PromQL: a PromQL alarm)."""
+    stack = Stack()
+    endpoint = helpers.endpoint(
+        stack,
+        **MODES[mode],
+        image_uri=VLLM_IMAGE,
+        alarms=AlarmProps(gpu_memory_percent=None, waiting_requests=1, evaluation_periods=5),
+    )
+    template = dict(Template.from_stack(stack).to_json())
+    assert problems(template) == []
+    (alarm,) = promql_alarms(template)
+    criteria = alarm["EvaluationCriteria"]["PromQLCriteria"]
+    query = json.dumps(stack.resolve(criteria["Query"]))
+    assert "vllm[:_]num_requests_waiting" in query and "'aws.sagemaker.endpoint.name'" in query
+    assert query.rstrip('"').endswith(">= 1") or '>= 1"' in query
+    assert (mode == "inference-component") == ("'aws.sagemaker.inference_component.name'" in query)
+    # Waiting through the whole window (5 periods of 60 s) before ALARM, evaluated every period.
+    assert (criteria["PendingPeriod"], alarm["EvaluationInterval"]) == (300, 60)
+    assert alarm not in [r for r in endpoint.rollback_alarms]  # capacity: it notifies, it does not roll back
+    (config,) = Template.from_stack(stack).find_resources("AWS::SageMaker::EndpointConfig").values()
+    assert config["Properties"]["MetricsConfig"] == {"EnableDetailedObservability": True}
+    assert not [
+        r for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") == "GPUMemoryUtilization"
+    ]  # fmt: skip
+
+
+def test_async_has_no_detailed_observability_to_alarm_on() -> None:
+    """Detailed observability covers real-time endpoints (its page): an async endpoint's queue is
+    ApproximateBacklogSize, which its scaling tracks."""
+    from llm_inference_cdk import PropError, SageMakerEndpointProps
+
+    with pytest.raises(PropError, match=r"waiting_requests=1 is invalid: allowed is unset in async mode"):
+        SageMakerEndpointProps(instance_type="ml.g5.xlarge", alarms=AlarmProps(waiting_requests=1), **MODES["async"])

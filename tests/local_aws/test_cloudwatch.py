@@ -292,3 +292,22 @@ def test_a_wait_on_a_clock_that_stands_still_ends_when_it_is_moved() -> None:
     waiter.join(5)
     assert ended == [False]
     assert clock.sleep(3600, until=lambda: True)
+
+
+# --- Through the server --------------------------------------------------------------------------
+
+
+def test_data_put_without_a_timestamp_is_read_back_by_both_calls(aws: Any) -> None:
+    """PutMetricData stamps a datum without a Timestamp with the time of receipt, and GetMetricData
+    and GetMetricStatistics read it back (an aware stamp once failed both with a 500)."""
+    cw = aws.client("cloudwatch")
+    cw.put_metric_data(Namespace="Test/Stamps", MetricData=[{"MetricName": "m", "Value": 1.0}])
+    now = datetime.now(UTC)
+    cw.put_metric_data(Namespace="Test/Stamps", MetricData=[{"MetricName": "m", "Value": 2.0, "Timestamp": now}])
+    window = {"StartTime": now - timedelta(minutes=5), "EndTime": now + timedelta(minutes=5)}
+    metric = {"Namespace": "Test/Stamps", "MetricName": "m"}
+    query = {"Id": "m", "MetricStat": {"Metric": metric, "Period": 600, "Stat": "Sum"}}
+    found = cw.get_metric_data(MetricDataQueries=[query], **window)["MetricDataResults"][0]
+    assert sum(found["Values"]) == 3.0
+    points = cw.get_metric_statistics(**metric, Period=600, Statistics=["Sum"], **window)["Datapoints"]
+    assert sum(p["Sum"] for p in points) == 3.0

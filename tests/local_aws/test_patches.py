@@ -279,13 +279,20 @@ AUTOSCALING_AND_ALARM = resources(
         Threshold=1,
         ComparisonOperator="LessThanThreshold",
     ),
+    PromQLAlarm=resource(
+        "AWS::CloudWatch::Alarm",
+        AlarmName="queue",
+        EvaluationCriteria={"PromQLCriteria": {"Query": "vllm_num_requests_waiting >= 1", "PendingPeriod": 180}},
+        EvaluationInterval=60,
+    ),
 )
 
 
 def autoscaling_and_alarm(aws: LocalAws) -> object:
-    """An endpoint variant's scalable target, its scaling policy and two alarms (one on metric
-    math): how many of each the account has once the stack is created, then once it is deleted,
-    and the math alarm's queries as DescribeAlarms returns them."""
+    """An endpoint variant's scalable target, its scaling policy and three alarms (one on metric
+    math, one on a PromQL query): how many of each the account has once the stack is created,
+    then once it is deleted, the math alarm's queries and the PromQL alarm's query as
+    DescribeAlarms returns them."""
     scaling = client(aws, "application-autoscaling")
     cloudwatch = client(aws, "cloudwatch")
 
@@ -301,10 +308,14 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
         return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"])
                 for alarm in alarms for q in alarm["Metrics"]]  # fmt: skip
 
+    def promql() -> list[object]:
+        alarms = cloudwatch.describe_alarms(AlarmNames=["queue"])["MetricAlarms"]
+        return [a["EvaluationCriteria"]["PromQLCriteria"]["Query"] for a in alarms]
+
     create_stack(aws, "stack", AUTOSCALING_AND_ALARM)
-    created, math = counts(), queries()
+    created, math, query = counts(), queries(), promql()
     delete_stack(aws, "stack")
-    return created, math, counts()
+    return created, math, query, counts()
 
 
 # --- EC2 ---------------------------------------------------------------------------------------------
@@ -1066,9 +1077,9 @@ SCENARIOS: dict[str, Scenario] = {
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
     "missing_resource_types_exist": Scenario(
         autoscaling_and_alarm,
-        # Two alarms of the template, and the two its target tracking policy makes.
-        aws=((1, 1, 4), [("e", "FILL(m, 0)"), ("m", "Up")], (0, 0, 0)),
-        stock=((0, 0, 0), [], (0, 0, 0)),
+        # Three alarms of the template, and the two its target tracking policy makes.
+        aws=((1, 1, 5), [("e", "FILL(m, 0)"), ("m", "Up")], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
+        stock=((0, 0, 0), [], [], (0, 0, 0)),
     ),
     "aws_custom_resources_make_their_calls": Scenario(
         custom_resource_call, aws=(None, ["k"], []), stock=("ResourceNotFoundException", [], [])

@@ -47,7 +47,8 @@ def test_an_update_switches_once_the_new_container_answers_ping(fresh: LocalAws)
     echo_endpoint(fresh, "echo", {"ECHO_VERSION": "v1"})
     assert endpoint_status(fresh, "echo", settle=True) == "InService"
     (old,) = echo_processes()
-    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="1.5")
+    # The new container answers /ping only after 3 s: time for several requests on a loaded host.
+    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="3")
     assert endpoint_status(fresh, "echo") == "Updating"
     # While the new container starts, the old one answers every request (an answer given as
     # the endpoint switched counts once the endpoint reads InService).
@@ -58,7 +59,7 @@ def test_an_update_switches_once_the_new_container_answers_ping(fresh: LocalAws)
             break
         answered_while_updating.append(version)
         time.sleep(0.1)
-    assert len(answered_while_updating) > 3 and set(answered_while_updating) == {"v1"}
+    assert len(answered_while_updating) >= 2 and set(answered_while_updating) == {"v1"}
     assert endpoint_status(fresh, "echo") == "InService"
     assert ask(fresh, "echo", {})["version"] == "v2"
     assert client(fresh, "sagemaker").describe_endpoint(EndpointName="echo")["EndpointConfigName"] == "v2"
