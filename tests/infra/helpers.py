@@ -117,6 +117,18 @@ def write_payload(payload: Path, files: dict[str, bytes], tensors: dict[str, tup
 INF2_BUNDLE = {"serving.properties": b"engine=Python\n", "model.py": b"#" * 64, "hub-files.json": b"{}"}
 
 
+#: Each endpoint mode's settings for the two stacks of a causal language model (GptjStack, LlmStack):
+#: their tests synthesize each mode once, for both.
+ENDPOINT_MODES: dict[str, dict[str, str]] = {
+    mode: {f"{section}.{key}": value for section in ("gptj", "llm") for key, value in keys.items()}
+    for mode, keys in {
+        "realtime": {},
+        "inference-component": {"endpoint_mode": "inference-component", "min_copies": "0"},
+        "async": {"endpoint_mode": "async"},
+    }.items()
+}
+
+
 def regional_dlc_image(repository_and_tag: str) -> dict[str, Any]:
     """What an environment-agnostic stack writes for a Deep Learning Container's URI: the
     registry account looked up per region, then ``/<repository>:<tag>``."""

@@ -18,14 +18,18 @@ from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import write_manifest
 from project_config import ConfigError, load_config
 from project_config.llm import check_payload
-from tests.infra.helpers import GPTJ_CONFIG, Synthesized, cdk_context, regional_dlc_image, resources_of, synthesize
+from tests.infra.helpers import (
+    ENDPOINT_MODES,
+    GPTJ_CONFIG,
+    Synthesized,
+    cdk_context,
+    regional_dlc_image,
+    resources_of,
+    synthesize,
+)
 
 VLLM = {"gptj.engine": "vllm"}
-MODES = {
-    "realtime": {},
-    "inference-component": {"gptj.endpoint_mode": "inference-component", "gptj.min_copies": "0"},
-    "async": {"gptj.endpoint_mode": "async"},
-}
+MODES = ENDPOINT_MODES
 
 
 def vllm_settings(artifacts: Path, **overrides: Any):  # type: ignore[no-untyped-def]

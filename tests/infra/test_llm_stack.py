@@ -20,6 +20,7 @@ from aws_cdk.assertions import Annotations, Match
 from project_config import ConfigError, load_config
 from project_config.llm import check_payload, check_source
 from tests.infra.helpers import (
+    ENDPOINT_MODES,
     PAYLOADS,
     QWEN_CONFIG,
     Synthesized,
@@ -35,11 +36,6 @@ LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidde
             "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
             "num_key_value_heads": 8, "max_position_embeddings": 131072, "vocab_size": 128256,
             "rope_scaling": {"factor": 8.0, "rope_type": "llama3"}, "torch_dtype": "bfloat16"}  # fmt: skip
-MODES = {
-    "realtime": {},
-    "inference-component": {"endpoint_mode": "inference-component", "min_copies": "0"},
-    "async": {"endpoint_mode": "async"},
-}
 
 
 def payload_of(root: Path, config: dict[str, Any], tokenizer: dict[str, Any] | None = None) -> Path:
@@ -93,10 +89,11 @@ def test_the_vllm_image_and_its_settings(synth: Callable[..., Synthesized]) -> N
     )
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(ENDPOINT_MODES))
 def test_every_mode_builds_what_gptjstack_builds(synth: Callable[..., Synthesized], mode: str) -> None:
-    """Alarms, guardrails, dashboard, scaling and grants: the same code path as GptjStack's."""
-    synthesized = synth(**{f"gptj.{k}": v for k, v in MODES[mode].items()}, **llm(**MODES[mode]))
+    """Alarms, guardrails, dashboard, scaling and grants: the same code path as GptjStack's on vLLM
+    (the synthesis tests/infra/test_gptj_engines.py makes of each mode)."""
+    synthesized = synth(**ENDPOINT_MODES[mode], **{"gptj.engine": "vllm"})
     ours, gptj = synthesized.template_json("LlmStack"), synthesized.template_json("GptjStack")
     # Both stand-in payloads have four files, each copied by a custom resource.
     assert Counter(r["Type"] for r in ours["Resources"].values()) == Counter(
@@ -157,21 +154,23 @@ def test_a_model_too_large_names_the_cheapest_type_that_holds_it(
     ), message
 
 
-def test_a_degree_that_does_not_divide_the_heads(tmp_path: Path, synthesize_at: Callable[..., Any]) -> None:
-    """The stand-in Qwen's 14 heads on ml.g5.12xlarge's four GPUs (the default degree)."""
-    artifacts = make_artifacts(tmp_path / "artifacts")
+def test_a_degree_that_does_not_divide_the_heads(tmp_path: Path) -> None:
+    """The stand-in Qwen's 14 heads on ml.g5.12xlarge's four GPUs (the default degree): the check
+    LlmStack runs at synthesis (tests/e2e/test_llm_stack.py runs a degree that divides them)."""
+    artifacts = make_artifacts(tmp_path / "artifacts", components=("llm",))
     with pytest.raises(ConfigError) as raised:
-        synthesize_at(tmp_path / "out", artifacts, **llm(instance_type="ml.g5.12xlarge"))
+        check_payload(settings(artifacts, **llm(instance_type="ml.g5.12xlarge")))
     assert str(raised.value) == (
         "llm.tensor_parallel_size='unset (4 GPUs)' is invalid: allowed is a degree the model splits into on "
         "ml.g5.12xlarge: 2, 1: its 14 attention heads do not divide over 4 GPUs"
     )
 
 
-def test_bfloat16_on_a_t4(tmp_path: Path, synthesize_at: Callable[..., Any]) -> None:
-    artifacts = make_artifacts(tmp_path / "artifacts")
+def test_bfloat16_on_a_t4(tmp_path: Path) -> None:
+    """Refused as the configuration is read, before any stack is built."""
+    artifacts = make_artifacts(tmp_path / "artifacts", components=("llm",))
     with pytest.raises(ConfigError) as raised:
-        synthesize_at(tmp_path / "out", artifacts, **llm(instance_type="ml.g4dn.xlarge", dtype="bfloat16"))
+        settings(artifacts, **llm(instance_type="ml.g4dn.xlarge", dtype="bfloat16"))
     assert str(raised.value) == (
         "llm.dtype='bfloat16' is invalid: allowed is float16, float32 or auto on ml.g4dn.xlarge: its T4 (Turing) has "
         "no bfloat16, which needs Ampere or later"
