@@ -7,6 +7,8 @@ alarms; the alarms that notify go into ALARM on their faults and reach an SQS su
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,7 @@ from local_aws.containers import running_containers
 from tests.e2e.helpers import assembly_of, loadtest, resources_of_stack, update_check
 from tests.e2e.oncall import capacity_faults_fire_and_clear, minutes_until, oncall, stack_alarms
 from tests.e2e.test_invoke_endpoint import SEED_GPTJ_PROMPT
+from tests.infra.helpers import ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -178,6 +181,35 @@ def subscribed_queue(aws: LocalAws, topic_arn: str) -> str:
     return str(queue)
 
 
+def scaled_out_under_load(aws: LocalAws, tmp_path: Path, endpoint: str) -> None:
+    """`python -m loadtest --async` at concurrency 8 while the clock moves a minute a second, until
+    the backlog's target tracking scales the endpoint out (at most its 4 instances); its
+    containers started, and the load tester's report without an error."""
+    request = tmp_path / "load.json"
+    request.write_text(json.dumps({"content_type": "application/json", "body": {"input": "amazon"}}))
+    out = tmp_path / "scale-out"
+    load = subprocess.Popen(
+        [sys.executable, "-m", "loadtest", "--endpoint", endpoint, "--async", "--request", str(request),
+         "--concurrency", "8", "--seconds", "10", "--metrics-wait", "0", "--warmup", "1", "--out", str(out)],
+        cwd=ROOT, env=aws.environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        while instances(aws, endpoint)[0] < 2 and load.poll() is None:
+            time.sleep(1)
+            aws.clock.advance(60)
+        _, stderr = load.communicate(timeout=120)
+    finally:
+        if load.poll() is None:
+            load.kill()
+            load.wait()
+    assert load.returncode == 0, stderr
+    (level,) = json.loads((out / "report.json").read_text())["levels"]
+    assert level["successes"] > 0 and level["errors"] == {}, level
+    desired, _ = instances(aws, endpoint)
+    assert 2 <= desired <= 4, desired
+    until(lambda: instances(aws, endpoint) == (desired, desired), "the scale-out's containers")
+
+
 def async_alarms_fire_on_their_faults(aws: LocalAws, bucket: str, endpoint: str) -> None:
     """Each notifying alarm of the async endpoint into ALARM on its fault, heard by an SQS queue
     subscribed to the alarm topic, and back to OK: queued requests that fail (InvocationFailures,
@@ -246,6 +278,10 @@ def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
         assert target["MinCapacity"] == 0
         alarms = local_aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
         assert any(a["MetricName"] == "HasBacklogWithoutCapacity" for a in alarms)
+        # Load from `python -m loadtest`, eight requests queued or in progress past the target of
+        # five per instance while CloudWatch's clock runs (target tracking's high alarm, three
+        # minutes), scales the endpoint out; the new instance's container starts.
+        scaled_out_under_load(local_aws, tmp_path, endpoint)
         # Idle, the endpoint scales in to zero instances, its container stopped; a request then
         # queued with no instance (HasBacklogWithoutCapacity, two minutes) starts one, which answers.
         minutes_while(local_aws, lambda: instances(local_aws, endpoint)[0] > 0, "the scale-in to zero", most=30)
