@@ -651,6 +651,17 @@ def function_invoked(aws: LocalAws) -> object:
     return error, None if error else json.loads(answer["Payload"].read())
 
 
+def log_group_arn(aws: LocalAws) -> object:
+    """A stack whose SSM parameter holds its log group's Fn::GetAtt Arn: whether it names the
+    group's streams (":*")."""
+    template = resources(
+        Logs=resource("AWS::Logs::LogGroup", LogGroupName="group"),
+        Arn=resource("AWS::SSM::Parameter", Name="/arn", Type="String", Value=get_att("Logs", "Arn")),
+    )
+    create_stack(aws, "stack", template)
+    return client(aws, "ssm").get_parameter(Name="/arn")["Parameter"]["Value"].endswith(":log-group:group:*")
+
+
 def breaching_metric(aws: LocalAws) -> object:
     """An alarm on a metric's Sum over a minute, then a datapoint over its threshold: the
     alarm's state and the notifications a queue subscribed to its topic gets."""
@@ -1036,6 +1047,7 @@ SCENARIOS: dict[str, Scenario] = {
         aws=("UnauthorizedOperation", "AccessDeniedException"),
         stock=(None, "ValidationException"),
     ),
+    "log_group_arns_name_their_streams": Scenario(log_group_arn, aws=True, stock=False),
     "functions_need_a_non_empty_zip": Scenario(
         lambda aws: function_from(aws, zipped({})), aws="InvalidParameterValueException", stock=None
     ),
