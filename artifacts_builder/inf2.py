@@ -10,7 +10,11 @@ model's facts and the rendered properties, so that synthesis can check the rules
 the model actually shipped and refuse a bundle built from other settings.
 
 The tarball is reproducible (sorted names, zero times and owners): the same inputs give
-the same sha256, so an unchanged bundle never restarts the instance's model server.
+the same sha256, so an unchanged bundle never restarts the instance's model server. The same
+files stay unpacked in ``bundle/`` beside it, with the inner manifest that lists each one: what a
+SageMaker endpoint takes as an uncompressed S3 prefix, as LMI documents model data for SageMaker
+(djl-serving v0.29.0, serving/docs/lmi/deployment_guide/deploying-your-endpoint.md). A bundle that
+ships its model therefore takes its size twice on disk.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from project_config.inf2 import hub_model, model_source_problems, settings_probl
 
 SERVING_DIR = Path(__file__).resolve().parent.parent / "serving" / "inf2"
 BUNDLE_NAME = "bundle.tar.gz"
+#: The same bundle unpacked: the files SageMaker places under /opt/ml/model from an S3 prefix
+#: (its inner manifest.json lists them, which llm_inference_cdk.S3PrefixModelData ships).
+BUNDLE_FOLDER = "bundle"
 #: Where the container sees the unpacked bundle (run-container.sh mounts it there).
 CONTAINER_MODEL_DIR = "/opt/ml/model"
 #: The bundle's folder for a shipped model; serving.properties then points model_id at it.
@@ -192,7 +199,8 @@ def _requirements(ms: ModelServerSettings) -> str:
 
 
 def build(args: argparse.Namespace) -> Path:
-    """Write ``<out>/inf2/bundle.tar.gz`` and its manifest; ConfigError on a bad setting."""
+    """Write ``<out>/inf2/bundle.tar.gz``, the same files unpacked under ``<out>/inf2/bundle/``
+    (for SageMaker's S3 prefix), and the manifest; ConfigError on a bad setting."""
     settings = from_cdk_json(parse_context_pairs(args.context)).inf2
     ms = settings.model_server
     out: Path = args.out / "inf2"
@@ -217,6 +225,9 @@ def build(args: argparse.Namespace) -> Path:
         write_manifest(staging, "inf2-bundle", files)
         bundle = out / BUNDLE_NAME
         pack_directory(staging, bundle, directories=True, compresslevel=9)
+        folder = out / BUNDLE_FOLDER
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     write_manifest(
@@ -239,5 +250,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"inf2: {exc}", file=sys.stderr)
         return 2
-    print(f"inf2: wrote {bundle} ({bundle.stat().st_size} bytes) and its manifest.json")
+    size = bundle.stat().st_size
+    unpacked = bundle.parent / BUNDLE_FOLDER
+    print(f"inf2: wrote {bundle} ({size} bytes), the same files unpacked in {unpacked}, and its manifest.json")
     return 0

@@ -141,13 +141,14 @@ def copies_loaded_in_turn(*, instance_type: str, degree: int, extra_properties: 
     return 1 if parallel else max(copies, 1)
 
 
-def instance_problems(*, instance_type: str, degree: int) -> list[str]:
-    """The rules that depend on the instance alone."""
+def instance_problems(*, instance_type: str, degree: int, prefix: str = "") -> list[str]:
+    """The rules that depend on the instance alone; `instance_type` in EC2's naming, shown with
+    `prefix` (``ml.``: SageMaker's names of the same types)."""
     family = instance_type.split(".")[0]
     if family not in ALLOWED_DEGREES or instance_type not in NEURON_CORES:
         return [
-            f"inf2.instance_type={instance_type!r} is invalid: the DJL neuronx container needs an inf2 "
-            f"instance; use one of {', '.join(NEURON_CORES)}"
+            f"inf2.instance_type={prefix + instance_type!r} is invalid: the DJL neuronx container needs an inf2 "
+            f"instance; use one of {', '.join(prefix + t for t in NEURON_CORES)}"
         ]
     problems = []
     allowed = ALLOWED_DEGREES[family]
@@ -158,9 +159,9 @@ def instance_problems(*, instance_type: str, degree: int) -> list[str]:
         )
     cores = NEURON_CORES[instance_type]
     if degree > cores:
-        bigger = [t for t, n in NEURON_CORES.items() if n >= degree]
+        bigger = [prefix + t for t, n in NEURON_CORES.items() if n >= degree]
         problems.append(
-            f"inf2.tensor_parallel_degree={degree} is invalid: {instance_type} has only {cores} NeuronCores; "
+            f"inf2.tensor_parallel_degree={degree} is invalid: {prefix}{instance_type} has only {cores} NeuronCores; "
             f"lower the degree to at most {cores}" + (f" or use {' or '.join(bigger)}" if bigger else "")
         )
     return problems
@@ -198,8 +199,11 @@ def model_problems(
     return problems
 
 
-def host_memory_problems(facts: ModelFacts, *, model_id: str, instance_type: str, dtype: str) -> list[str]:
-    """The weights, loaded on the host in `dtype`, with the margin, must fit in its memory."""
+def host_memory_problems(
+    facts: ModelFacts, *, model_id: str, instance_type: str, dtype: str, prefix: str = ""
+) -> list[str]:
+    """The weights, loaded on the host in `dtype`, with the margin, must fit in its memory
+    (`instance_type` and `prefix` as for :func:`instance_problems`)."""
     if instance_type not in HOST_MEMORY_GIB:
         return []  # instance_problems names the instance type
     weights = facts.num_parameters * DTYPE_BYTES[dtype]
@@ -207,16 +211,16 @@ def host_memory_problems(facts: ModelFacts, *, model_id: str, instance_type: str
     available = HOST_MEMORY_GIB[instance_type] * GIB
     if needed <= available:
         return []
-    bigger = [t for t, gib in HOST_MEMORY_GIB.items() if gib * GIB >= needed]
+    bigger = [prefix + t for t, gib in HOST_MEMORY_GIB.items() if gib * GIB >= needed]
     fixes = [f"use {' or '.join(bigger)}"] if bigger else []
     smaller = [d for d, width in DTYPE_BYTES.items() if width < DTYPE_BYTES[dtype]]
     if smaller and facts.num_parameters * DTYPE_BYTES[smaller[0]] * HOST_MEMORY_MARGIN <= available:
         fixes.append(f"set inf2.dtype={smaller[0]}")
     fixes.append("use a smaller model")
     return [
-        f"inf2.instance_type={instance_type!r} is invalid: {model_id} needs about {needed / GIB:.1f} GiB of host "
-        f"memory to load its {weights / GIB:.1f} GiB of {dtype} weights (x{HOST_MEMORY_MARGIN} for the split copy), "
-        f"more than the {HOST_MEMORY_GIB[instance_type]} GiB of {instance_type}; {', or '.join(fixes)}"
+        f"inf2.instance_type={prefix + instance_type!r} is invalid: {model_id} needs about {needed / GIB:.1f} GiB of "
+        f"host memory to load its {weights / GIB:.1f} GiB of {dtype} weights (x{HOST_MEMORY_MARGIN} for the split "
+        f"copy), more than the {HOST_MEMORY_GIB[instance_type]} GiB of {prefix}{instance_type}; {', or '.join(fixes)}"
     ]
 
 
@@ -342,3 +346,57 @@ def stale_properties(built: Mapping[str, str], wanted: Mapping[str, str]) -> lis
         for key in sorted(set(built) | set(wanted))
         if built.get(key) != wanted.get(key)
     ]
+
+
+# --- the Neuron DLAMI the host boots ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DlamiParameter:
+    """A public SSM parameter AWS publishes a Neuron DLAMI's image id under."""
+
+    #: The Neuron SDK release of the last image it names, for a parameter AWS no longer updates
+    #: (None: it follows each release).
+    frozen_at: str | None
+    #: The Neuron driver (aws-neuronx-dkms) of that last image (None: the newest release's).
+    driver: str | None
+    #: Where AWS says so.
+    source: str
+
+
+_NEURON_DOCS = "aws-neuron/aws-neuron-sdk at 81ce03ae (Neuron 2.32.0, 2026-08-17)"
+_SUPPORTED = f"{_NEURON_DOCS}: deploy/environments/dlami.rst, the SSM parameter prefixes of supported DLAMIs"
+#: The Neuron DLAMI parameters AWS publishes (``<prefix>/latest/image_id``: AWS publishes only
+#: ``latest``): the supported prefixes, which follow each Neuron release, and the Ubuntu 22.04
+#: base DLAMI's, frozen on its last image, which Neuron's release notes say stays retrievable.
+#: The Ubuntu 22.04 multi-framework DLAMI (the stack's parameter before 2026-12) is no longer
+#: published from Neuron 2.29.0 (release-notes/components/dlamis.rst): it is not listed.
+NEURON_DLAMI_PARAMETERS: dict[str, DlamiParameter] = {
+    **{
+        f"/aws/service/neuron/dlami/{prefix}/latest/image_id": DlamiParameter(None, None, _SUPPORTED)
+        for prefix in (
+            "multi-framework/ubuntu-24.04",
+            "jax-0.10/amazon-linux-2023",
+            "jax-0.10/ubuntu-24.04",
+            "pytorch-inference-vllm-0.24.0.1.1.0/ubuntu-24.04",
+            "base/amazon-linux-2023",
+            "base/ubuntu-24.04",
+        )
+    },
+    "/aws/service/neuron/dlami/base/ubuntu-22.04/latest/image_id": DlamiParameter(
+        "2.29.1",
+        "2.27.4",
+        f"{_NEURON_DOCS}: release-notes/components/dlamis.rst (Neuron 2.30.0: no longer supported, the last "
+        "image retrievable via this parameter); src/helperscripts/n2-manifest.json (2.29.1: aws-neuronx-dkms "
+        "2.27.4.0)",
+    ),
+}
+#: The parameter Inf2Server boots from by default: the newest Neuron DLAMI whose driver runs the
+#: pinned LMI image's Neuron runtime (SDK 2.19.1: aws-neuronx-runtime-lib 2.21.41). The driver
+#: "remains backwards compatible with older versions of Neuron Runtime" (neuron-runtime/
+#: nrt-troubleshoot.rst), except that Neuron 2.31's driver 2.29 "requires Neuron Runtime Library
+#: 2.33 or later" (release-notes/components/runtime.rst), and no later note lifts that: every
+#: parameter that follows the releases now names an image with driver 2.30.2 (Neuron 2.32.0).
+#: The Ubuntu 22.04 base DLAMI's, frozen at Neuron 2.29.1 with driver 2.27.4, is the newest
+#: image before it. Frozen: no more fixes reach it (docs/IMAGES.md).
+NEURON_DLAMI = "/aws/service/neuron/dlami/base/ubuntu-22.04/latest/image_id"

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 SAGEMAKER_INSTANCE = re.compile(r"^ml\.([a-z][a-z0-9-]*)\.([0-9]*xlarge|large|medium|small|metal)$")
 
 #: Families with local NVMe instance storage: SageMaker rejects ``VolumeSizeInGB`` and
-#: ``KmsKeyId`` on their variants (the instance store is encrypted by the hardware).
+#: ``KmsKeyId`` on their variants (the instance store is encrypted by the hardware). Not inf2:
+#: its types are EBS-only (EC2's Inf2 page), and Hugging Face's SageMaker examples on ml.inf2 set
+#: the volume's size; AWS's large-model page asks for a larger volume on instances "without a
+#: local disk" (sagemaker/latest/dg/large-model-inference-hosting.html).
 NVME_FAMILIES = frozenset(
     {
         "c5d", "c6id", "g4dn", "g5", "g6", "g6e", "m5d", "m6id", "p3dn",
-        "p4d", "p4de", "p5", "p5e", "r5d", "r6id", "trn1", "inf2",
+        "p4d", "p4de", "p5", "p5e", "r5d", "r6id", "trn1",
     }
 )  # fmt: skip
 

@@ -12,7 +12,8 @@ Public API (``from llm_inference_cdk import ...``):
 * :meth:`SageMakerEndpoint.from_endpoint_name` and :meth:`SageMakerEndpoint.from_endpoint_attributes`:
   an endpoint that exists outside the app, as an :class:`ISageMakerEndpoint` to ``grant_invoke``
   and read ``metric_*`` from (:class:`SageMakerEndpointBase`: the grants and metrics both share).
-* :class:`AlarmTopic`: an encrypted SNS topic for alarms, with an optional e-mail subscription;
+* :class:`AlarmTopic`: an encrypted SNS topic for alarms, with an optional e-mail subscription
+  (:class:`NotificationTopic`: one for other notices, which CloudWatch may not publish to);
   :class:`ServiceDashboard`: a CloudWatch dashboard of constructs' ``dashboard_widgets()``.
 * :class:`ModelData` (a ``model.tar.gz`` asset or S3 object, an uncompressed S3 prefix) and
   :class:`S3PrefixModelData`, which ships a local payload folder uncompressed under an S3 prefix.
@@ -57,6 +58,7 @@ _EXPORTS = {
     "vllm_sagemaker": "llm_inference_cdk.dlc",
     "PropError": "llm_inference_cdk.props",
     "AlarmTopic": "llm_inference_cdk.alarm_topic",
+    "NotificationTopic": "llm_inference_cdk.alarm_topic",
     "ServiceDashboard": "llm_inference_cdk.dashboard",
     "Inf2Server": "llm_inference_cdk.inf2.server",
     "Inf2ServerProps": "llm_inference_cdk.inf2.props",
@@ -83,13 +85,14 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "vllm_sagemaker",
     "PropError",
     "AlarmTopic",
+    "NotificationTopic",
     "ServiceDashboard",
     "Inf2Server",
     "Inf2ServerProps",
 ]
 
 if TYPE_CHECKING:
-    from llm_inference_cdk.alarm_topic import AlarmTopic
+    from llm_inference_cdk.alarm_topic import AlarmTopic, NotificationTopic
     from llm_inference_cdk.dashboard import ServiceDashboard
     from llm_inference_cdk.dlc import (
         DlcImage,

@@ -11,7 +11,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from llm_inference_cdk.alarm_topic import AlarmTopic
+from llm_inference_cdk.alarm_topic import NotificationTopic
 from llm_inference_cdk.endpoint_props import AsyncInferenceProps
 from llm_inference_cdk.nag import acknowledge
 from llm_inference_cdk.scaling import VARIANT_INSTANCES, out_of_zero, target_tracking
@@ -38,8 +38,12 @@ class AsyncOutput(Construct):
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(retention_days))],
         )
         # SageMaker publishes each answer's notice with the execution role (granted below).
-        self.success = AlarmTopic(self, "Success", for_alarms=False)
-        self.error = AlarmTopic(self, "Error", for_alarms=False)
+        self.success = NotificationTopic(
+            self, "Success", display_name="LLM inference: async answers", what="the notices of this endpoint's answers"
+        )
+        self.error = NotificationTopic(
+            self, "Error", display_name="LLM inference: async failures", what="the notices of this endpoint's failures"
+        )
         # SageMaker reads each request and writes each answer with the execution role.
         iam.Grant.add_to_principal(
             grantee=role, actions=["s3:GetObject"], resource_arns=[self.bucket.arn_for_objects(f"{INPUT_PREFIX}*")]
@@ -155,5 +159,6 @@ def scale_backlog(
             ),
             evaluation_periods=2,
             cooldown_s=props.scale_out_cooldown_s,
+            aggregation="Average",
         )
     return target

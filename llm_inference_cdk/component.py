@@ -102,7 +102,8 @@ def _scale_out_of_zero(
             namespace="AWS/SageMaker",
             metric_name="NoCapacityInvocationFailures",
             dimensions_map={"InferenceComponentName": str(component.inference_component_name)},
-            statistic="Maximum",
+            # Sum, as the scale-to-zero guide's alarm: the page lists no other statistic.
+            statistic="Sum",
             period=Duration.minutes(1),
         ),
         evaluation_periods=1,

@@ -172,9 +172,9 @@ class SageMakerEndpoint(SageMakerEndpointBase):
 
         self.scalable_target: appscaling.CfnScalableTarget | None = None
         #: Every alarm of the endpoint.
-        self.alarms: list[cloudwatch.Alarm] = []
+        self.alarms: list[cloudwatch.AlarmBase] = []
         #: The alarms SageMaker watches while it bakes an update (a subset of ``alarms``).
-        self.rollback_alarms: list[cloudwatch.Alarm] = []
+        self.rollback_alarms: list[cloudwatch.AlarmBase] = []
         self._alarm_names: dict[str, str] = {}
         self._set_deployment_config()
         if props.deployment.fail_rolled_back_updates:
@@ -319,11 +319,26 @@ class SageMakerEndpoint(SageMakerEndpointBase):
         )
         return self.scalable_target
 
-    def add_alarms(self, props: AlarmProps, *, topic: sns.ITopic | None = None) -> list[cloudwatch.Alarm]:
+    def add_alarms(self, props: AlarmProps, *, topic: sns.ITopic | None = None) -> list[cloudwatch.AlarmBase]:
         """The alarms `props` sets (see :class:`AlarmProps`); `topic` is notified on ALARM and
-        OK. Those on what a new model can break become the update's rollback alarms."""
-        gpu = instances.gpus(self._props.instance_type) > 0
-        rollback, capacity = make_alarms(self, props, gpu=gpu, topic=topic, names=self._alarm_names)
+        OK. Those on what a new model can break become the update's rollback alarms. An alarm on
+        the vLLM engine's queue (``waiting_requests``) turns on the endpoint's detailed
+        observability, which publishes it."""
+        if props.waiting_requests is not None:
+            if self._props.mode == "async":
+                raise invalid(props, "waiting_requests", "unset in async mode (detailed observability covers "
+                              "real-time endpoints)")  # fmt: skip
+            self.endpoint_config.metrics_config = sagemaker.CfnEndpointConfig.MetricsConfigProperty(
+                enable_detailed_observability=True
+            )
+        rollback, capacity = make_alarms(
+            self,
+            props,
+            mode=self._props.mode,
+            gpus=instances.gpus(self._props.instance_type),
+            topic=topic,
+            names=self._alarm_names,
+        )
         added = rollback + capacity
         self.alarms.extend(added)
         self.rollback_alarms.extend(rollback)

@@ -156,6 +156,21 @@ class SageMakerEndpointBase(Construct):
         """Requests the container answered with an error or did not answer (sum)."""
         return self.metric("InvocationModelErrors", **options)
 
+    def metric_invocation_failures(self, **options: Any) -> cloudwatch.Metric:
+        """Queued requests that failed for any reason: the model's errors, and requests SageMaker
+        could not read or answer (sum; async endpoints only, which publish no InvocationModelErrors)."""
+        return self.metric("InvocationFailures", **options)
+
+    def metric_invocations_processed(self, **options: Any) -> cloudwatch.Metric:
+        """Queued requests processed (sum; async endpoints only, which publish no Invocations; the
+        metric's name is ``InvocationsProcesssed``, as SageMaker spells it)."""
+        return self.metric("InvocationsProcesssed", **options)
+
+    def metric_time_in_backlog(self, **options: Any) -> cloudwatch.Metric:
+        """Time a queued request waited before it was processed, microseconds (average; async
+        endpoints only, which publish no OverheadLatency)."""
+        return self.metric("TimeInBacklog", **{"statistic": "Average", **options})
+
     def metric_model_setup_time(self, **options: Any) -> cloudwatch.Metric:
         """Time to start a new instance of the model, microseconds (average)."""
         return self.metric("ModelSetupTime", **{"statistic": "Average", **options})

@@ -1,77 +1,115 @@
-"""The dashboard rows of an endpoint: traffic and errors, latency percentiles, what its mode's
-scaling tracks, the instances' use, and its alarms' states."""
+"""The dashboard rows of an endpoint: traffic and errors, latencies, what its mode's scaling
+tracks, the instances' use, and its alarms' states."""
 
 from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
+from llm_contracts import instances
 from llm_inference_cdk.endpoint_base import SageMakerEndpointBase
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 
 
 def endpoint_rows(
-    endpoint: SageMakerEndpointBase, props: SageMakerEndpointProps, alarms: list[cloudwatch.Alarm]
+    endpoint: SageMakerEndpointBase, props: SageMakerEndpointProps, alarms: list[cloudwatch.AlarmBase]
 ) -> list[list[cloudwatch.IWidget]]:
-    """Rows of dashboard widgets for `endpoint`: traffic and errors, model and overhead
-    latency percentiles, what drives autoscaling, the instances' CPU, memory, GPU and disk,
-    and the alarms' states."""
+    """Rows of dashboard widgets for `endpoint`: traffic and errors, latencies, what drives
+    autoscaling, the instances' CPU, memory, GPU (on GPU instances) and disk, and the alarms'
+    states; each of a metric the endpoint's mode publishes, with statistics its page lists
+    (llm_contracts/sagemaker_metrics.py)."""
     name = endpoint.node.id
-
-    def percentiles(metric: cloudwatch.Metric, title: str) -> cloudwatch.GraphWidget:
-        # SageMaker publishes latencies in microseconds: shown in milliseconds.
-        lines = {
-            p: cloudwatch.MathExpression(
-                expression=f"{p} / 1000",
-                using_metrics={p: metric.with_(statistic=p)},
-                label=f"{p} ms",
-                period=Duration.minutes(1),
-            )
-            for p in ("p50", "p90", "p99")
-        }
-        return cloudwatch.GraphWidget(title=title, left=list(lines.values()), width=8)
-
-    traffic = cloudwatch.GraphWidget(
-        title=f"{name}: invocations and errors per minute",
-        left=[endpoint.metric_invocations(label="invocations")],
-        right=[
-            endpoint.metric_invocation_4xx_errors(label="4xx"),
-            endpoint.metric_invocation_5xx_errors(label="5xx"),
+    # An async endpoint publishes neither Invocations nor InvocationModelErrors, nor
+    # OverheadLatency, and its ModelLatency has no percentiles (async-inference-monitor.html);
+    # OverheadLatency's statistics are Average, Sum, Minimum, Maximum and SampleCount.
+    extremes: tuple[str, ...] = ("Average", "Maximum")
+    if props.mode == "async":
+        traffic = (
+            f"{name}: queued requests processed and failed per minute",
+            endpoint.metric_invocations_processed(label="processed"),
+            endpoint.metric_invocation_failures(label="failed"),
+        )
+        latencies = [
+            ("model latency", endpoint.metric_model_latency(), extremes),
+            ("time a request waited in the queue", endpoint.metric_time_in_backlog(), extremes),
+        ]
+    else:
+        traffic = (
+            f"{name}: invocations and errors per minute",
+            endpoint.metric_invocations(label="invocations"),
             endpoint.metric_invocation_model_errors(label="model errors"),
-        ],
-        width=8,
-    )
-    scaling = _scaling_widget(endpoint, props)
-    usage = [
+        )
+        latencies = [("model latency", endpoint.metric_model_latency(), ("p50", "p90", "p99")),
+                     ("overhead latency", endpoint.metric_overhead_latency(), extremes)]  # fmt: skip
+    usage: list[cloudwatch.IWidget] = [
         cloudwatch.GraphWidget(
             title=f"{name}: CPU and memory, %",
             left=[endpoint.metric_cpu_utilization(label="CPU"), endpoint.metric_memory_utilization(label="memory")],
             width=8,
-        ),
-        cloudwatch.GraphWidget(
-            title=f"{name}: GPU and GPU memory, %",
-            left=[
-                endpoint.metric_gpu_utilization(label="GPU"),
-                endpoint.metric_gpu_memory_utilization(label="GPU memory"),
-            ],
-            width=8,
-        ),
-        cloudwatch.GraphWidget(
-            title=f"{name}: ML storage volume, % used", left=[endpoint.metric_disk_utilization(label="disk")], width=8
-        ),
+        )
     ]
+    gpus = instances.gpus(props.instance_type)
+    if gpus:
+        usage.append(
+            cloudwatch.GraphWidget(
+                title=f"{name}: GPU and GPU memory, % summed over its {gpus} GPU{'s' if gpus > 1 else ''}",
+                left=[
+                    endpoint.metric_gpu_utilization(label="GPU"),
+                    endpoint.metric_gpu_memory_utilization(label="GPU memory"),
+                ],
+                left_y_axis=cloudwatch.YAxisProps(min=0, max=100 * gpus),
+                width=8,
+            )
+        )
+    disk = cloudwatch.GraphWidget(
+        title=f"{name}: ML storage volume, % used", left=[endpoint.metric_disk_utilization(label="disk")], width=8
+    )
     rows: list[list[cloudwatch.IWidget]] = [
         [
-            traffic,
-            percentiles(endpoint.metric_model_latency(), f"{name}: model latency"),
-            percentiles(endpoint.metric_overhead_latency(), f"{name}: overhead latency"),
+            _traffic(endpoint, *traffic),
+            *(_milliseconds(metric, f"{name}: {what}", stats) for what, metric, stats in latencies),
         ],
-        [scaling, *usage[:2]],
-        [usage[2]],
+        [_scaling_widget(endpoint, props), *usage],
+        [disk],
     ]
     if alarms:
-        rows[2].append(cloudwatch.AlarmStatusWidget(title=f"{name}: alarms", alarms=alarms, width=16))
+        rows[-1].append(cloudwatch.AlarmStatusWidget(title=f"{name}: alarms", alarms=alarms, width=16))
     return rows
+
+
+def _traffic(
+    endpoint: SageMakerEndpointBase, title: str, requests: cloudwatch.Metric, failed: cloudwatch.Metric
+) -> cloudwatch.GraphWidget:
+    """`requests` per minute on the left, 4xx, 5xx and the mode's `failed` on the right."""
+    return cloudwatch.GraphWidget(
+        title=title,
+        left=[requests],
+        right=[
+            endpoint.metric_invocation_4xx_errors(label="4xx"),
+            endpoint.metric_invocation_5xx_errors(label="5xx"),
+            failed,
+        ],
+        width=8,
+    )
+
+
+def _milliseconds(metric: cloudwatch.Metric, title: str, statistics: tuple[str, ...]) -> cloudwatch.GraphWidget:
+    """`metric`, published in microseconds, graphed in milliseconds, one line per statistic."""
+    lines = [
+        cloudwatch.MathExpression(
+            expression=f"{_id(stat)} / 1000",
+            using_metrics={_id(stat): metric.with_(statistic=stat)},
+            label=f"{stat} ms",
+            period=Duration.minutes(1),
+        )
+        for stat in statistics
+    ]
+    return cloudwatch.GraphWidget(title=title, left=lines, width=8)
+
+
+def _id(statistic: str) -> str:
+    # A metric-math id starts with a lower-case letter.
+    return statistic.lower()
 
 
 def _scaling_widget(endpoint: SageMakerEndpointBase, props: SageMakerEndpointProps) -> cloudwatch.GraphWidget:

@@ -80,14 +80,24 @@ class AlarmProps:
     errors_5xx: int = prop(5, check=integer(1, 1_000_000))
     #: Alarm at this many invocations in a period that the container answered with an error
     #: or did not answer (``InvocationModelErrors``: 4xx of the container included, so a model
-    #: that refuses what it used to accept shows here; None: no such alarm).
+    #: that refuses what it used to accept shows here; in async mode, which publishes no
+    #: InvocationModelErrors, ``InvocationFailures``: queued requests that failed for any reason;
+    #: None: no such alarm).
     model_errors: int | None = prop(10, check=optional(integer(1, 1_000_000)))
     #: Alarm when the instances' ML storage volume is fuller than this percentage on average
     #: (a full disk fails the next model download or engine build; None: no such alarm).
     disk_percent: int | None = prop(90, check=optional(integer(1, 100)))
-    #: Alarm when GPU memory is fuller than this percentage on average, on GPU instances (the
-    #: next larger batch or longer sequence runs out of memory; None: no such alarm).
+    #: Alarm when GPU memory is fuller than this percentage on average over all the GPUs, on GPU
+    #: instances (the next larger batch or longer sequence runs out of memory; the threshold is
+    #: this times the GPUs, as GPUMemoryUtilization sums them; None: no such alarm).
     gpu_memory_percent: int | None = prop(95, check=optional(integer(1, 100)))
+    #: Alarm when the vLLM engine's queue has held at least this many requests through a whole
+    #: window (``vllm:num_requests_waiting``: requests wait when the engine's batch or KV cache is
+    #: full), from SageMaker's detailed observability, which the endpoint config turns on; a PromQL
+    #: alarm, real-time and inference-component modes (None: no such alarm). For a vLLM container,
+    #: whose GPU memory use is the share it reserves at start whatever the load, in place of
+    #: ``gpu_memory_percent``.
+    waiting_requests: int | None = prop(None, check=optional(integer(1, 100_000)))
     #: Seconds per period: SageMaker publishes endpoint metrics once a minute, so a shorter
     #: period would see no data and never fire.
     period_s: int = prop(
@@ -363,6 +373,13 @@ class SageMakerEndpointProps:
             yield invalid(self, "inference_ami_version", f"an AMI for {self.instance_type}: {', '.join(fits)}")
 
     def _mode_rules(self) -> Iterator[PropError]:
+        if self.mode == "async" and self.alarms is not None and self.alarms.waiting_requests is not None:
+            yield invalid(
+                self.alarms,
+                "waiting_requests",
+                "unset in async mode: SageMaker's detailed observability covers real-time endpoints; an async "
+                "endpoint's queue is ApproximateBacklogSize, which its scaling tracks",
+            )
         if self.inference_component is not None and self.async_inference is not None:
             yield invalid(self, "async_inference", "unset with inference_component: an endpoint has one mode")
         if self.mode != "realtime" and self.autoscaling is not None:

@@ -20,10 +20,13 @@ def out_of_zero(
     metric: cloudwatch.Metric,
     evaluation_periods: int,
     cooldown_s: int,
+    aggregation: str = "Maximum",
 ) -> cloudwatch.Alarm:
     """A step policy that adds one unit to `target` and the alarm on `metric` (at least 1) that
     runs it: target tracking cannot bring a target back from zero, since with nothing running
-    the metric it tracks is not published (SageMaker's scale-to-zero guides)."""
+    the metric it tracks is not published (SageMaker's scale-to-zero guides). `aggregation` is
+    the policy's MetricAggregationType (Average, Minimum or Maximum: a Sum, which the alarm's
+    metric may have, is none of them)."""
     policy = appscaling.CfnScalingPolicy
     step = policy(
         scope,
@@ -33,7 +36,7 @@ def out_of_zero(
         scaling_target_id=target.ref,
         step_scaling_policy_configuration=policy.StepScalingPolicyConfigurationProperty(
             adjustment_type="ChangeInCapacity",
-            metric_aggregation_type=metric.statistic,
+            metric_aggregation_type=aggregation,
             cooldown=cooldown_s,
             step_adjustments=[policy.StepAdjustmentProperty(scaling_adjustment=1, metric_interval_lower_bound=0)],
         ),

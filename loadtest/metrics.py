@@ -21,9 +21,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 from loadtest.invokers import Target
 
 NAMESPACE = "AWS/SageMaker"
-METRICS = ("ModelLatency", "OverheadLatency")
 #: CloudWatch statistic -> the report's name for it.
 STATISTICS = {"Average": "mean", "p50": "p50", "p90": "p90", "p99": "p99", "Maximum": "max", "SampleCount": "samples"}
+#: Each metric and the statistics asked of it: those SageMaker's monitoring page
+#: (sagemaker/latest/dg/monitoring-cloudwatch.html) lists for it. ModelLatency has percentiles;
+#: OverheadLatency's are "Average, Sum, Min, Max, Sample Count", so none of its percentiles is asked.
+METRICS: dict[str, tuple[str, ...]] = {
+    "ModelLatency": tuple(STATISTICS),
+    "OverheadLatency": ("Average", "Maximum", "SampleCount"),
+}
 PUBLISHED, NOT_PUBLISHED, UNAVAILABLE = "published", "not published", "unavailable"
 POLL_S = 15.0
 
@@ -66,7 +72,7 @@ def query_ids(scoped: Mapping[str, list[dict[str, str]]]) -> dict[str, tuple[str
         f"q{s}_{m}_{k}": (scope, metric, stat)
         for s, scope in enumerate(scoped)
         for m, metric in enumerate(METRICS)
-        for k, stat in enumerate(STATISTICS)
+        for k, stat in enumerate(METRICS[metric])
     }
 
 

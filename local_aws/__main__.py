@@ -27,8 +27,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _exit)
     with LocalAws(region=args.region) as aws:
-        image = seed_neuron_dlami(aws)
-        print(f"# local AWS on {aws.endpoint} (Neuron DLAMI parameter -> {image}); Ctrl-C stops it")
+        try:
+            seeded = f"Neuron DLAMI parameter -> {seed_neuron_dlami(aws)}"
+        except ValueError as exc:  # inf2.ami_ssm_parameter names a parameter of the user's own
+            seeded = str(exc)
+        print(f"# local AWS on {aws.endpoint} ({seeded}); Ctrl-C stops it")
         wanted = ("AWS_", "CDK_DEFAULT_")
         for key, value in sorted(aws.environment({}).items()):
             if key.startswith(wanted):

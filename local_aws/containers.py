@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+import psutil
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 HF_VENV = PROJECT_ROOT / ".venv-hf"
 HF_ENTRYPOINT = Path(__file__).with_name("hf_entrypoint.py")
@@ -91,47 +93,38 @@ def running_containers(owner: int | None = None) -> list[ContainerProcess]:
     ``VLLM::EngineCore`` did until VllmContainer set ``SPT_NOENV``): those are found as members of
     the session the container's main process leads (every container starts a session of its own)."""
     owner = os.getpid() if owner is None else owner
-    prefix = f"{CONTAINER_MARKER}=".encode()
-    marked: dict[int, tuple[str, str]] = {}
+    marked: dict[int, str] = {}
     sessions: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    commands: dict[int, str] = {}
+    for process in psutil.process_iter():
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if fields[0] == "Z":
+            if process.status() == psutil.STATUS_ZOMBIE:
                 continue  # exited, waiting to be reaped
-            sessions[int(entry.name)] = int(fields[3])
-            marks = [v for v in (entry / "environ").read_bytes().split(b"\0") if v.startswith(prefix)]
-        except (OSError, IndexError):
-            continue
-        if marks:
-            started_by, _, run_dir = marks[0][len(prefix) :].decode().partition(":")
-            if started_by == str(owner):
-                marked[int(entry.name)] = (started_by, run_dir)
+            sessions[process.pid] = os.getsid(process.pid)
+            commands[process.pid] = " ".join(process.cmdline())
+            mark = process.environ().get(CONTAINER_MARKER)
+        except (psutil.Error, OSError):
+            continue  # gone since the listing, or not ours to read
+        started_by, _, run_dir = (mark or "").partition(":")
+        if started_by == str(owner):
+            marked[process.pid] = run_dir
     found = []
     for pid, session in sorted(sessions.items()):
-        mark = marked.get(pid) or marked.get(session)
-        if mark is None:
-            continue
-        try:
-            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue  # gone since the listing
-        found.append(ContainerProcess(pid, int(mark[0]), mark[1], cmdline.decode(errors="replace").strip()))
+        run_dir = marked.get(pid) or marked.get(session)
+        if run_dir is not None:
+            found.append(ContainerProcess(pid, owner, run_dir, commands[pid]))
     return found
 
 
 def _group_members(pgid: int) -> list[int]:
-    """Processes whose process group is `pgid` (read from /proc: they may have been re-parented)."""
+    """Processes whose process group is `pgid` (they may have been re-parented)."""
     members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for pid in psutil.pids():
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if os.getpgid(pid) == pgid:
+                members.append(pid)
         except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            members.append(int(stat.parent.name))
+            continue  # gone since the listing
     return members
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
+from local_aws.faults import FAULTS
 
 log = logging.getLogger("local_aws.runtime")
 
@@ -58,6 +59,10 @@ class EndpointNotFound(LookupError):
 
 class NotInService(RuntimeError):
     pass
+
+
+class VariantNotFound(LookupError):
+    """An invocation names a production variant the endpoint does not have."""
 
 
 class Unhealthy(RuntimeError):
@@ -260,6 +265,9 @@ class Hosting:
                     f"The primary container for production variant {spec.variant} did not pass the ping health "
                     f"check: {exc}"
                 )
+            except Exception as exc:  # the local AWS's own fault: the endpoint fails rather than stay Creating
+                FAULTS.record("sagemaker", f"starting endpoint {endpoint.name}", exc)
+                return f"The local AWS failed to start the container of production variant {spec.variant}: {exc}"
             log.info("endpoint %s: variant %s answers /ping after %.1f s", endpoint.name, spec.variant, waited)
         return None
 
@@ -296,7 +304,9 @@ class Hosting:
             pending = endpoint.pending
             if pending is not None and endpoint.shifted > 0 and random.random() < endpoint.shifted:  # noqa: S311
                 deployment = pending  # the share of traffic an update has moved so far
-            name = variant if variant in deployment.containers else next(iter(deployment.containers))
+            if variant is not None and variant not in deployment.containers:
+                raise VariantNotFound(f"Variant {variant} not found on endpoint {key[2]}.")
+            name = variant if variant is not None else next(iter(deployment.containers))
             container = deployment.containers[name]
             crashed = container.exited()
             if not crashed:

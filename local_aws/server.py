@@ -23,6 +23,7 @@ from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
 from local_aws import awslambda, patches
+from local_aws import clock as clocks
 from local_aws.runtime import HOSTING
 
 #: The account moto answers as; every ARN the emulator returns names it.
@@ -63,11 +64,17 @@ class LocalAws:
     :param aws_managed_policies: whether the account has AWS's managed policies, as every
         account has; without them, each start or :meth:`reset` is about a second faster.
         (A moto setting, so process-wide: the last local AWS started decides.)
+    :param clock: the time its services keep, CloudWatch's schedule of alarm evaluations
+        among them (default: wall time; tests pass ``Clock(speed=0)`` and move it with
+        ``advance``: :mod:`local_aws.clock`).
     """
 
-    def __init__(self, region: str | None = None, *, aws_managed_policies: bool = True) -> None:
+    def __init__(
+        self, region: str | None = None, *, aws_managed_policies: bool = True, clock: clocks.Clock | None = None
+    ) -> None:
         self.region = region or os.environ.get("AWS_REGION") or EMULATOR_DEFAULT_REGION
         self.aws_managed_policies = aws_managed_policies
+        self.clock = clock or clocks.Clock()
         self.account = EMULATOR_ACCOUNT
         self._server: ThreadedMotoServer | None = None
         self._port: int | None = None
@@ -97,6 +104,7 @@ class LocalAws:
         # (ManagedPolicyArns), which moto refuses for a policy it has not loaded.
         default_user_config.setdefault("iam", {})["load_aws_managed_policies"] = self.aws_managed_policies
         _reset_backends()
+        clocks.install(self.clock)
         # Port 0: the OS picks a free port; the server reports which one it bound.
         # One log line per request would drown test and demo output; errors still surface.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -116,6 +124,7 @@ class LocalAws:
         server, self._server = self._server, None
         if server is not None:
             server.stop()
+            self.clock.stop()
             _reset_backends()
         self._port = None
 
@@ -213,11 +222,22 @@ def _reset_backends() -> None:
 
 def seed_neuron_dlami(aws: LocalAws, parameter_name: str | None = None) -> str:
     """Publish the Neuron DLAMI parameter Inf2Stack resolves (``inf2.ami_ssm_parameter`` of
-    cdk.json unless given) with a registered stand-in image; returns the image id."""
+    cdk.json unless given) with a registered stand-in image; returns the image id. Only a name AWS
+    publishes (llm_contracts/inf2.py's NEURON_DLAMI_PARAMETERS, with their source): a parameter of
+    your own is yours to put, and one AWS retired must fail the deploy here as it would there."""
+    from llm_contracts.inf2 import NEURON_DLAMI_PARAMETERS
+
     if parameter_name is None:
+        from llm_inference_cdk.inf2.props import Inf2ServerProps
         from project_config import from_cdk_json
 
-        parameter_name = from_cdk_json().inf2.server.ami_ssm_parameter
+        # On inf2.platform sagemaker no host boots from it: the default parameter is published all the same.
+        parameter_name = (from_cdk_json().inf2.server or Inf2ServerProps()).ami_ssm_parameter
+    if parameter_name not in NEURON_DLAMI_PARAMETERS:
+        raise ValueError(
+            f"{parameter_name} is not a Neuron DLAMI parameter AWS publishes: one of "
+            f"{', '.join(sorted(NEURON_DLAMI_PARAMETERS))}; put a parameter of your own with `aws ssm put-parameter`"
+        )
     return aws.seed_ami_parameter(
         parameter_name,
         image_name="neuron-dlami-local-stand-in",

@@ -182,7 +182,7 @@ def security_group_problems(template: dict[str, Any]) -> list[str]:
 # Patterns in botocore's models are Java regular expressions, some with \p{L}-style classes
 # that only `regex` reads; AWS matches them against the whole value.
 import json  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
+from collections.abc import Callable, Iterator, Mapping  # noqa: E402
 from functools import cache  # noqa: E402
 
 import regex  # noqa: E402
@@ -220,6 +220,8 @@ class Problem:
     #: "Member must ..." as AWS's (Coral) messages say it.
     constraint: str
     missing: bool = False
+    #: A sensitive member (botocore's model): AWS's message leaves its value out.
+    sensitive: bool = False
 
 
 def _show(value: Any) -> str:
@@ -234,25 +236,36 @@ def _member_path(path: Path) -> str:
 
 def _size_problems(shape: Shape, value: Any, path: Path) -> Iterator[Problem]:
     meta, kind = shape.metadata, shape.type_name
+    hidden = bool(meta.get("sensitive"))
     if kind in ("list", "map", "string", "blob") and isinstance(value, list | dict | str | bytes):
         if "min" in meta and len(value) < meta["min"]:
-            yield Problem(path, value, f"Member must have length greater than or equal to {meta['min']}")
+            yield Problem(
+                path, value, f"Member must have length greater than or equal to {meta['min']}", sensitive=hidden
+            )
         if "max" in meta and len(value) > meta["max"]:
-            yield Problem(path, value, f"Member must have length less than or equal to {meta['max']}")
+            yield Problem(path, value, f"Member must have length less than or equal to {meta['max']}", sensitive=hidden)
     if kind in ("integer", "long", "float", "double") and isinstance(value, int | float):
         if "min" in meta and value < meta["min"]:
-            yield Problem(path, value, f"Member must have value greater than or equal to {meta['min']}")
+            yield Problem(
+                path, value, f"Member must have value greater than or equal to {meta['min']}", sensitive=hidden
+            )
         if "max" in meta and value > meta["max"]:
-            yield Problem(path, value, f"Member must have value less than or equal to {meta['max']}")
+            yield Problem(path, value, f"Member must have value less than or equal to {meta['max']}", sensitive=hidden)
 
 
 def _string_problems(shape: Shape, value: Any, path: Path) -> Iterator[Problem]:
     if shape.type_name != "string" or not isinstance(value, str):
         return
+    hidden = bool(shape.metadata.get("sensitive"))
     if "pattern" in shape.metadata and _pattern(shape.metadata["pattern"]).fullmatch(value) is None:
-        yield Problem(path, value, f"Member must satisfy regular expression pattern: {shape.metadata['pattern']}")
+        yield Problem(
+            path,
+            value,
+            f"Member must satisfy regular expression pattern: {shape.metadata['pattern']}",
+            sensitive=hidden,
+        )
     if shape.enum and value not in shape.enum:
-        yield Problem(path, value, f"Member must satisfy enum value set: [{', '.join(shape.enum)}]")
+        yield Problem(path, value, f"Member must satisfy enum value set: [{', '.join(shape.enum)}]", sensitive=hidden)
 
 
 def _model_problems(shape: Shape, value: Any, path: Path) -> Iterator[Problem]:
@@ -356,6 +369,8 @@ def _documented_refusal(service: str, operation: str, params: dict[str, Any]) ->
 #: and Application Auto Scaling answer; EC2 and SNS word theirs differently, below).
 _VALIDATION_CODE = {
     "sagemaker": "ValidationException",
+    # The runtime's model names its error ValidationError (aws/aws-sdk-js#4203 quotes one).
+    "sagemaker-runtime": "ValidationError",
     "kms": "ValidationException",
     "application-autoscaling": "ValidationException",
     "ssm": "ValidationException",
@@ -379,10 +394,38 @@ def _refusal(service: str, problems: list[Problem]) -> Rejected:
         return Rejected("InvalidParameter", f"Invalid parameter: {member}")
     count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''} detected: "
     said = "; ".join(
-        f"Value {_show(p.value)} at '{_member_path(p.path)}' failed to satisfy constraint: {p.constraint}"
+        f"Value{'' if p.sensitive else ' ' + _show(p.value)} at '{_member_path(p.path)}' failed to satisfy "
+        f"constraint: {p.constraint}"
         for p in problems
     )
     return Rejected(_VALIDATION_CODE.get(service, "ValidationException"), count + said)
+
+
+def rest_parameters(
+    service: str, operation: str, *, uri: Mapping[str, str], headers: Mapping[str, str], body: bytes
+) -> dict[str, Any]:
+    """A REST request's parameters as botocore's model names them: each member bound to the path
+    (from `uri`, by its name there) or a header, and the payload member from `body`. A header
+    of an integer member that is not a number stays text (a type problem)."""
+    shape = operation_model(service, operation).input_shape
+    params: dict[str, Any] = {}
+    if shape is None:
+        return params
+    payload = shape.serialization.get("payload")
+    for name, member in shape.members.items():
+        where, key = member.serialization.get("location"), member.serialization.get("name", name)
+        value: Any = None
+        if where == "uri":
+            value = uri.get(key)
+        elif where == "header":
+            value = headers.get(key)
+            if value is not None and member.type_name in ("integer", "long") and regex.fullmatch(r"-?\d+", value):
+                value = int(value)
+        elif name == payload:
+            value = body
+        if value is not None:
+            params[name] = value
+    return params
 
 
 def check_request(service: str, operation: str, params: dict[str, Any]) -> Rejected | None:

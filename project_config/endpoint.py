@@ -29,6 +29,7 @@ ALARM_KEYS = {
     "model_errors": "model_errors_alarm_threshold",
     "disk_percent": "disk_alarm_percent",
     "gpu_memory_percent": "gpu_memory_alarm_percent",
+    "waiting_requests": "waiting_requests_alarm_threshold",
     "period_s": "alarm_period_s",
     "evaluation_periods": "alarm_evaluation_periods",
 }
@@ -69,9 +70,19 @@ def mode_keys(mode: str) -> set[str]:
     return {keys.get(f.name, f.name) for f in dataclasses.fields(cls)}
 
 
-def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> SageMakerEndpointProps:
+#: The alarm props a serving framework's endpoint reads in place of others: on vLLM, the engine's
+#: queue (detailed observability publishes it for vLLM containers) instead of GPU memory, which
+#: vLLM holds at gpu_memory_utilization whatever the load. The first of each pair is read, the
+#: second not; an endpoint of no framework reads the second alone.
+FRAMEWORK_ALARMS = {"vllm": ("waiting_requests", "gpu_memory_percent")}
+
+
+def read_endpoint(
+    section: Section, defaults: Mapping[str, Any], *, framework: str | None = None
+) -> SageMakerEndpointProps:
     """The endpoint's props from `section`; `defaults` are the stack's own (by prop name, and
-    by cdk.json key for the scaling props of the endpoint's mode)."""
+    by cdk.json key for the scaling props of the endpoint's mode); `framework` is the serving
+    framework of its container (``vllm``), whose alarms differ (:data:`FRAMEWORK_ALARMS`)."""
     mode = section.choice("endpoint_mode", "realtime", MODES)
     for other in MODES:
         for key in sorted(mode_keys(other) - mode_keys(mode)):
@@ -89,7 +100,19 @@ def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> SageMakerEnd
         if keys.get(f.name, f.name) in defaults
     }
     scaling = {field: read_props(section, cls, keys=keys, defaults=mode_defaults)}
-    alarms = read_props(section, AlarmProps, keys=ALARM_KEYS, defaults=defaults)
+    read, unread = FRAMEWORK_ALARMS.get(framework or "", ("gpu_memory_percent", "waiting_requests"))
+    alarm_defaults = dict(defaults)
+    if framework is not None:
+        # Detailed observability covers real-time endpoints: none in async mode.
+        alarm_defaults.setdefault(read, None if mode == "async" else 1)
+    alarms = read_props(
+        section,
+        AlarmProps,
+        keys=ALARM_KEYS,
+        defaults=alarm_defaults,
+        only=[f.name for f in dataclasses.fields(AlarmProps) if f.name != unread],
+        **{unread: None},
+    )
     deployment = read_props(section, DeploymentProps, keys=DEPLOYMENT_KEYS, defaults=defaults)
     return read_props(
         section,
@@ -102,7 +125,7 @@ def read_endpoint(section: Section, defaults: Mapping[str, Any]) -> SageMakerEnd
         ],
         # Rules across props: the update policy's that depend on the variant (its count, its
         # alarms), a component's compute that must fit the instance type.
-        owners={DeploymentProps.__name__: DEPLOYMENT_KEYS, cls.__name__: keys},
+        owners={DeploymentProps.__name__: DEPLOYMENT_KEYS, AlarmProps.__name__: ALARM_KEYS, cls.__name__: keys},
         alarms=alarms,
         deployment=deployment,
         **scaling,

@@ -141,8 +141,11 @@ ENGINE_KEYS = {
         *(f.name for f in dataclasses.fields(HuggingFaceImage)),
         "model_server_workers",
         "model_server_timeout_s",
+        # vLLM holds gpu_memory_utilization of each GPU whatever the load: GPU memory says nothing there.
+        "gpu_memory_alarm_percent",
     ),
-    "vllm": tuple(f.name for f in dataclasses.fields(VllmEngine)),
+    # The engine's queue, from SageMaker's detailed observability (project_config.endpoint.FRAMEWORK_ALARMS).
+    "vllm": (*(f.name for f in dataclasses.fields(VllmEngine)), "waiting_requests_alarm_threshold"),
 }
 
 
@@ -217,7 +220,11 @@ def read(section: Section, artifacts: Path) -> GptjSettings:
                     f"unset with {section.key('engine')}={engine}: it is a setting of {section.key('engine')}={other}",
                 )
     vllm_engine = engine == "vllm"
-    endpoint = read_endpoint(section, {**ENDPOINT_DEFAULTS, **(VLLM_ENDPOINT_DEFAULTS if vllm_engine else {})})
+    endpoint = read_endpoint(
+        section,
+        {**ENDPOINT_DEFAULTS, **(VLLM_ENDPOINT_DEFAULTS if vllm_engine else {})},
+        framework="vllm" if vllm_engine else None,
+    )
     check_family(section, endpoint, GPTJ_FAMILIES, "GPUs with at least 16 GB for 12 GB of fp16 weights")
     hf_image = vllm = None
     if vllm_engine:

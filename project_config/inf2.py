@@ -1,4 +1,6 @@
-"""The ``inf2`` section: OPT on an EC2 inf2 instance with DJL Serving (LMI) and transformers-neuronx."""
+"""The ``inf2`` section: OPT with DJL Serving (LMI) and transformers-neuronx, on an EC2 inf2 instance
+(``platform`` ``ec2``) or a SageMaker endpoint of an ml.inf2 type (``sagemaker``:
+project_config/inf2_sagemaker.py reads what is its own)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from llm_contracts.aws import ECR_IMAGE
 from llm_contracts.inf2 import (
@@ -20,8 +23,12 @@ from llm_contracts.inf2 import (
     instance_problems,
     model_problems,
 )
+from llm_contracts.inf2_sagemaker import START_MARGIN_S as SAGEMAKER_START_MARGIN_S
+from llm_contracts.inf2_sagemaker import ec2_instance_type, timeout_problems
 from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx
+from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.inf2.props import Inf2ServerProps
+from project_config import inf2_sagemaker
 from project_config.endpoint import ALARM_EMAIL, TOPIC_ARN, check_notifications
 from project_config.reader import PROJECT_ROOT, ConfigError, Section, read_props
 
@@ -80,20 +87,43 @@ class ModelServerSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class Inf2Settings:
-    #: The host: instance type, AMI, volume, port, ingress, load timeout.
-    server: Inf2ServerProps
+    #: Where the bundle is served: ``ec2`` (an inf2 instance of the stack's own) or ``sagemaker``
+    #: (a SageMaker endpoint of an ml.inf2 type).
+    platform: str = "ec2"
+    #: The host on ``ec2``: instance type, AMI, volume, port, ingress, load timeout (None on
+    #: ``sagemaker``).
+    server: Inf2ServerProps | None = None
+    #: The endpoint on ``sagemaker`` (None on ``ec2``).
+    endpoint: SageMakerEndpointProps | None = None
+    #: ``enable_network_isolation`` as set on ``sagemaker`` (None: follow the bundle, isolated
+    #: when it ships its model, open when the container downloads it from the hub).
+    enable_network_isolation: bool | None = None
     #: An existing VPC (None: a new VPC with one NAT gateway).
     vpc_id: str | None = None
     subnet_id: str | None = None
     #: The zone of `subnet_id`; for a new VPC, the one zone it spans (None: the first two).
     availability_zone: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
+    #: The bundle: the tarball on ``ec2``, the same files unpacked (a folder) on ``sagemaker``.
     bundle: Path = PROJECT_ROOT / "artifacts" / "inf2" / "bundle.tar.gz"
     model_server: ModelServerSettings = field(default_factory=ModelServerSettings)
     #: An SNS topic the alarms notify, on ALARM and OK (None: the stack's own encrypted topic).
     alarm_topic_arn: str | None = None
     #: An e-mail address subscribed to the stack's own alarm topic (None: no subscription).
     alarm_email: str | None = None
+
+    @property
+    def instance_type(self) -> str:
+        """The instance type in EC2's naming (``inf2.48xlarge``), which the Neuron tables use."""
+        if self.endpoint is not None:
+            return ec2_instance_type(self.endpoint.instance_type)
+        assert self.server is not None
+        return self.server.instance_type
+
+    @property
+    def type_prefix(self) -> str:
+        """How the platform names the instance type: ``ml.`` on SageMaker."""
+        return "ml." if self.endpoint is not None else ""
 
 
 #: A one-token request to DJL's own handlers (djl_python's input format).
@@ -103,6 +133,58 @@ START_MARGIN_S = 900
 
 
 def read(s: Section, artifacts: Path) -> Inf2Settings:
+    platform = s.choice("platform", "ec2", inf2_sagemaker.PLATFORMS)
+    inf2_sagemaker.refuse_other_platform(s, platform)
+    settings = _read_sagemaker(s, artifacts) if platform == "sagemaker" else _read_ec2(s, artifacts)
+    if settings.model_server.image_uri is None:
+        try:
+            djl_neuronx(settings.model_server.image_version)  # the version names an image that exists
+        except ImageResolutionError as exc:
+            raise s.fail("image_version", exc.value, exc.allowed) from None
+    s.done()
+    problems = instance_problems(
+        instance_type=settings.instance_type,
+        degree=settings.model_server.tensor_parallel_degree,
+        prefix=settings.type_prefix,
+    )
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return settings
+
+
+def _read_sagemaker(s: Section, artifacts: Path) -> Inf2Settings:
+    """The endpoint's settings, then the model server's, whose two timeouts default to what the
+    endpoint allows: a load within SageMaker's health check, a real-time call within its 60 s."""
+    isolation_set = s.has("enable_network_isolation")
+    endpoint = inf2_sagemaker.read(s, {})
+    assert endpoint.startup_health_check_timeout_s is not None
+    model_server = _model_server(
+        s,
+        model_loading_timeout_s=endpoint.startup_health_check_timeout_s - SAGEMAKER_START_MARGIN_S,
+        predict_timeout_s=inf2_sagemaker.REALTIME_PREDICT_TIMEOUT_S if endpoint.mode == "realtime" else None,
+    )
+    problems = timeout_problems(
+        model_loading_timeout_s=model_server.model_loading_timeout_s,
+        startup_s=endpoint.startup_health_check_timeout_s,
+        mode=endpoint.mode,
+        predict_timeout_s=model_server.predict_timeout_s,
+    )
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return Inf2Settings(
+        platform="sagemaker",
+        endpoint=endpoint,
+        enable_network_isolation=endpoint.enable_network_isolation if isolation_set else None,
+        bundle=PROJECT_ROOT
+        / s.string(
+            "bundle", str(artifacts / "inf2" / "bundle"), what="a path, absolute or relative to the project root"
+        ),
+        model_server=model_server,
+        **_notifications(s),
+    )
+
+
+def _read_ec2(s: Section, artifacts: Path) -> Inf2Settings:
     vpc_id = s.optional_string("vpc_id", pattern=_VPC_ID, what="a VPC id such as vpc-0123456789abcdef0")
     subnet_id = s.optional_string("subnet_id", pattern=_SUBNET_ID, what="a subnet id such as subnet-0123abcd")
     az = s.optional_string("availability_zone", pattern=_AZ, what="an availability zone such as us-east-1a")
@@ -145,6 +227,17 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
         # of DJL's own handlers.
         probe_request=Inf2ServerProps.probe_request if model_server.entry_point == "model.py" else DJL_PROBE_REQUEST,
     )
+    if vpc_id is None and server.ingress_cidr is not None:
+        # The stack's own VPC routes only within itself and out through its NAT gateway: a reply to
+        # any other network would leave by the NAT gateway and be dropped.
+        s.check(
+            "ingress_cidr",
+            server.ingress_cidr,
+            ipaddress.IPv4Network(server.ingress_cidr).subnet_of(ipaddress.IPv4Network(vpc_cidr)),
+            f"a network inside inf2.vpc_cidr ({vpc_cidr}): the stack's VPC routes to nothing but itself and the "
+            "internet through its NAT gateway, so no other network can reach the server; to serve a network "
+            "connected by VPN or peering, deploy into a VPC that routes to it (inf2.vpc_id)",
+        )
     settings = Inf2Settings(
         server=server,
         vpc_id=vpc_id,
@@ -158,32 +251,29 @@ def read(s: Section, artifacts: Path) -> Inf2Settings:
         model_server=model_server,
         **_notifications(s),
     )
-    if settings.model_server.image_uri is None:
-        try:
-            djl_neuronx(settings.model_server.image_version)  # the version names an image that exists
-        except ImageResolutionError as exc:
-            raise s.fail("image_version", exc.value, exc.allowed) from None
-    s.done()
-    problems = instance_problems(
-        instance_type=settings.server.instance_type, degree=settings.model_server.tensor_parallel_degree
-    )
-    if problems:
-        raise ConfigError("; ".join(problems))
     return settings
 
 
-def _notifications(s: Section) -> dict[str, str | None]:
+class _Notifications(TypedDict):
+    alarm_topic_arn: str | None
+    alarm_email: str | None
+
+
+def _notifications(s: Section) -> _Notifications:
     """Where the alarms go, read and checked as the SageMaker stacks read them."""
-    found: dict[str, str | None] = {}
-    for key, check in (("alarm_topic_arn", TOPIC_ARN), ("alarm_email", ALARM_EMAIL)):
-        value = s.get(key, as_text=True)
-        s.check(key, value, check(value), check.allowed)
-        found[key] = value
+    found = _Notifications(
+        alarm_topic_arn=s.get("alarm_topic_arn", as_text=True), alarm_email=s.get("alarm_email", as_text=True)
+    )
+    s.check("alarm_topic_arn", found["alarm_topic_arn"], TOPIC_ARN(found["alarm_topic_arn"]), TOPIC_ARN.allowed)
+    s.check("alarm_email", found["alarm_email"], ALARM_EMAIL(found["alarm_email"]), ALARM_EMAIL.allowed)
     check_notifications(s, found["alarm_topic_arn"], found["alarm_email"])
     return found
 
 
-def _model_server(s: Section) -> ModelServerSettings:
+def _model_server(
+    s: Section, *, model_loading_timeout_s: int | None = None, predict_timeout_s: int | None = None
+) -> ModelServerSettings:
+    """The model server's settings; the two timeouts' defaults, where given, are the platform's."""
     ms = ModelServerSettings()
     entry_point = s.string(
         "entry_point",
@@ -241,8 +331,10 @@ def _model_server(s: Section) -> ModelServerSettings:
         batch_size=s.integer("batch_size", ms.batch_size, lo=1, hi=64),
         rolling_batch=rolling_batch,
         max_batch_delay_ms=s.integer("max_batch_delay_ms", ms.max_batch_delay_ms, lo=0, hi=60_000),
-        model_loading_timeout_s=s.integer("model_loading_timeout_s", ms.model_loading_timeout_s, lo=60, hi=14_400),
-        predict_timeout_s=s.integer("predict_timeout_s", ms.predict_timeout_s, lo=30, hi=3600),
+        model_loading_timeout_s=s.integer(
+            "model_loading_timeout_s", max(60, model_loading_timeout_s or ms.model_loading_timeout_s), lo=60, hi=14_400
+        ),
+        predict_timeout_s=s.integer("predict_timeout_s", predict_timeout_s or ms.predict_timeout_s, lo=30, hi=3600),
         image_version=s.string(
             "image_version",
             ms.image_version,
@@ -263,8 +355,9 @@ def _model_server(s: Section) -> ModelServerSettings:
 def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: str) -> list[str]:
     """Every rule over `settings` for the model described by `facts`."""
     ms = settings.model_server
+    instance, prefix = settings.instance_type, settings.type_prefix
     return (
-        instance_problems(instance_type=settings.server.instance_type, degree=ms.tensor_parallel_degree)
+        instance_problems(instance_type=instance, degree=ms.tensor_parallel_degree, prefix=prefix)
         + model_problems(
             facts,
             model_id=model_id,
@@ -273,7 +366,7 @@ def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: st
             n_positions=ms.n_positions,
             batch_size=ms.batch_size,
         )
-        + host_memory_problems(facts, model_id=model_id, instance_type=settings.server.instance_type, dtype=ms.dtype)
+        + host_memory_problems(facts, model_id=model_id, instance_type=instance, dtype=ms.dtype, prefix=prefix)
     )
 
 

@@ -1,4 +1,6 @@
-"""OPT-13B on an EC2 inf2 instance: Neuron DLAMI, DJL Serving (LMI) with transformers-neuronx.
+"""OPT-13B on Inferentia2 with DJL Serving (LMI) and transformers-neuronx: on an EC2 inf2
+instance (``inf2.platform=ec2``, the default: Neuron DLAMI, the container under systemd), or on a
+SageMaker endpoint of an ml.inf2 type (``sagemaker``: stacks/inf2_sagemaker.py).
 
 The instance sits in a private subnet, has no SSH key and no ingress unless a CIDR is
 configured; operators reach it through SSM Session Manager (port forwarding for HTTP).
@@ -25,19 +27,22 @@ from llm_contracts.inf2 import (
 from llm_contracts.manifest import read_manifest
 from llm_inference_cdk.dashboard import ServiceDashboard
 from llm_inference_cdk.dlc import djl_neuronx
+from llm_inference_cdk.endpoint import SageMakerEndpoint
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.inf2.server import Inf2Server
 from llm_inference_cdk.model_data import ModelAsset
 from project_config import ConfigError, Inf2Settings
 from project_config.inf2 import hub_model, model_source_problems, settings_problems
 from stacks.endpoint import alarm_topic
+from stacks.inf2_sagemaker import add_sagemaker_endpoint, check_sagemaker_bundle
 
 
-def check_bundle(settings: Inf2Settings) -> None:
+def check_bundle(settings: Inf2Settings) -> tuple[ModelFacts, str, bool]:
     """The model settings against where the model comes from (the bundle ships it, or the
     instance downloads a pinned hub commit); the tensor-parallel rules over the model the bundle
     ships (its manifest records the model's config.json facts) or, for a hub model, the table of
-    known models; and the bundle's serving.properties against the current settings."""
+    known models; and the bundle's serving.properties against the current settings. Returns the
+    model's facts, its name and whether the bundle ships it."""
     ms = settings.model_server
     manifest = read_manifest(settings.bundle.parent)
     model = manifest.get("model")
@@ -55,13 +60,15 @@ def check_bundle(settings: Inf2Settings) -> None:
         if known is None:
             raise ConfigError(unknown_model_message(hub_id))
         facts, name = known, hub_id
-    problems = settings_problems(settings, facts, model_id=name) + volume_problems(
-        facts,
-        model_id=name,
-        dtype=ms.dtype,
-        volume_size_gb=settings.server.volume_size_gb,
-        bundle_bytes=settings.bundle.stat().st_size,
-    )
+    problems = settings_problems(settings, facts, model_id=name)
+    if settings.server is not None:
+        problems += volume_problems(
+            facts,
+            model_id=name,
+            dtype=ms.dtype,
+            volume_size_gb=settings.server.volume_size_gb,
+            bundle_bytes=settings.bundle.stat().st_size,
+        )
     built = manifest.get("serving_properties")
     if isinstance(built, dict):
         wanted = (
@@ -78,16 +85,30 @@ def check_bundle(settings: Inf2Settings) -> None:
             )
     if problems:
         raise ConfigError("; ".join(problems))
+    return facts, name, bundled is not None
 
 
 class Inf2Stack(Stack):
     """:param settings: the ``inf2`` section of cdk.json, parsed."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Inf2Settings, **kwargs: Any) -> None:
-        kwargs.setdefault("description", "OPT-13B on EC2 inf2 with DJL Serving and transformers-neuronx")
-        super().__init__(scope, construct_id, **kwargs)
-        check_bundle(settings)
+    #: The EC2 host (platform ec2).
+    server: Inf2Server | None = None
+    #: The SageMaker endpoint (platform sagemaker).
+    endpoint: SageMakerEndpoint | None = None
 
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Inf2Settings, **kwargs: Any) -> None:
+        where = "a SageMaker ml.inf2 endpoint" if settings.platform == "sagemaker" else "EC2 inf2"
+        kwargs.setdefault("description", f"OPT-13B on {where} with DJL Serving and transformers-neuronx")
+        super().__init__(scope, construct_id, **kwargs)
+        facts, name, ships_model = check_bundle(settings)
+        if settings.platform == "sagemaker":
+            check_sagemaker_bundle(settings, facts, model_id=name, ships_model=ships_model)
+            self.endpoint = add_sagemaker_endpoint(self, settings, ships_model=ships_model)
+        else:
+            self._ec2(settings)
+
+    def _ec2(self, settings: Inf2Settings) -> None:
+        assert settings.server is not None
         vpc, subnets = self._network(settings)
         bundle = ModelAsset(self, "Bundle", path=settings.bundle)
         ms = settings.model_server
@@ -106,7 +127,7 @@ class Inf2Stack(Stack):
             # The server adds the one egress rule the host needs (HTTPS).
             allow_all_outbound=False,
         )
-        self.server = Inf2Server(
+        self.server = server = Inf2Server(
             self,
             "Server",
             vpc=vpc,
@@ -116,19 +137,19 @@ class Inf2Stack(Stack):
             props=settings.server,
             security_group=security_group,
         )
-        self._keep_deployed_ids()
+        self._keep_deployed_ids(server)
         # The recovery and health alarms notify the stack's topic (alarm and OK), and the
         # dashboard shows the server's health, NeuronCores and recent errors.
         topic = alarm_topic(self, settings)
-        for alarm in (self.server.health_alarm, self.server.recover_alarm):
+        for alarm in (server.health_alarm, server.recover_alarm):
             alarm.add_alarm_action(cw_actions.SnsAction(topic))
             alarm.add_ok_action(cw_actions.SnsAction(topic))
-        dashboard = ServiceDashboard(self, "Dashboard", rows=self.server.dashboard_widgets())
+        dashboard = ServiceDashboard(self, "Dashboard", rows=server.dashboard_widgets())
         CfnOutput(self, "DashboardUrl", value=dashboard.url)
-        port, instance_id = settings.server.port, self.server.instance_id
+        port, instance_id = settings.server.port, server.instance_id
         CfnOutput(self, "InstanceId", value=instance_id)
-        CfnOutput(self, "LogGroupName", value=self.server.log_group.log_group_name)
-        CfnOutput(self, "ImageUri", value=self.server.image_uri)
+        CfnOutput(self, "LogGroupName", value=server.log_group.log_group_name)
+        CfnOutput(self, "ImageUri", value=server.image_uri)
         # Two commands, not one line: the tunnel takes a few seconds to open and stays in front.
         CfnOutput(
             self,
@@ -149,11 +170,11 @@ class Inf2Stack(Stack):
             ),
         )
 
-    def _keep_deployed_ids(self) -> None:
+    @staticmethod
+    def _keep_deployed_ids(server: Inf2Server) -> None:
         """This stack made the server's role, log group and alarm itself before the Inf2Server
         construct held them: their logical ids stay, so that an upgrade does not restart the
         instance (the log group's name is in its user data) or replace what needs no change."""
-        server = self.server
         policy = server.role.node.find_child("DefaultPolicy")
         for construct, logical_id in (
             (server.log_group, "ServerLogsD9948953"),

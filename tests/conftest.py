@@ -8,49 +8,19 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import leaks
+from tests.tiers import TIERS
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # jsii prints an end-of-life banner on every process start under Node 20; it says nothing
 # about our code.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
-
-#: The tiers, each by the fixtures that put a test in it (directly or through another fixture):
-#: a new test falls into the tier of what it uses. A test of none is ``fast``: no server, no
-#: deploy, no artifact build, no synthesis (``make test-fast``). The first tier a test's fixtures
-#: name is its tier; ``e2e`` also covers every test under tests/e2e.
-TIERS: dict[str, frozenset[str]] = {
-    # the real CDK CLI against the local AWS
-    "e2e": frozenset({"local_aws", "cdk", "bootstrapped", "base", "updated", "e2e_artifacts", "neuron_ami"}),
-    # a process that serves: the GPT-2 container, the toolkit's model server, the local AWS
-    "server": frozenset({"server", "running", "running_tar", "serve", "aws", "echo_image", "free_port"}),
-    # the artifacts builder on a tiny model
-    "build": frozenset(
-        {
-            "tiny_out",
-            "model_tar",
-            "model_dir",
-            "quantized",
-            "build",
-            "tiny_build",
-            "tiny_artifacts",
-            "tiny_model_dir",
-            "tiny_model",
-            "gptj_build",
-            "builder_cli",
-        }
-    ),
-    # CDK synthesis of the app (the jsii runtime: seconds per app), or the CDK CLI
-    "synth": frozenset({"synth", "synth_some", "synthesize_at", "full_app", "synth_inf2", "tiny_template", "cdk_cli"}),
-    # imports or runs something slow that is none of the above (the SageMaker SDK)
-    "slow": frozenset({"sdk_image_uris", "qemu_haswell"}),
-}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -87,9 +57,38 @@ _SESSION = f"{os.getpid()}"
 os.environ[leaks.MARKER] = _SESSION
 
 
+def _local_aws_faults() -> list[str]:
+    """The faults of the local AWS met since last asked (local_aws/faults.py), as lines; none
+    where no test loaded it."""
+    faults = sys.modules.get("local_aws.faults")
+    if faults is None:
+        return []
+    return [f"{f.service} {f.where}: {f.error}\n{f.traceback}" for f in faults.FAULTS.take()]
+
+
+#: Faults of the local AWS met between tests (in a background thread).
+_LATE: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def no_local_aws_fault() -> Iterator[None]:
+    """A test during which the local AWS failed on its own (an HTTP 500 of the emulator, which
+    its log shows with the traceback) fails, whatever the test asserted."""
+    _LATE.extend(_local_aws_faults())  # met after an earlier test looked: the session fails
+    yield
+    found = _local_aws_faults()
+    if found:
+        pytest.fail("the local AWS failed on its own during this test:\n" + "\n".join(found), pytrace=False)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a process a test started is still running (then end it, so that the
-    machine is clean either way). Processes end asynchronously: give them a moment first."""
+    machine is clean either way), or if the local AWS failed on its own after the last test
+    looked. Processes end asynchronously: give them a moment first."""
+    late = _LATE + _local_aws_faults()
+    if late:
+        print("\nthe local AWS failed on its own:\n" + "\n".join(late), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     deadline = time.monotonic() + 5
     while (left := leaks.left_running(_SESSION)) and time.monotonic() < deadline:
         time.sleep(0.2)

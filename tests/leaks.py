@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
+
+import psutil
 
 MARKER = "LLM_INFERENCE_TEST_SESSION"
 
@@ -28,31 +29,22 @@ def marked(session: str) -> list[Process]:
     sessions they lead: a process that renames itself with setproctitle (vLLM's
     ``VLLM::EngineCore``) overwrites what /proc/PID/environ reads, but stays in the session of the
     container that started it (local_aws/containers.py starts each in a session of its own)."""
-    wanted = f"{MARKER}={session}".encode()
-    stats: dict[int, tuple[int, int]] = {}
+    stats: dict[int, tuple[int, int, str]] = {}
     carries = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for process in psutil.process_iter():
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if fields[0] == "Z":
+            if process.status() == psutil.STATUS_ZOMBIE:
                 continue  # exited, waiting to be reaped: holds nothing
-            stats[int(entry.name)] = (int(fields[1]), int(fields[3]))
-            if wanted in (entry / "environ").read_bytes().split(b"\0"):
-                carries.add(int(entry.name))
-        except (OSError, IndexError):
-            continue
-    found = []
-    for pid, (ppid, leader) in sorted(stats.items()):
-        if pid not in carries and leader not in carries:
-            continue
-        try:
-            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        found.append(Process(pid, ppid, cmdline.decode(errors="replace").strip()))
-    return found
+            stats[process.pid] = (process.ppid(), os.getsid(process.pid), " ".join(process.cmdline()))
+            if process.environ().get(MARKER) == session:
+                carries.add(process.pid)
+        except (psutil.Error, OSError):
+            continue  # gone since the listing, or not ours to read
+    return [
+        Process(pid, ppid, cmdline)
+        for pid, (ppid, leader, cmdline) in sorted(stats.items())
+        if pid in carries or leader in carries
+    ]
 
 
 def left_running(session: str) -> list[Process]:

@@ -25,7 +25,15 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 250
 #: Paths of other repositories that the code's comments name as theirs (not files of ours).
-OTHER_REPOSITORIES = {"serving/docker/pytorch-inf2.Dockerfile": "djl-serving's, at tag v0.29.0"}
+OTHER_REPOSITORIES = {
+    path: "djl-serving's, at tag v0.29.0"
+    for path in (
+        "serving/docker/pytorch-inf2.Dockerfile",
+        "serving/docs/lmi/deployment_guide/deploying-your-endpoint.md",
+        "serving/docs/lmi/deployment_guide/configurations.md",
+        "tests/integration/llm/prepare.py",
+    )
+}
 
 _FENCE = re.compile(r"^```.*?^```", flags=re.S | re.M)
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
@@ -182,3 +190,90 @@ def test_readme_library_excerpt_is_part_of_the_tested_app() -> None:
     shown = [line.strip() for line in excerpt.splitlines() if line.strip() and not line.strip().startswith("#")]
     assert shown, "README's library excerpt is gone"
     assert [line for line in shown if line not in app_lines] == []
+
+
+def test_the_patch_table_names_every_patch_in_its_module() -> None:
+    """docs/LOCAL_AWS.md's table of the local AWS's patches: each patch once, in the row of the
+    module that registers it (a new or moved patch shows here)."""
+    import inspect
+
+    from local_aws import patches
+
+    text = (ROOT / "docs" / "LOCAL_AWS.md").read_text()
+    table = text[text.index("<!-- patches:") :]
+    table = table[table.index("| --- |") : table.index("\n\n")]
+    documented: dict[str, set[str]] = {}
+    for row in table.splitlines()[1:]:
+        _, modules, names, _ = (cell.strip() for cell in row.strip("|").split("|"))
+        for name in re.findall(r"`(\w+)`", names):
+            assert name not in documented, f"{name} is listed twice"
+            documented[name] = set(re.findall(r"`([\w/]+\.py)`", modules))
+    actual = {
+        p.name: inspect.getmodule(p.installer).__name__.replace(".", "/") + ".py"  # type: ignore[union-attr]
+        for p in patches.PATCHES
+    }
+    assert set(documented) == set(actual), "the table and local_aws.patches.PATCHES differ"
+    misplaced = sorted(name for name, module in actual.items() if module not in documented[name])
+    assert not misplaced, f"listed in another module's row: {misplaced}"
+
+
+def test_readme_names_every_package_the_setup_installs() -> None:
+    """A reader who is not root installs README's list before `make demo`: it is the Makefile's."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nsystem-deps:") :]
+    recipe = recipe[: recipe.index("\n\n")]
+    packages = set(re.findall(r'missing="\$\$missing (\S+)"', recipe))
+    assert packages, "the system-deps recipe changed shape"
+    setup = README.read_text()
+    assert not [p for p in sorted(packages) if f"`{p}`" not in setup]
+
+
+def test_readme_names_each_benchmark_make_bench_leaves_out() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nbench:") :]
+    run = set(re.findall(r"-m bench\.(\w+)", recipe[: recipe.index("\n\n")]))
+    benchmarks = {p.stem for p in (ROOT / "bench").glob("*.py") if p.stem != "__init__"}
+    assert run <= benchmarks
+    unnamed = [b for b in sorted(benchmarks - run) if f"`bench/{b}.py`" not in README.read_text()]
+    assert not unnamed, f"make bench does not run {unnamed}: README's `make bench` sentence must say so"
+
+
+def test_a_page_on_both_engines_describes_the_default_first() -> None:
+    """GptjStack's engines: where a page gives each a heading, the default engine's comes first."""
+    from project_config import load_config
+
+    default = load_config({}).gptj.engine
+    other = {"vllm": "hf-toolkit", "hf-toolkit": "vllm"}[default]
+    words = {"vllm": ("vllm", "vLLM"), "hf-toolkit": ("hf-toolkit", "toolkit")}
+    for page in PAGES:
+        headings = [m.group(1) for m in re.finditer(r"^#{1,6} (.+)$", _FENCE.sub("", page.read_text()), re.M)]
+        first = {
+            engine: next((i for i, h in enumerate(headings) if any(w in h for w in words[engine])), None)
+            for engine in (default, other)
+        }
+        if first[default] is not None and first[other] is not None:
+            assert first[default] < first[other], f"{page_id(page)} describes {other} before the default, {default}"
+
+
+def test_every_documented_body_is_for_one_endpoint_the_e2e_tests_call() -> None:
+    """tests/docs_pages.py finds the request bodies the pages give; each is for one endpoint by
+    its keys, and the e2e tests send it there (tests/e2e/test_invoke_endpoint.py for GPT-2 and
+    the toolkit's GPT-J, tests/e2e/test_vllm_engine.py for GPT-J on vLLM)."""
+    from tests.docs_pages import documented_bodies
+    from tests.e2e.test_invoke_endpoint import STACK_OF
+
+    bodies = documented_bodies()
+    assert {body.endpoint for body in bodies} <= {*STACK_OF, "gptj-vllm"}
+    # The seeds' requests are among them: the finder still finds what the pages give.
+    assert {"gpt2", "gptj-toolkit", "gptj-vllm"} <= {body.endpoint for body in bodies}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_page_opens_with_what_it_covers(page: Path) -> None:
+    """A title, then a paragraph before the first section: what the page is about (the engine or
+    mode it describes, where it describes one)."""
+    lines = _FENCE.sub("", page.read_text()).splitlines()
+    assert lines[0].startswith("# "), f"{page_id(page)} opens without a title"
+    opening = lines[1 : next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))]
+    prose = [line for line in opening if line.strip() and not line.startswith(("|", "<!--", "!["))]
+    assert len(" ".join(prose).split()) >= 15, f"{page_id(page)} does not say what it covers before its first section"

@@ -45,10 +45,12 @@ if [[ ! "$INSTANCE_ID" =~ ^i-[0-9a-f]+$ ]]; then
   exit 1
 fi
 
-# 0. The health check (a timer, every minute) and the Neuron metrics, with their own settings,
-#    before anything that may fail or take long: the host reports ServerHealthy 0 from its first
-#    minute, through the download, the pull and the load, and when a later step fails, so that
-#    the health alarm fires rather than waits for a first report (Inf2Server.health_alarm).
+# 0. The health check (a timer, every minute), the Neuron metrics and the shipping of this log
+#    to CloudWatch Logs (a timer, every minute: stream bootstrap-<instance id> of LOG_GROUP), with
+#    their own settings, before anything that may fail or take long: the host reports
+#    ServerHealthy 0 from its first minute, through the download, the pull and the load, and when
+#    a later step fails, so that the health alarm fires rather than waits for a first report
+#    (Inf2Server.health_alarm), and the reason reaches the dashboard's log widget.
 #    A change there restarts the metrics, never the server.
 install -d -m 0755 "$ROOT"
 printf '%s' "$PROBE_REQUEST" >"$ROOT/probe-request.json.tmp"
@@ -57,14 +59,16 @@ metrics="REGION=$REGION
 NAMESPACE=$NAMESPACE
 INSTANCE_ID=$INSTANCE_ID
 PORT=$PORT
-PROBE_FILE=$ROOT/probe-request.json"
+PROBE_FILE=$ROOT/probe-request.json
+LOG_GROUP=$LOG_GROUP
+BOOTSTRAP_LOG=$LOG_FILE"
 if [ "$(cat "$METRICS_ENV_FILE" 2>/dev/null || true)" != "$metrics" ]; then
   printf '%s\n' "$metrics" >"$METRICS_ENV_FILE.tmp"
   mv -f "$METRICS_ENV_FILE.tmp" "$METRICS_ENV_FILE"
 fi
 monitoring=$(cat "$METRICS_ENV_FILE" "$METRICS_SCRIPT" "$METRICS_UNIT_FILE" | sha256sum)
 systemctl daemon-reload
-systemctl enable --now djl-serving-health.timer neuron-metrics.service
+systemctl enable --now djl-serving-health.timer neuron-metrics.service llm-inference-bootstrap-log.timer
 if [ "$(cat "$ROOT/monitoring.fingerprint" 2>/dev/null || true)" != "$monitoring" ]; then
   systemctl restart neuron-metrics.service
 fi

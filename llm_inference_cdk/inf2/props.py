@@ -10,14 +10,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from llm_contracts.inf2 import NEURON_DLAMI
 from llm_inference_cdk.props import Check, PropError, integer, optional, prop, text, validate
 
 INF2_INSTANCE = re.compile(r"^inf2\.(xlarge|8xlarge|24xlarge|48xlarge)$")
-#: The Neuron DLAMI with every framework, Ubuntu 22.04 (AWS publishes only ``latest``).
-NEURON_DLAMI = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
 _SSM_PARAMETER = re.compile(r"^/[A-Za-z0-9_./-]+$")
-#: The widest public range that may reach the server: a site's or a VPN's egress block.
-WIDEST_PUBLIC_PREFIX = 24
+#: The addresses that can reach a host with no public address in a private subnet: those of its
+#: VPC and of the networks connected to it (VPN, Direct Connect, peering, a transit gateway), which
+#: are private (RFC 1918) or shared (RFC 6598: carrier-grade NAT, and VPCs that use it).
+REACHABLE_NETWORKS = tuple(
+    ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
 
 
 MAX_PROBE_BYTES = 1024
@@ -37,8 +40,9 @@ class Inf2ServerProps:
         "inf2.48xlarge",
         check=text(INF2_INSTANCE, what="an inf2 type: inf2.xlarge, inf2.8xlarge, inf2.24xlarge or inf2.48xlarge"),
     )
-    #: An SSM parameter that holds the AMI id, resolved at deploy time (default: the newest Neuron
-    #: DLAMI, which a new release replaces at the next deploy: pin it in a parameter of yours).
+    #: An SSM parameter that holds the AMI id, resolved at deploy time (default: the Ubuntu 22.04
+    #: base Neuron DLAMI's, frozen on its last image, whose driver runs the pinned LMI image's Neuron
+    #: runtime; the newer DLAMIs' drivers do not: llm_contracts/inf2.py's NEURON_DLAMI).
     ami_ssm_parameter: str = prop(
         NEURON_DLAMI, check=text(_SSM_PARAMETER, what=f"an SSM parameter path such as {NEURON_DLAMI}")
     )
@@ -47,8 +51,10 @@ class Inf2ServerProps:
     volume_size_gb: int = prop(512, check=integer(200, 16_384))
     #: DJL Serving's port on the host.
     port: int = prop(8080, check=integer(1024, 65_535))
-    #: A CIDR that may reach `port` (None: no ingress at all; use SSM port forwarding).
-    ingress_cidr: str | None = prop(None, check=optional(text(what="an IPv4 CIDR such as 203.0.113.0/24")))
+    #: The network whose hosts may reach `port` directly: inside the VPC, or connected to it (VPN,
+    #: Direct Connect, peering, a transit gateway), of private or shared addresses (None: no ingress
+    #: at all; use SSM port forwarding).
+    ingress_cidr: str | None = prop(None, check=optional(text(what="an IPv4 CIDR such as 10.0.0.0/16")))
     #: Seconds the host waits for ``/ping`` after the container starts before it reports the
     #: server down: DJL opens its port only once every copy of the model has loaded.
     load_timeout_s: int = prop(4500, check=integer(60, 86_400))
@@ -70,21 +76,25 @@ class Inf2ServerProps:
 
 
 def ingress_problem(cidr: str) -> str | None:
-    """What is wrong with `cidr` as the model server's ingress (None: nothing). The server has no
-    authentication, so a public range may be at most a /24 (a site's or a VPN's egress block);
-    private ranges and single addresses are fine."""
+    """What is wrong with `cidr` as the model server's ingress (None: nothing). The setting names
+    the callers that may reach DJL's port directly: hosts of the instance's VPC or of a network
+    connected to it. The instance has no public address and its subnet takes no traffic from the
+    internet (the NAT gateway passes only replies), so a public range would be a rule that admits
+    nothing, or, once someone gives the host a public address, the whole range to a server
+    without authentication."""
     try:
         network = ipaddress.IPv4Network(cidr)
     except ValueError:
         try:  # host bits set: name the network the user most likely meant
             meant = ipaddress.IPv4Network(cidr, strict=False)
         except ValueError:
-            return "an IPv4 CIDR such as 203.0.113.0/24"
+            return "an IPv4 CIDR such as 10.0.0.0/16"
         return f"a network address: did you mean {meant}?"
-    if network.is_private or network.prefixlen >= WIDEST_PUBLIC_PREFIX:
+    if any(network.subnet_of(reachable) for reachable in REACHABLE_NETWORKS):
         return None
     return (
-        f"a private network, or a public one of at most {2 ** (32 - WIDEST_PUBLIC_PREFIX)} addresses "
-        f"(/{WIDEST_PUBLIC_PREFIX} or narrower): {cidr} opens the model server, which has no authentication, to "
-        f"{network.num_addresses} addresses; put a load balancer with authentication in front to open it wider"
+        "a network inside the VPC or connected to it by VPN, Direct Connect, peering or a transit gateway, "
+        f"of private or shared addresses ({', '.join(map(str, REACHABLE_NETWORKS))}): the instance has no public "
+        f"address, so {cidr} can never reach it; serve callers outside the VPC through a load balancer with "
+        "authentication"
     )

@@ -9,6 +9,8 @@ service, which waits for DJL's ``/ping`` for ``load_timeout_s``.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +24,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from llm_contracts.inf2 import NEURON_DLAMI_PARAMETERS
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.inf2.props import Inf2ServerProps
 from llm_inference_cdk.model_data import ModelAsset
@@ -47,7 +50,13 @@ INSTALLED = (
     ("djl-serving-health.timer", "/etc/systemd/system/djl-serving-health.timer", "0644"),
     ("neuron_metrics.py", "/usr/local/bin/neuron-metrics", "0755"),
     ("neuron-metrics.service", "/etc/systemd/system/neuron-metrics.service", "0644"),
+    ("ship-log.sh", "/usr/local/bin/llm-inference-ship-log", "0755"),
+    ("llm-inference-bootstrap-log.service", "/etc/systemd/system/llm-inference-bootstrap-log.service", "0644"),
+    ("llm-inference-bootstrap-log.timer", "/etc/systemd/system/llm-inference-bootstrap-log.timer", "0644"),
 )
+#: Files the user data carries gzip-compressed, base64-encoded: those over this many bytes
+#: (without their comments), so that the rest fits EC2's limit.
+COMPRESS_OVER = 1000
 #: The CloudWatch namespace of the host's metrics (health check, Neuron metrics), per instance
 #: (dimension InstanceId); the role may put metrics in it alone.
 METRIC_NAMESPACE = "LLMInference/Inf2"
@@ -112,15 +121,30 @@ def installed_text(source: str) -> str:
     return "\n".join([first, *kept]) + "\n"
 
 
+def installed_body(source: str) -> tuple[str, str]:
+    """(command, heredoc body) that installs `source` from the user data: ``put`` with its text,
+    or, for a file over COMPRESS_OVER bytes, ``unpack`` with its gzip (no timestamp, so the same
+    file gives the same user data) in base64."""
+    text = installed_text(source)
+    if len(text.encode()) <= COMPRESS_OVER:
+        return "put", text
+    return "unpack", base64.encodebytes(gzip.compress(text.encode(), mtime=0)).decode()
+
+
 def render_user_data(settings: Mapping[str, str]) -> str:
     """The instance's shell script: settings, the systemd units and their scripts, then
     bootstrap.sh. Values may be CDK tokens; they are quoted for the shell."""
     header = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
-    # put TARGET MODE: stdin to TARGET, replaced in one rename (a script may be running).
-    put = 'put() { cat >"$1.tmp" && chmod "$2" "$1.tmp" && mv -f "$1.tmp" "$1"; }\n'
+    # put TARGET MODE: stdin to TARGET, replaced in one rename (a script may be running);
+    # unpack TARGET MODE: the same, from gzip in base64.
+    put = (
+        'put() { cat >"$1.tmp" && chmod "$2" "$1.tmp" && mv -f "$1.tmp" "$1"; }\n'
+        'unpack() { base64 -d | gunzip | put "$@"; }\n'
+    )
     files = "".join(
-        f"put {target} {mode} <<'INSTALLED_FILE'\n{installed_text(source)}INSTALLED_FILE\n"
+        f"{command} {target} {mode} <<'INSTALLED_FILE'\n{body}INSTALLED_FILE\n"
         for source, target, mode in INSTALLED
+        for command, body in [installed_body(source)]
     )
     body = installed_text("bootstrap.sh").split("\n", 1)[1]
     return (
@@ -254,15 +278,7 @@ class Inf2Server(Construct):
         )
         # The instance's name is the server's path, not its own (which ends in "Default").
         Tags.of(self.instance).add("Name", self.node.path)
-        if "/latest/" in props.ami_ssm_parameter:
-            # CloudFormation resolves the parameter at every deploy: a new DLAMI would replace the
-            # instance, its volume and compiled cache with it, on an unrelated change.
-            Annotations.of(self.instance).add_warning_v2(
-                "llm-inference:inf2-ami-latest",
-                f"ami_ssm_parameter={props.ami_ssm_parameter!r} follows the newest Neuron DLAMI: once AWS "
-                "publishes one, the next deploy replaces this instance and its volume. To pin it, point "
-                "it at a parameter of your own that holds the AMI id (docs/IMAGES.md: what is pinned and why).",
-            )
+        self._warn_about_the_ami(props.ami_ssm_parameter)
         self.recover_alarm = cloudwatch.Alarm(
             self,
             "SystemStatusAlarm",
@@ -277,6 +293,25 @@ class Inf2Server(Construct):
         #: stack, or you, add them (``health_alarm.add_alarm_action``).
         self.health_alarm: cloudwatch.Alarm = self._health_alarm()
         self._acknowledge()
+
+    def _warn_about_the_ami(self, parameter: str) -> None:
+        published = NEURON_DLAMI_PARAMETERS.get(parameter)
+        if published is not None and published.frozen_at is not None:
+            Annotations.of(self.instance).add_warning_v2(
+                "llm-inference:inf2-ami-frozen",
+                f"ami_ssm_parameter={parameter!r} names the last image of a DLAMI AWS no longer updates (Neuron "
+                f"{published.frozen_at}, driver {published.driver}): no fixes reach this host. Newer DLAMIs' drivers "
+                "no longer run the Neuron runtime of the LMI image this recipe stands on (docs/IMAGES.md).",
+            )
+        elif "/latest/" in parameter:
+            # CloudFormation resolves the parameter at every deploy: a new DLAMI would replace the
+            # instance, its volume and compiled cache with it, on an unrelated change.
+            Annotations.of(self.instance).add_warning_v2(
+                "llm-inference:inf2-ami-latest",
+                f"ami_ssm_parameter={parameter!r} follows the newest Neuron DLAMI: once AWS publishes one, the next "
+                "deploy replaces this instance and its volume. To pin it, point it at a parameter of your own that "
+                "holds the AMI id (docs/IMAGES.md: what is pinned and why).",
+            )
 
     @property
     def instance_type(self) -> str:

@@ -1,16 +1,24 @@
 """Application Auto Scaling: the CloudFormation types of an endpoint's autoscaling, which
-stock moto lacks (registered by ``cloudformation.missing_resource_types_exist``), and the scalable
-dimension of an inference component's copies, which it refuses."""
+stock moto lacks (registered by ``cloudformation.missing_resource_types_exist``), the scalable
+dimension of an inference component's copies, which it refuses, and the wiring of
+``local_aws.applicationautoscaling`` (target tracking's alarms, policies that change capacity,
+scaling activities) into moto's."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from moto.applicationautoscaling import models as aas_models
-from moto.applicationautoscaling.models import applicationautoscaling_backends
+from moto.applicationautoscaling.models import (
+    ApplicationAutoscalingBackend,
+    FakeApplicationAutoscalingPolicy,
+    applicationautoscaling_backends,
+)
 from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
 from moto.cloudformation.exceptions import ValidationError
 
+from local_aws.applicationautoscaling import activities, bound_capacity, execute, make_alarms
 from local_aws.patches.base import EmulatedResource, patch, replace
 
 
@@ -146,3 +154,85 @@ def inference_component_copies_scale() -> None:
             validate_params(self)
 
     replace(ApplicationAutoScalingResponse, "_validate_params", validate_request)
+
+
+@patch(
+    restores="""A target tracking policy of a SageMaker variant's instances or an inference
+    component's copies makes the CloudWatch alarms AWS makes for it, whose action is the policy:
+    TargetTracking-<resource>-AlarmHigh-<id> (above the target for 3 of 3 one-minute datapoints)
+    and, unless scale-in is disabled, TargetTracking-<resource>-AlarmLow-<id> (below 90% of it
+    for 15 of 15), listed in the policy's Alarms; a policy put again replaces its alarms, and a
+    deleted one takes them with it (Application Auto Scaling User Guide, target tracking). Stock
+    moto makes alarms for DynamoDB and ECS policies only, and leaves a replaced policy's."""
+)
+def target_tracking_policies_make_their_alarms() -> None:
+    stock = ApplicationAutoscalingBackend.put_scaling_policy
+
+    def put_scaling_policy(
+        self: Any,
+        policy_name: str,
+        service_namespace: str,
+        resource_id: str,
+        scalable_dimension: str,
+        policy_body: dict[str, Any],
+        policy_type: str | None,
+    ) -> Any:
+        key = FakeApplicationAutoscalingPolicy.formulate_key(
+            service_namespace, resource_id, scalable_dimension, policy_name
+        )
+        old = self.policies.get(key)
+        if old is not None:
+            old.delete_alarms(self.account_id, self.region_name)
+        policy = stock(self, policy_name, service_namespace, resource_id, scalable_dimension, policy_body, policy_type)
+        if policy.policy_type == "TargetTrackingScaling" and service_namespace == "sagemaker":
+            policy.alarms = make_alarms(policy, self.account_id, self.region_name)
+        return policy
+
+    replace(ApplicationAutoscalingBackend, "put_scaling_policy", put_scaling_policy)
+
+
+@patch(
+    restores="""A scaling policy its alarm runs changes the capacity of its scalable target, as
+    Application Auto Scaling does (User Guide: target tracking, step scaling, cooldowns): target
+    tracking in proportion to the metric, step scaling by the step its breach falls in, within
+    the target's minimum and maximum, each direction's cooldown kept; the capacity set through
+    SageMaker (a variant's DesiredInstanceCount in DescribeEndpoint, a component's
+    DesiredCopyCount in DescribeInferenceComponent). RegisterScalableTarget with bounds the
+    capacity is outside moves it into them. Each is a scaling activity, which
+    DescribeScalingActivities answers (IncludeNotScaledActivities for the decisions not to
+    scale). Stock moto runs no policy (its alarm's action fails) and has no
+    DescribeScalingActivities."""
+)
+def scaling_policies_change_capacity() -> None:
+    stock_register = ApplicationAutoscalingBackend.register_scalable_target
+
+    def register_scalable_target(self: Any, *args: Any, **kwargs: Any) -> Any:
+        target = stock_register(self, *args, **kwargs)
+        bound_capacity(target, self.account_id, self.region_name)
+        return target
+
+    def execute_policy(self: Any, policy_arn: str, alarm: Any) -> str:
+        return execute(policy_arn, alarm, self.account_id, self.region_name)
+
+    def describe_scaling_activities(self: Any) -> str:
+        wanted = {
+            "ServiceNamespace": self._get_param("ServiceNamespace"),
+            "ResourceId": self._get_param("ResourceId"),
+            "ScalableDimension": self._get_param("ScalableDimension"),
+        }
+        with_not_scaled = bool(self._get_param("IncludeNotScaledActivities"))
+        found = [
+            a
+            for a in reversed(activities(self.current_account, self.region))
+            if all(value in (None, a[key]) for key, value in wanted.items())
+            and (with_not_scaled or "NotScaledReasons" not in a)
+        ]
+        start = int(self._get_param("NextToken") or 0)
+        size = int(self._get_param("MaxResults") or 50)
+        page = found[start : start + size]
+        token = str(start + size) if start + size < len(found) else None
+        return json.dumps({"ScalingActivities": page, **({"NextToken": token} if token else {})})
+
+    replace(ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target)
+    replace(ApplicationAutoscalingBackend, "execute_policy", execute_policy)
+    replace(ApplicationAutoScalingResponse, "describe_scaling_activities", describe_scaling_activities)

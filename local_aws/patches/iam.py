@@ -19,8 +19,8 @@ from moto.sts.models import sts_backends
 from moto.utilities.utils import get_partition
 
 from local_aws.patches.base import patch, replace, wrap_create
-from local_aws.patches.sagemaker import sagemaker_arn
 from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
+from local_aws.sagemaker.arns import sagemaker_arn
 
 
 def _sync_managed_policies(role: Any, properties: dict[str, Any], account_id: str, region_name: str) -> None:

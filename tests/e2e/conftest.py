@@ -10,13 +10,16 @@ import pytest
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
+from local_aws.clock import Clock
 from local_aws.server import seed_neuron_dlami
 from tests.e2e.helpers import CLI_TIMEOUT_S, UPDATES, Assembly, assembly_of, build_tiny_artifacts
 
 
 @pytest.fixture(scope="session")
 def local_aws() -> Iterator[LocalAws]:
-    with LocalAws() as aws:
+    # CloudWatch's clock moves when a test moves it: an alarm is evaluated when the test has
+    # produced its data, and no test waits minutes of CloudWatch's schedule.
+    with LocalAws(clock=Clock(speed=0)) as aws:
         yield aws
 
 

@@ -167,11 +167,18 @@ def resources_of_stack(aws: LocalAws, name: str) -> dict[str, tuple[str, str]]:
 def alarms_reach_the_topic(aws: LocalAws, stack: str) -> dict[str, list[str]]:
     """Each alarm of the stack forced to ALARM, then back to OK, as CloudWatch would take it
     there: an SQS queue subscribed to the stack's topic hears CloudWatch's notification of each
-    change, and no action failed. Returns each alarm's actions as its history records them."""
+    change, and no action failed. Returns each alarm's actions as its history records them (those
+    run since the call: an alarm keeps its history through an update)."""
     topic = aws.stack_outputs(stack)["AlarmTopicArn"]
     alarms = sorted(i for t, i in resources_of_stack(aws, stack).values() if t == "AWS::CloudWatch::Alarm")
     assert alarms, f"{stack} has no alarm"
     sns, sqs, cw = aws.client("sns"), aws.client("sqs"), aws.client("cloudwatch")
+
+    def actions(name: str) -> list[str]:
+        history = cw.describe_alarm_history(AlarmName=name, HistoryItemType="Action", ScanBy="TimestampAscending")
+        return [h["HistorySummary"] for h in history["AlarmHistoryItems"]]
+
+    before = {name: len(actions(name)) for name in alarms}
     queue = sqs.create_queue(QueueName=f"{stack}-oncall")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     subscription = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)["SubscriptionArn"]
@@ -191,8 +198,7 @@ def alarms_reach_the_topic(aws: LocalAws, stack: str) -> dict[str, list[str]]:
             assert sorted(heard) == [(name, state) for name in alarms]
         ran: dict[str, list[str]] = {}
         for name in alarms:
-            history = cw.describe_alarm_history(AlarmName=name, HistoryItemType="Action", ScanBy="TimestampAscending")
-            summaries = [h["HistorySummary"] for h in history["AlarmHistoryItems"]]
+            summaries = actions(name)[before[name] :]
             assert not [s for s in summaries if s.startswith("Failed")], summaries
             ran[name] = [s.removeprefix("Successfully executed action ") for s in summaries]
         return ran
@@ -421,3 +427,80 @@ def deploy_update_destroy(
     assert_destroyed(cdk.aws, stack, deployed, updated.template(stack))
     assert this_sessions_containers() == [], "deleting the endpoint stops its container"
     return first, second
+
+
+# --- The runtime's fuzz on a deployed endpoint (tests/local_aws/fuzz.py) ---------------------------
+
+#: Cases per operation of the runtime's fuzz on each deployed endpoint (what they cost: docs/LOCAL_AWS.md).
+FUZZ_EXAMPLES = {"InvokeEndpoint": 150, "InvokeEndpointWithResponseStream": 60}
+#: The keys of each engine's requests, from which the fuzz makes near-valid JSON bodies.
+GPT2_KEYS = ("input", "inputs", "parameters", "max_new_tokens", "num_return_sequences", "do_sample", "temperature",
+             "top_k", "top_p", "stop", "stream")  # fmt: skip
+TOOLKIT_KEYS = ("inputs", "parameters", "max_new_tokens", "temperature", "do_sample", "top_p", "stream")
+VLLM_KEYS = ("prompt", "max_tokens", "temperature", "top_p", "stream", "stop", "n", "logprobs", "model")
+
+
+def unusable_endpoints(aws: LocalAws, stack: str) -> dict[str, str]:
+    """Endpoints beside the stack's that cannot answer: one never created, one deleted, one
+    Failed (its model's data is not in S3). The deleted one runs the stack's own config, deleted
+    while it starts."""
+    sm = aws.client("sagemaker")
+    name = aws.stack_outputs(stack)["EndpointName"]
+    config = sm.describe_endpoint_config(
+        EndpointConfigName=sm.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    )
+    variant = config["ProductionVariants"][0]
+    model = sm.describe_model(ModelName=variant["ModelName"])
+    prefix = f"fuzz-{stack.lower()}"
+    sm.create_endpoint(EndpointName=f"{prefix}-deleted", EndpointConfigName=config["EndpointConfigName"])
+    sm.delete_endpoint(EndpointName=f"{prefix}-deleted")
+    sm.create_model(
+        ModelName=f"{prefix}-no-data",
+        ExecutionRoleArn=model["ExecutionRoleArn"],
+        PrimaryContainer={"Image": model["PrimaryContainer"]["Image"], "ModelDataUrl": f"s3://{prefix}-none/m.tar.gz"},
+    )
+    kept = {k: variant[k] for k in ("VariantName", "InstanceType", "InitialInstanceCount")}
+    sm.create_endpoint_config(
+        EndpointConfigName=f"{prefix}-no-data", ProductionVariants=[{**kept, "ModelName": f"{prefix}-no-data"}]
+    )
+    sm.create_endpoint(EndpointName=f"{prefix}-failed", EndpointConfigName=f"{prefix}-no-data")
+    deadline = time.monotonic() + 60
+    while sm.describe_endpoint(EndpointName=f"{prefix}-failed")["EndpointStatus"] == "Creating":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    return {"missing": f"{prefix}-never", "deleted": f"{prefix}-deleted", "failed": f"{prefix}-failed"}
+
+
+def remove_unusable(aws: LocalAws, stack: str) -> None:
+    sm = aws.client("sagemaker")
+    prefix = f"fuzz-{stack.lower()}"
+    sm.delete_endpoint(EndpointName=f"{prefix}-failed")
+    sm.delete_endpoint_config(EndpointConfigName=f"{prefix}-no-data")
+    sm.delete_model(ModelName=f"{prefix}-no-data")
+
+
+def fuzz_target(
+    aws: LocalAws, stack: str, seeds: list[Any], keys: tuple[str, ...], *, ours: bool, unusable: dict[str, str]
+) -> Any:
+    """The fuzz's target: the stack's endpoint, its variant's container, and the unusable names."""
+    from local_aws.runtime import HOSTING
+    from tests.local_aws import fuzz
+
+    name = aws.stack_outputs(stack)["EndpointName"]
+
+    def container() -> Any:
+        hosted = HOSTING.find((aws.account, aws.region, name))
+        assert hosted is not None and hosted.live is not None
+        (found,) = hosted.live.containers.values()
+        return found
+
+    return fuzz.Target(
+        aws=aws,
+        endpoint=name,
+        variant="AllTraffic",
+        container=container,
+        seeds=[json.dumps(s).encode() for s in seeds],
+        keys=keys,
+        unusable={n: state for state, n in unusable.items()},
+        ours=ours,
+    )

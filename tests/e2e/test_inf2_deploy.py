@@ -1,25 +1,31 @@
 """`cdk deploy` / update / `cdk destroy` of Inf2Stack against the local AWS: the instance
-as AWS would report it, its AMI from the public SSM parameter, then a clean teardown."""
+as AWS would report it, its AMI from the public SSM parameter, each alarm driven into ALARM by
+its fault and heard on the stack's topic, then a clean teardown."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pytest
 
 from llm_contracts.manifest import sha256_file
-from llm_inference_cdk.inf2.server import SESSION_MANAGER_ACTIONS
+from llm_inference_cdk.inf2.server import METRIC_NAMESPACE, SESSION_MANAGER_ACTIONS
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
+from local_aws.cloudwatch import publish
 from tests.e2e.helpers import (
     Assembly,
-    alarms_reach_the_topic,
     deploy_update_destroy,
     resources_of_stack,
     s3_object_sha256,
 )
+from tests.e2e.oncall import actions_run, aws_cli, djl_serving, oncall
+from tests.infra.helpers import ROOT
 
 pytestmark = pytest.mark.e2e
 STACK = "Inf2Stack"
@@ -31,7 +37,9 @@ def policy_document(response: dict[str, Any]) -> dict[str, Any]:
     return json.loads(unquote(document)) if isinstance(document, str) else document  # type: ignore[no-any-return]
 
 
-def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[str, Any]:
+def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str, faults: Path | None = None) -> dict[str, Any]:
+    """The deployed instance and its alarms as AWS would report them; with `faults` (a scratch
+    folder), each alarm driven into ALARM by its fault and back to OK (:func:`prove_alarms`)."""
     settings = assembly.config.inf2
     outputs = aws.stack_outputs(STACK)
     ec2 = aws.client("ec2")
@@ -103,9 +111,8 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     [stat] = [q["MetricStat"] for q in health["Metrics"] if "MetricStat" in q]
     assert expression == "FILL(healthy, 0)" and stat["Metric"]["Namespace"] == "LLMInference/Inf2"
     assert int(stat["Period"]) * health["DatapointsToAlarm"] > settings.server.load_timeout_s
-    ran = alarms_reach_the_topic(aws, STACK)
-    recover = next(a for a in recovery if a != topic)
-    assert [recover, topic, topic] in [sorted(actions) for actions in ran.values()], "recovery run, then OK heard"
+    if faults is not None:
+        prove_alarms(aws, instance["InstanceId"], alarms, faults)
 
     # The object the instance will download is, byte for byte, the bundle built here.
     url = assembly.asset_url(STACK, settings.bundle, aws)
@@ -113,13 +120,68 @@ def check_instance(aws: LocalAws, assembly: Assembly, neuron_ami: str) -> dict[s
     return {"instance": instance["InstanceId"], "volume": volume["VolumeId"]}
 
 
+def prove_alarms(aws: LocalAws, instance_id: str, alarms: dict[str, dict[str, Any]], scratch: Path) -> None:
+    """Each alarm of the instance into ALARM by its fault, heard on the stack's topic, and back to
+    OK once the fault is over, on the local AWS's clock: EC2's failed system status check (EC2's
+    metric, fed here as EC2 would publish it: the local AWS has no hardware to check), and DJL
+    Serving down past its load time as the host's own health check reports it."""
+    status, health = alarms["StatusCheckFailed_System"], alarms["ServerHealthy"]
+    own = [{"Name": "InstanceId", "Value": instance_id}]
+    with oncall(aws, STACK) as topic:
+        for failed in (1, 0):
+            for _ in range(status["EvaluationPeriods"]):
+                datum = {"MetricName": "StatusCheckFailed_System", "Value": failed, "Dimensions": own}
+                publish(aws.account, aws.region, "AWS/EC2", [datum])
+                aws.clock.advance(60)
+            topic.heard(status["AlarmName"], "ALARM" if failed else "OK")
+        # ALARM ran EC2's recovery and notified the topic, OK notified it; nothing failed.
+        ran = actions_run(aws, status["AlarmName"])
+        assert [a.removeprefix("Successfully executed action ").rsplit(":", 1)[-1] for a in ran] == [
+            "recover", topic_name(status), topic_name(status)]  # fmt: skip
+
+        (stat,) = [q["MetricStat"] for q in health["Metrics"] if "MetricStat" in q]
+        period, periods = int(stat["Period"]), int(health["DatapointsToAlarm"])
+        probe = scratch / "probe.json"
+        probe.write_text('{"inputs": "Hello", "parameters": {"max_new_tokens": 1}}')
+        with djl_serving() as djl:
+            settings = {"REGION": aws.region, "NAMESPACE": METRIC_NAMESPACE, "INSTANCE_ID": instance_id,
+                        "PORT": str(djl.port), "PROBE_FILE": str(probe)}  # fmt: skip
+            environment = {**aws.environment(), **settings,
+                           "PATH": f"{aws_cli(scratch / 'bin')}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+
+            def report(periods: int) -> None:
+                """The host's health check, once a period, as its timer runs it every minute."""
+                for _ in range(periods):
+                    subprocess.run(["bash", str(ROOT / "llm_inference_cdk" / "inf2" / "health-check.sh")],
+                                   env=environment, check=True, capture_output=True, timeout=60)  # fmt: skip
+                    aws.clock.advance(period)
+
+            report(1)
+            djl.ping = 503  # down (a crash loop, a load that never ends)
+            report(periods)
+            topic.heard(health["AlarmName"])
+            djl.ping = 200
+            report(2)
+            topic.heard(health["AlarmName"], "OK")
+
+
+def topic_name(alarm: dict[str, Any]) -> str:
+    """The last part of the ARN of the SNS topic among the alarm's actions."""
+    return next(a for a in alarm["AlarmActions"] if ":sns:" in a).rsplit(":", 1)[-1]
+
+
 def test_deploy_update_destroy(
-    bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, updated: Assembly, neuron_ami: str
+    bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, updated: Assembly, neuron_ami: str, tmp_path: Path
 ) -> None:
     # A new root volume size replaces the instance, as CloudFormation does for BlockDeviceMappings.
     assert updated.config.inf2.server.volume_size_gb != base.config.inf2.server.volume_size_gb
     first, second = deploy_update_destroy(
-        bootstrapped, STACK, base, updated, lambda assembly: check_instance(local_aws, assembly, neuron_ami)
+        bootstrapped,
+        STACK,
+        base,
+        updated,
+        # The alarms proven on the first deploy: an alarm keeps its state through the update.
+        lambda assembly: check_instance(local_aws, assembly, neuron_ami, tmp_path if assembly is base else None),
     )
     assert second["instance"] != first["instance"]
     (old,) = local_aws.client("ec2").describe_instances(InstanceIds=[first["instance"]])["Reservations"]

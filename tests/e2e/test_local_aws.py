@@ -19,12 +19,11 @@ import pytest
 from local_aws import LocalAws, UnsupportedMotoVersion, patches, server
 from local_aws.cdk import CDK_BIN, CdkTimeout, run_bounded
 from local_aws.containers import running_containers
+from tests.docs_pages import commands_under
 from tests.e2e.helpers import CLI_TIMEOUT_S
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-#: The image URI the by-hand example (docs/LOCAL_AWS.md) gives Gpt2Stack (no Docker engine publishes the asset here).
-README_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gpt2:local"
 
 
 def test_serves_on_loopback_with_a_free_port(local_aws: LocalAws) -> None:
@@ -77,10 +76,10 @@ def test_a_cli_call_past_its_bound_fails_and_is_killed(tmp_path: Path) -> None:
 
 
 def test_readme_flow_by_hand(e2e_artifacts: Path, tmp_path: Path) -> None:
-    """The by-hand use docs/LOCAL_AWS.md shows: `python -m local_aws` in the foreground, its exports, the CDK CLI,
-    boto3's invoke_endpoint with the seed's request; SIGTERM stops it and every container."""
-    # The by-hand use moved from README to the local AWS's reference.
-    assert f"gpt2.image_uri={README_IMAGE}" in (ROOT / "docs" / "LOCAL_AWS.md").read_text()
+    """docs/LOCAL_AWS.md's "Using it by hand", run as a reader runs it: `python -m local_aws` in
+    the foreground and its exports, then each command of the page's block in turn (the CDK CLI,
+    boto3's invoke_endpoint with the seed's request, `cdk destroy`); SIGTERM then stops it."""
+    commands = commands_under(ROOT / "docs" / "LOCAL_AWS.md", "Using it by hand")
     server = subprocess.Popen(
         [sys.executable, "-m", "local_aws"], cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -94,24 +93,40 @@ def test_readme_flow_by_hand(e2e_artifacts: Path, tmp_path: Path) -> None:
                 key, _, value = line.removeprefix("export ").strip().partition("=")
                 exports[key] = shlex.split(value)[0]
         env = {**os.environ, **exports}
-        context = ["-c", f"project.artifacts_dir={e2e_artifacts}", "-c", f"gpt2.image_uri={README_IMAGE}"]
-        cdk = [str(CDK_BIN), "--output", str(tmp_path / "cdk.out"), *context]
-        bound = {"env": env, "cwd": ROOT, "timeout_s": CLI_TIMEOUT_S}
-        run_bounded([*cdk, "bootstrap", f"aws://{exports['CDK_DEFAULT_ACCOUNT']}/{exports['AWS_REGION']}"], **bound)
-        run_bounded([*cdk, "deploy", "Gpt2Stack", "--require-approval", "never"], **bound)
-        cfn = boto3.client("cloudformation", **client_options(exports))
-        (stack,) = cfn.describe_stacks(StackName="Gpt2Stack")["Stacks"]
-        name = next(o["OutputValue"] for o in stack["Outputs"] if o["OutputKey"] == "EndpointName")
-        runtime = boto3.client("sagemaker-runtime", **client_options(exports))
-        answer = runtime.invoke_endpoint(EndpointName=name, ContentType="application/json", Body=b'{"input": "amazon"}')
-        completions = json.loads(answer["Body"].read())["outputs"][0]["completions"]
-        assert completions and completions[0]["generated_text"].startswith("amazon")
-        assert running_containers(owner=server.pid)
+        # What a reader does not type: this run's output folder and tiny artifacts (theirs are
+        # the project's), and the answers to the CLI's prompts (a test has no terminal).
+        answers = {"deploy": ["--require-approval", "never"], "destroy": ["--force"]}
+        given = ["--output", str(tmp_path / "cdk.out"), "-c", f"project.artifacts_dir={e2e_artifacts}"]
+        name = ""
+        for command in commands:
+            words = shlex.split(command)
+            if words[:2] == ["npx", "cdk"]:
+                if words[2] == "bootstrap":  # the page's account and region are the local AWS's
+                    assert words[3] == f"aws://{exports['CDK_DEFAULT_ACCOUNT']}/{exports['AWS_REGION']}", command
+                argv = [str(CDK_BIN), *words[2:], *given, *answers.get(words[2], [])]
+                run_bounded(argv, env=env, cwd=ROOT, timeout_s=CLI_TIMEOUT_S)
+                if words[2] == "deploy":
+                    cfn = boto3.client("cloudformation", **client_options(exports))
+                    (stack,) = cfn.describe_stacks(StackName=words[3])["Stacks"]
+                    name = next(o["OutputValue"] for o in stack["Outputs"] if o["OutputKey"] == "EndpointName")
+                    assert running_containers(owner=server.pid)
+                continue
+            # The reader pastes the deployed endpoint's name where the page says so.
+            assert "<the EndpointName output>" in command and name
+            done = subprocess.run(
+                ["bash", "-ec", command.replace("<the EndpointName output>", name)],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            completions = json.loads(done.stdout)["outputs"][0]["completions"]
+            assert completions and completions[0]["generated_text"].startswith("amazon")
+        assert [w for c in commands for w in shlex.split(c)[:3]].count("destroy") == 1
+        assert running_containers(owner=server.pid) == [], "`cdk destroy` stopped the endpoint's container"
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=60)
     assert code == 0
-    assert running_containers(owner=server.pid) == [], "SIGTERM stopped the endpoint's container"
+    assert running_containers(owner=server.pid) == [], "SIGTERM stopped every container"
 
 
 def client_options(exports: dict[str, str]) -> dict[str, str]:

@@ -109,19 +109,24 @@ def check_endpoint(aws: LocalAws, stack: str, assembly: Assembly) -> dict[str, A
     (policy,) = scaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource_id)[
         "ScalingPolicies"
     ]
-    tracking = policy["TargetTrackingScalingPolicyConfiguration"]
-    assert tracking["TargetValue"] == settings.autoscaling.target_invocations_per_instance
-    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
+    tracked = policy["TargetTrackingScalingPolicyConfiguration"]
+    assert tracked["TargetValue"] == settings.autoscaling.target_invocations_per_instance
+    assert tracked["PredefinedMetricSpecification"]["PredefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
 
     dimensions = [
         {"Name": "EndpointName", "Value": outputs["EndpointName"]},
         {"Name": "VariantName", "Value": settings.variant_name},
     ]
-    alarms = {
-        a["MetricName"]: a
-        for a in aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
-        if sorted(a["Dimensions"], key=lambda d: d["Name"]) == dimensions
-    }
+    described = aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+    of_endpoint = [a for a in described if sorted(a["Dimensions"], key=lambda d: d["Name"]) == dimensions]
+    # The pair Application Auto Scaling makes for the target tracking policy, above the target
+    # and below 90% of it.
+    tracking = sorted((a["ComparisonOperator"], a["Threshold"]) for a in of_endpoint if a["AlarmName"].startswith(
+        "TargetTracking-"))  # fmt: skip
+    target = settings.autoscaling.target_invocations_per_instance
+    assert tracking == [("GreaterThanThreshold", target), ("LessThanThreshold", target * 0.9)]
+    assert len(policy["Alarms"]) == 2
+    alarms = {a["MetricName"]: a for a in of_endpoint if not a["AlarmName"].startswith("TargetTracking-")}
     assert set(alarms) == {
         "ModelLatency",
         "Invocation5XXErrors",

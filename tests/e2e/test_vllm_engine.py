@@ -29,8 +29,18 @@ from local_aws.cdk import Cdk
 from local_aws.containers import VLLM_VENV, Container, _group_members, running_containers
 from local_aws.runtime import HOSTING
 from project_config import load_config
-from tests.e2e.helpers import Assembly, invoke
+from tests.docs_pages import Body, bodies_for
+from tests.e2e.helpers import (
+    FUZZ_EXAMPLES,
+    VLLM_KEYS,
+    Assembly,
+    fuzz_target,
+    invoke,
+    remove_unusable,
+    unusable_endpoints,
+)
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
+from tests.local_aws import fuzz
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 
@@ -212,6 +222,46 @@ def test_a_caller_that_goes_away_mid_stream_stops_its_generation(deployed: Cdk, 
     assert metric(container, "vllm:num_requests_running") == 0
     # The engine aborted the request: far fewer tokens than the answer it was asked for.
     assert 1 <= generated < max_tokens / 2, generated
+
+
+def test_the_runtimes_fuzz_gets_what_aws_answers_and_leaves_the_engine_answering(
+    deployed: Cdk, local_aws: LocalAws
+) -> None:
+    """tests/local_aws/fuzz.py on the vLLM endpoint (test_invoke_endpoint.py runs it on GPT-2 and
+    the toolkit), streams cut by the caller among its cases; then the engine answers the seed
+    request and has no request left running."""
+    seeds = [
+        {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 4},
+        {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 8, "stream": True},
+    ]
+    unusable = unusable_endpoints(local_aws, "GptjStack")
+    try:
+        target = fuzz_target(local_aws, "GptjStack", seeds, VLLM_KEYS, ours=False, unusable=unusable)
+        outcomes = fuzz.fuzz(target, "GptjStack-vllm", FUZZ_EXAMPLES)
+    finally:
+        remove_unusable(local_aws, "GptjStack")
+    assert outcomes["InvokeEndpoint"]["200"] > 0 and outcomes["InvokeEndpoint"]["ValidationError"] > 0
+    assert any(o.startswith("ModelError 4") for o in outcomes["InvokeEndpoint"]), outcomes
+    answer = invoke(local_aws, "GptjStack", seeds[0])
+    assert answer["usage"]["completion_tokens"] == 4, answer
+    container = endpoint_container(local_aws)
+    deadline = time.monotonic() + 30
+    while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert metric(container, "vllm:num_requests_running") == 0
+
+
+@pytest.mark.parametrize("body", bodies_for("gptj-vllm"), ids=lambda body: body.id)
+def test_a_documented_body_is_answered_by_vllm(deployed: Cdk, local_aws: LocalAws, body: Body) -> None:
+    """Every request body README and docs/ give for GPT-J on its default engine (and the load
+    tester's request files for it) gets vLLM's answer, not an error (tests/docs_pages.py)."""
+    if body.streamed:
+        answer = stream(local_aws, body.body)
+        events = server_sent_events([event["PayloadPart"]["Bytes"] for event in answer["Body"]])
+        assert events[-1] == b"[DONE]" and len(events) > 1, (body.where, events[-3:])
+    else:
+        answer = invoke(local_aws, "GptjStack", body.body)
+        assert answer["choices"][0]["text"] and answer["usage"]["completion_tokens"] > 0, (body.where, answer)
 
 
 def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_running(

@@ -6,9 +6,10 @@ config with the image's transformers and tokenizers (no torch needed) and report
 
 ``{"mode": "handler", "bundle_dir": ..., "cache_dir": ..., "batches": [[body, ...], ...]}`` serves
 the bundle's own model.py as the image would: the bundle's serving.properties through the warm-up
-call, then each list of bodies as one DJL batch (tests/inf2/fake_djl.py mirrors DJL 0.29.0's
+call, then each list of bodies as one DJL batch (local_aws/djl.py mirrors DJL 0.29.0's
 engine and front end). Only transformers-neuronx is replaced: its Neuron graphs need
-NeuronCores, so `OPTForSampling` here samples with the image's transformers on the CPU.
+NeuronCores, so `OPTForSampling` here samples with the image's transformers on the CPU
+(local_aws/neuronx_cpu.py).
 
 Standard library at import: it must start under Python 3.10 without torch.
 """
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+#: The DJL Serving and transformers-neuronx stand-ins, which the local LMI container runs too.
+LOCAL_AWS = HERE.parents[1] / "local_aws"
 #: Where run-container.sh mounts the bundle in the container.
 CONTAINER_MODEL_DIR = "/opt/ml/model"
 
@@ -65,64 +68,11 @@ def load_file(name: str, path: Path) -> types.ModuleType:
     return module
 
 
-def install_neuronx_stub(calls: list[dict[str, Any]]) -> None:
-    """transformers_neuronx.module.save_pretrained_split and .opt.model.OPTForSampling, with
-    the signatures model.py calls (transformers-neuronx 0.11.351), on the CPU."""
-    import torch
-    from transformers import OPTForCausalLM
-
-    def save_pretrained_split(model: Any, folder: str) -> None:
-        dtypes = sorted({str(p.dtype) for p in model.parameters()})
-        calls.append({"call": "save_pretrained_split", "dtypes": dtypes})
-        model.save_pretrained(folder)
-
-    class OPTForSampling:
-        def __init__(self, model: Any, batch_size: int) -> None:
-            self.model = model
-            self.batch_size = batch_size
-
-        @classmethod
-        def from_pretrained(cls, path: str, **options: Any) -> OPTForSampling:
-            calls.append({"call": "from_pretrained", **options})
-            model = OPTForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
-            return cls(model, options["batch_size"])
-
-        def to_neuron(self) -> None:
-            calls.append({"call": "to_neuron"})
-
-        def save(self, folder: str) -> None:
-            Path(folder, "graphs.neff").write_bytes(b"compiled")
-
-        def load(self, folder: str) -> None:
-            calls.append({"call": "load"})
-
-        def sample(self, input_ids: Any, sequence_length: int, start_ids: Any = None, top_k: int = 50) -> Any:
-            rows, width = input_ids.shape
-            calls.append({"call": "sample", "rows": rows, "sequence_length": sequence_length, "top_k": top_k})
-            assert rows == self.batch_size, f"the compiled batch is {self.batch_size} rows, got {rows}"
-            mask = (torch.arange(width)[None, :] >= start_ids[:, None]).long()
-            eos = self.model.config.eos_token_id
-            new = sequence_length - width
-            return self.model.generate(input_ids, attention_mask=mask, max_new_tokens=new, do_sample=top_k > 1,
-                                       top_k=top_k, pad_token_id=eos, eos_token_id=eos)  # fmt: skip
-
-    package = types.ModuleType("transformers_neuronx")
-    package.__path__ = []
-    module = types.ModuleType("transformers_neuronx.module")
-    module.save_pretrained_split = save_pretrained_split  # type: ignore[attr-defined]
-    opt = types.ModuleType("transformers_neuronx.opt")
-    opt.__path__ = []
-    opt_model = types.ModuleType("transformers_neuronx.opt.model")
-    opt_model.OPTForSampling = OPTForSampling  # type: ignore[attr-defined]
-    sys.modules.update({"transformers_neuronx": package, "transformers_neuronx.module": module,
-                        "transformers_neuronx.opt": opt, "transformers_neuronx.opt.model": opt_model})  # fmt: skip
-
-
 def handler_mode(spec: dict[str, Any]) -> dict[str, Any]:
     bundle = Path(spec["bundle_dir"])
-    djl = load_file("djl_python", HERE / "fake_djl.py")
+    djl = load_file("djl_python", LOCAL_AWS / "djl.py")
     calls: list[dict[str, Any]] = []
-    install_neuronx_stub(calls)
+    load_file("neuronx_cpu", LOCAL_AWS / "neuronx_cpu.py").install(calls)
     os.environ["PREDICT_TIMEOUT"] = "240"  # the image's (pytorch-inf2.Dockerfile)
     # DJL imports the bundle's model.py as the module "model" (service_loader.load_model_service).
     model = load_file("model", bundle / "model.py")

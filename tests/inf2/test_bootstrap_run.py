@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -37,6 +38,9 @@ PROBE_REQUEST = '{"text": ["Hello, it\'s me"], "max_new_tokens": 1}'
 HEREDOC_END = "INSTALLED_FILE"
 SYSTEM_PATH = re.compile(r"(?<![\w.:/-])/(?:usr|etc|opt|var|run|srv|home|root)/")
 
+#: How the bootstrap starts its monitoring: the health check, the Neuron metrics and the
+#: shipping of its own log.
+MONITORING = "systemctl enable --now djl-serving-health.timer neuron-metrics.service llm-inference-bootstrap-log.timer"
 # Each stub appends its name and arguments to $STUB_CALLS, one call a line.
 STUBS = {
     "aws": r"""
@@ -46,6 +50,12 @@ case "$1 $2" in
     src=${*: -2:1}
     cp "$STUB_S3/${src#s3://*/}" "$last" ;;
   "ecr get-login-password") echo stub-password ;;
+  "logs create-log-stream") ;;
+  "logs put-log-events")
+    [ ! -e "$STUB_STATE/logs-fail" ] || exit 255
+    for last; do :; done
+    n=$(find "$STUB_STATE" -name 'events-*' | wc -l)
+    cp "${last#file://}" "$STUB_STATE/events-$n.json" ;;
   *) echo "aws stub: unexpected $*" >&2; exit 2 ;;
 esac
 """,
@@ -237,9 +247,10 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     metrics_env = Path(instance.env["BOOTSTRAP_METRICS_ENV_FILE"]).read_text().splitlines()
     probe = instance.root / "probe-request.json"
     assert metrics_env == ["REGION=us-east-1", "NAMESPACE=LLMInference/Inf2", "INSTANCE_ID=i-0123456789abcdef0",
-                           "PORT=8080", f"PROBE_FILE={probe}"]  # fmt: skip
+                           "PORT=8080", f"PROBE_FILE={probe}", "LOG_GROUP=llm-inference-logs",
+                           f"BOOTSTRAP_LOG={instance.tmp / 'bootstrap.log'}"]  # fmt: skip
     assert probe.read_text() == PROBE_REQUEST
-    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls
+    assert MONITORING in calls
     assert calls.count("systemctl restart neuron-metrics.service") == 1
     # The unit and its scripts are installed, with their contents, before the bootstrap.
     for source, target, mode in INSTALLED:
@@ -263,7 +274,7 @@ def test_first_run_installs_everything_and_a_rerun_changes_nothing(instance: Ins
     assert count(calls, "systemctl restart") == 0 and count(calls, "systemctl start") == 0, calls
     assert f"docker image inspect {IMAGE_URI}" in calls
     assert instance.model.stat().st_ino == model_inode and contents(instance.model) == V1
-    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls  # started if stopped
+    assert MONITORING in calls  # started if stopped
     assert Path(instance.env["BOOTSTRAP_ENV_FILE"]).stat().st_mtime_ns == env_mtime
     assert graph.read_bytes() == b"compiled"
 
@@ -367,7 +378,7 @@ def test_no_neuron_device_fails_after_trying_the_driver(instance: Instance) -> N
     assert "modprobe neuron" in calls and f"no {instance.tmp}/dev/neuron* device" in result.stdout
     assert count(calls, "aws") == 0 and untouched_service(calls), calls
     # The health check is on already: the host reports the server down, and the alarm fires.
-    assert "systemctl enable --now djl-serving-health.timer neuron-metrics.service" in calls
+    assert MONITORING in calls
 
 
 def test_an_instance_id_cloud_init_did_not_record_fails_before_anything(instance: Instance) -> None:
@@ -388,3 +399,69 @@ def test_a_swap_cut_between_its_renames_is_repaired_without_a_download(instance:
     assert result.returncode == 0, result.stdout
     assert contents(instance.model) == V1 and count(calls, "aws") == 0, calls
     assert not any(p.name.startswith("model.") for p in instance.root.iterdir())
+
+
+# --- the bootstrap's log, shipped to CloudWatch Logs ------------------------------------------------
+
+
+def ship_log(instance: Instance) -> tuple[int, list[str], list[list[str]]]:
+    """Runs the installed llm-inference-ship-log as its timer does, with the settings the
+    bootstrap wrote; returns its exit status, the aws calls it made and, for each PutLogEvents
+    since the last call, the messages it sent."""
+    state = Path(instance.env["STUB_STATE"])
+    for old in state.glob("events-*"):
+        old.unlink()
+    settings = dict(
+        line.split("=", 1) for line in Path(instance.env["BOOTSTRAP_METRICS_ENV_FILE"]).read_text().splitlines()
+    )
+    script = under(instance.tmp / "sysroot", "/usr/local/bin/llm-inference-ship-log")
+    instance.calls_log.write_text("")
+    result = subprocess.run([script], env={**instance.env, **settings}, capture_output=True, text=True, check=False,
+                            timeout=60)  # fmt: skip
+    sent = [
+        [event["message"] for event in json.loads((state / f"events-{n}.json").read_text())]
+        for n in range(len(list(state.glob("events-*"))))
+    ]
+    calls = [c for c in instance.calls_log.read_text().splitlines() if c.startswith("aws")]
+    return result.returncode, calls, sent
+
+
+def test_a_failed_bootstraps_reason_reaches_the_log_group(instance: Instance) -> None:
+    """The dashboard's log widget reads the server's log group: the bootstrap's own log goes
+    there too (stream bootstrap-<instance id>), from a timer the bootstrap starts before any step
+    that can fail."""
+    sha = instance.publish("bundle-v1.tar.gz", V1)
+    (instance.tmp / "s3" / "bundle-v1.tar.gz").write_bytes(b"tampered")
+    result, calls = instance.run("bundle-v1.tar.gz", sha)
+    assert result.returncode == 1 and MONITORING in calls
+    status, calls, sent = ship_log(instance)
+    assert status == 0, calls
+    stream = "--region us-east-1 --log-group-name llm-inference-logs --log-stream-name bootstrap-i-0123456789abcdef0"
+    assert calls[0] == f"aws logs create-log-stream {stream}" and calls[1].startswith(
+        f"aws logs put-log-events {stream}"
+    )
+    (messages,) = sent
+    assert messages[0].startswith("bootstrap: start ") and "sha256 mismatch" in messages[-1], messages
+    # Sent once: a run with nothing new calls nothing.
+    assert ship_log(instance)[1:] == ([], [])
+
+
+def test_the_log_is_sent_whole_lines_once_and_again_after_a_failure(instance: Instance) -> None:
+    sha = instance.publish("bundle-v1.tar.gz", V1)
+    assert instance.run("bundle-v1.tar.gz", sha)[0].returncode == 0
+    assert ship_log(instance)[0] == 0
+    log = instance.tmp / "bootstrap.log"
+    with log.open("a") as f:
+        f.write("bootstrap: a line\n\nbootstrap: half a li")
+    # The blank line is skipped, the unfinished one waits.
+    assert ship_log(instance)[2] == [["bootstrap: a line"]]
+    with log.open("a") as f:
+        f.write("ne\n")
+    (instance.tmp / "state" / "logs-fail").touch()
+    status, _, sent = ship_log(instance)
+    assert status != 0 and sent == []
+    (instance.tmp / "state" / "logs-fail").unlink()
+    assert ship_log(instance)[2] == [["bootstrap: half a line"]]
+    # A log replaced by a shorter one (a new instance volume, an operator) is sent from its start.
+    log.write_text("bootstrap: start again\n")
+    assert ship_log(instance)[2] == [["bootstrap: start again"]]

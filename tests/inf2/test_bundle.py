@@ -51,6 +51,19 @@ def test_tiny_bundle_holds_properties_handler_model_and_manifests(tiny_artifacts
     assert set(json.loads((tmp_path / "manifest.json").read_text())["files"]) == set(files) - {"manifest.json"}
 
 
+def test_the_bundle_is_also_unpacked_for_an_s3_prefix(tiny_artifacts: Path) -> None:
+    """SageMaker takes the bundle as an uncompressed S3 prefix: the folder beside the tarball
+    holds its files byte for byte, each listed with its sha256 in the inner manifest, which
+    S3PrefixModelData ships."""
+    folder = tiny_artifacts / "inf2" / "bundle"
+    unpacked = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert unpacked == members(tiny_artifacts / "inf2" / "bundle.tar.gz")
+    inner = read_manifest(folder)
+    verify_files(folder, inner)
+    assert set(inner["files"]) == set(unpacked) - {"manifest.json"}
+    assert not (tiny_artifacts / "inf2" / ".staging").exists()
+
+
 def test_the_same_settings_give_the_same_bundle(tiny_artifacts: Path, tmp_path: Path) -> None:
     assert run(builder_args(tmp_path, "--tiny")) == 0
     assert sha256_file(tmp_path / "inf2" / "bundle.tar.gz") == sha256_file(tiny_artifacts / "inf2" / "bundle.tar.gz")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import email
+import gzip
 import http.server
 import json
 import os
@@ -69,7 +70,7 @@ def test_rendered_user_data_passes_shellcheck(user_data_parts: dict[str, str]) -
 
 
 @needs_shellcheck
-@pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh", "health-check.sh"])
+@pytest.mark.parametrize("name", ["bootstrap.sh", "run-container.sh", "wait-ping.sh", "health-check.sh", "ship-log.sh"])
 def test_each_installed_script_passes_shellcheck(name: str) -> None:
     # The user data carries these inside heredocs, where shellcheck does not look.
     result = subprocess.run(["shellcheck", str(HOST_FILES / name)], capture_output=True, text=True, check=False)
@@ -93,35 +94,41 @@ def test_user_data_contains_each_step(user_data_parts: dict[str, str], tiny_arti
         "aws ecr get-login-password",  # ECR login
         'retry 5 docker pull "$IMAGE_URI"',  # the pinned image
         'CACHE_DIR="$ROOT/neuron-cache"',  # compiled graphs on the volume
-        "put /usr/local/bin/djl-serving-run 0755",
-        "put /usr/local/bin/djl-serving-wait 0755",
-        "put /etc/systemd/system/djl-serving.service 0644",
-        "put /usr/local/bin/djl-serving-health 0755",
-        "put /usr/local/bin/neuron-metrics 0755",
-        "put /etc/systemd/system/djl-serving-health.timer 0644",
+        "/usr/local/bin/djl-serving-run 0755 <<",
+        "/usr/local/bin/djl-serving-wait 0755 <<",
+        "/etc/systemd/system/djl-serving.service 0644 <<",
+        "/usr/local/bin/djl-serving-health 0755 <<",
+        "/usr/local/bin/neuron-metrics 0755 <<",
+        "/etc/systemd/system/djl-serving-health.timer 0644 <<",
+        "/usr/local/bin/llm-inference-ship-log 0755 <<",
+        "/etc/systemd/system/llm-inference-bootstrap-log.timer 0644 <<",
         "systemctl enable djl-serving.service",
         "systemctl restart --no-block djl-serving.service",
-        "systemctl enable --now djl-serving-health.timer neuron-metrics.service",
+        "systemctl enable --now djl-serving-health.timer neuron-metrics.service llm-inference-bootstrap-log.timer",
     ]
     positions = [script.find(step) for step in steps]
     assert all(p >= 0 for p in positions), [s for s, p in zip(steps, positions, strict=True) if p < 0]
     # The units and scripts are in place before the bootstrap enables them.
-    assert max(positions[-9:-3]) < positions[-3]
+    assert max(positions[-11:-3]) < positions[-3]
 
 
 def test_user_data_fits_ec2s_limit(user_data_parts: dict[str, str], tiny_template: dict[str, Any]) -> None:
     """EC2 refuses user data over 16 KB and the deploy fails (the local AWS does not check): the
     script goes as it is (no base64) and the files it installs without their comments, and what
     a deploy resolves into the header (the bundle's URL, the image, the log group) has room."""
-    from llm_inference_cdk.inf2.server import INSTALLED, USER_DATA_LIMIT, installed_text
+    from llm_inference_cdk.inf2.server import INSTALLED, USER_DATA_LIMIT, installed_body, installed_text
 
     [instance] = of_type(tiny_template, "AWS::EC2::Instance")
     size = len(base64.b64decode(resolve(instance["Properties"]["UserData"])))
     assert size < USER_DATA_LIMIT - 1024, size
     script = user_data_parts["text/x-shellscript"]
-    for source, _, _ in INSTALLED:
+    for source, target, _ in INSTALLED:
         text = installed_text(source)
-        assert text in script and not [line for line in text.splitlines()[1:] if line.lstrip().startswith("#")]
+        command, body = installed_body(source)
+        assert f"{command} {target} " in script and body in script, source
+        # What unpack writes is the file as put would have.
+        assert command == "put" or gzip.decompress(base64.b64decode(body)).decode() == text, source
+        assert not [line for line in text.splitlines()[1:] if line.lstrip().startswith("#")]
 
 
 @pytest.fixture

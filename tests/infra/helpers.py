@@ -27,6 +27,9 @@ GPTJ_PAYLOAD = {
     "config.json": json.dumps(GPTJ_CONFIG).encode(),
     "code/inference.py": b"#" * 64,
 }
+#: The inf2 bundle unpacked (what inf2.platform=sagemaker ships under an S3 prefix), listed by its
+#: inner manifest: a hub bundle's files.
+INF2_BUNDLE = {"serving.properties": b"engine=Python\n", "model.py": b"#" * 64, "hub-files.json": b"{}"}
 
 
 def regional_dlc_image(repository_and_tag: str) -> dict[str, Any]:
@@ -38,6 +41,18 @@ def regional_dlc_image(repository_and_tag: str) -> dict[str, Any]:
     account = {"Fn::FindInMap": [Match.any_value(), region, "account"]}
     suffix = {"Ref": "AWS::URLSuffix"}
     return {"Fn::Join": ["", [account, ".dkr.ecr.", region, ".", suffix, f"/{repository_and_tag}"]]}
+
+
+#: Both SageMaker stacks in the modes other than real-time: GptjStack's component scales to zero
+#: (min_copies=0), Gpt2Stack's keeps a copy. Shared, so that a session synthesizes each once.
+MODE_VARIANTS: dict[str, dict[str, Any]] = {
+    "inference-component": {
+        "gptj.endpoint_mode": "inference-component",
+        "gptj.min_copies": "0",
+        "gpt2.endpoint_mode": "inference-component",
+    },
+    "async": {"gptj.endpoint_mode": "async", "gpt2.endpoint_mode": "async"},
+}
 
 
 def cdk_context(**overrides: Any) -> dict[str, Any]:
@@ -62,6 +77,12 @@ def make_artifacts(root: Path, components: tuple[str, ...] = ("gpt2", "gptj", "i
             (payload / name).parent.mkdir(parents=True, exist_ok=True)
             (payload / name).write_bytes(data)
         write_manifest(payload, "gptj-payload", {name: payload / name for name in GPTJ_PAYLOAD}, name=PAYLOAD_MANIFEST)
+    if "inf2" in components:
+        bundle = root / "inf2" / "bundle"
+        bundle.mkdir(exist_ok=True)
+        for name, data in INF2_BUNDLE.items():
+            (bundle / name).write_bytes(data)
+        write_manifest(bundle, "inf2-bundle", {name: bundle / name for name in INF2_BUNDLE})
     return root
 
 

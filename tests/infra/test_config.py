@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -98,10 +99,11 @@ BAD_VALUES = [
     ("gpt2.instnce_type", "ml.g5.xlarge", "unknown setting"),
     ("gptj.py_version", "python3", "py3xx"),
     ("inf2.instance_type", "trn1.32xlarge", "inf2 type"),
-    ("inf2.ingress_cidr", "0.0.0.0/0", "a public one of at most 256 addresses"),
+    ("inf2.ingress_cidr", "0.0.0.0/0", "inside the VPC or connected to it"),
     # Half the internet is no better than all of it (issue: only /0 used to be refused).
-    ("inf2.ingress_cidr", "0.0.0.0/1", "to 2147483648 addresses"),
-    ("inf2.ingress_cidr", "203.0.112.0/23", "(/24 or narrower)"),
+    ("inf2.ingress_cidr", "0.0.0.0/1", "so 0.0.0.0/1 can never reach it"),
+    # A single public address could never reach the private instance either (issue 29, fault 6).
+    ("inf2.ingress_cidr", "203.0.113.7/32", "so 203.0.113.7/32 can never reach it"),
     ("inf2.ingress_cidr", "10.0.0.300/24", "IPv4 CIDR"),
     ("inf2.ingress_cidr", "10.0.0.1/24", "did you mean 10.0.0.0/24"),
     ("inf2.vpc_cidr", "10.0.0.0/8", "/16 to /18"),
@@ -316,11 +318,31 @@ def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path, cdk_c
     assert "python -m artifacts_builder gpt2" in left_out[0]
 
 
-@pytest.mark.parametrize(
-    "cidr", ["10.0.0.0/8", "172.16.0.0/12", "192.168.10.0/24", "203.0.113.0/24", "198.51.100.7/32"]
-)
-def test_private_ranges_and_narrow_public_ones_may_reach_the_model_server(cidr: str) -> None:
+EXISTING_VPC = {
+    "inf2.vpc_id": "vpc-0123456789abcdef0",
+    "inf2.subnet_id": "subnet-0a1b2c3d",
+    "inf2.availability_zone": "us-east-1a",
+}
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/8", "172.16.0.0/12", "192.168.10.0/24", "100.64.0.0/10"])
+def test_networks_connected_to_a_vpc_of_yours_may_reach_the_model_server(cidr: str) -> None:
+    """In a VPC of yours (inf2.vpc_id), hosts of the VPC and of the private networks connected to
+    it by VPN, Direct Connect, peering or a transit gateway."""
+    assert config(**EXISTING_VPC, **{"inf2.ingress_cidr": cidr}).inf2.server.ingress_cidr == cidr
+
+
+@pytest.mark.parametrize("cidr", ["10.42.0.0/16", "10.42.16.0/20", "10.42.3.7/32"])
+def test_in_the_stacks_own_vpc_its_own_hosts_may_reach_the_model_server(cidr: str) -> None:
     assert config(**{"inf2.ingress_cidr": cidr}).inf2.server.ingress_cidr == cidr
+
+
+@pytest.mark.parametrize("cidr", ["192.168.10.0/24", "10.0.0.0/8", "10.43.0.0/16"])
+def test_in_the_stacks_own_vpc_no_other_network_can_reach_it(cidr: str) -> None:
+    """The stack's VPC routes to nothing but itself and the internet through its NAT gateway."""
+    with pytest.raises(ConfigError, match=rf"^inf2.ingress_cidr='{cidr}' is invalid: allowed is a network inside "
+                                          r"inf2.vpc_cidr \(10.42.0.0/16\)"):  # fmt: skip
+        config(**{"inf2.ingress_cidr": cidr})
 
 
 def test_the_probe_request_follows_the_handler() -> None:
@@ -342,3 +364,28 @@ def test_every_bad_setting_of_a_section_is_reported_on_a_line_of_its_own() -> No
         config(**{"gpt2.volume_size_gb": 50, "gpt2.update_strategy": "canary"})
     lines = str(error.value).splitlines()
     assert [line.split("=")[0] for line in lines] == ["gpt2.volume_size_gb", "gpt2.update_strategy"], lines
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        # GPU memory says nothing on vLLM, which holds its share of each GPU from its start.
+        ({"gptj.gpu_memory_alarm_percent": 95}, "gptj.gpu_memory_alarm_percent=95 is invalid: allowed is unset with "
+                                                "gptj.engine=vllm: it is a setting of gptj.engine=hf-toolkit"),
+        # The engine's queue is published for vLLM containers alone...
+        ({"gpt2.waiting_requests_alarm_threshold": 1}, "gpt2.waiting_requests_alarm_threshold=1 is invalid"),
+        ({"gptj.engine": "hf-toolkit", "gptj.waiting_requests_alarm_threshold": 1},
+         "gptj.waiting_requests_alarm_threshold=1 is invalid: allowed is unset with gptj.engine=hf-toolkit"),
+        # ... by detailed observability, which covers real-time endpoints.
+        ({"gptj.endpoint_mode": "async", "gptj.waiting_requests_alarm_threshold": 1},
+         "gptj.waiting_requests_alarm_threshold=1 is invalid: allowed is unset in async mode"),
+    ],
+)  # fmt: skip
+def test_each_engine_alarms_on_what_shows_its_pressure(given: dict[str, Any], message: str) -> None:
+    """Issue 29, fault 3."""
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        config(**given)
+    assert config().gptj.endpoint.alarms.waiting_requests == 1
+    assert config().gptj.endpoint.alarms.gpu_memory_percent is None
+    assert config(**{"gptj.engine": "hf-toolkit"}).gptj.endpoint.alarms.gpu_memory_percent == 95
+    assert config(**{"gptj.endpoint_mode": "async"}).gptj.endpoint.alarms.waiting_requests is None

@@ -75,7 +75,7 @@ def test_the_instance_sends_https_only(default: Synthesized, synth: Callable[...
         "IpProtocol": "tcp",
         "ToPort": 443,
     }
-    for result in (default, synth(**{"inf2.ingress_cidr": "203.0.113.0/24"}), synth(**EXISTING_VPC)):
+    for result in (default, synth(**{"inf2.ingress_cidr": "10.42.16.0/20"}), synth(**EXISTING_VPC)):
         result.template("Inf2Stack").has_resource_properties(
             "AWS::EC2::SecurityGroup", {"SecurityGroupEgress": [https]}
         )
@@ -103,20 +103,34 @@ def test_instance(default: Synthesized) -> None:
     assert group["Fn::GetAtt"][0].startswith("ServerSecurityGroup")
 
 
-def test_ami_comes_from_the_neuron_dlami_ssm_parameter(default: Synthesized) -> None:
+def test_ami_comes_from_a_neuron_dlami_parameter_aws_publishes(default: Synthesized) -> None:
+    """Issue 29, fault 4: the Ubuntu 22.04 multi-framework DLAMI is no longer published (Neuron
+    2.29.0); the Ubuntu 22.04 base DLAMI's parameter is, frozen with a driver that runs the LMI
+    image's Neuron runtime (llm_contracts/inf2.py)."""
+    from llm_contracts.inf2 import NEURON_DLAMI_PARAMETERS
+
     template = default.template_json("Inf2Stack")
     instance = next(iter(resources_of(template, "AWS::EC2::Instance").values()))
     parameter = instance["Properties"]["ImageId"]["Ref"]
+    name = "/aws/service/neuron/dlami/base/ubuntu-22.04/latest/image_id"
     assert template["Parameters"][parameter] == {
         "Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>",
-        "Default": "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id",
+        "Default": name,
     }
+    published = NEURON_DLAMI_PARAMETERS[name]
+    assert published.frozen_at == "2.29.1" and published.driver == "2.27.4"
 
 
-def test_an_unpinned_ami_is_flagged_at_synthesis(default: Synthesized, synth: Callable[..., Synthesized]) -> None:
+def test_the_amis_lifecycle_is_flagged_at_synthesis(default: Synthesized, synth: Callable[..., Synthesized]) -> None:
     from aws_cdk.assertions import Annotations, Match
 
+    # The default is frozen: no fixes reach the host.
     Annotations.from_stack(default.stacks["Inf2Stack"]).has_warning(
+        "*", Match.string_like_regexp("ami_ssm_parameter=.*names the last image of a DLAMI AWS no longer updates")
+    )
+    # One that follows the releases replaces the instance at the next deploy after one.
+    latest = "/aws/service/neuron/dlami/multi-framework/ubuntu-24.04/latest/image_id"
+    Annotations.from_stack(synth(**{"inf2.ami_ssm_parameter": latest}).stacks["Inf2Stack"]).has_warning(
         "*", Match.string_like_regexp("ami_ssm_parameter=.*/latest/.*replaces this instance")
     )
     pinned = "/llm-inference/inf2-ami"
@@ -140,11 +154,11 @@ def test_security_group_is_closed_by_default(default: Synthesized) -> None:
 
 
 def test_a_configured_cidr_reaches_the_model_port_only(synth: Callable[..., Synthesized]) -> None:
-    template = synth(**{"inf2.ingress_cidr": "203.0.113.0/24"}).template_json("Inf2Stack")
+    template = synth(**{"inf2.ingress_cidr": "10.42.16.0/20"}).template_json("Inf2Stack")
     group = next(iter(resources_of(template, "AWS::EC2::SecurityGroup").values()))["Properties"]
     assert group["SecurityGroupIngress"] == [
         {
-            "CidrIp": "203.0.113.0/24",
+            "CidrIp": "10.42.16.0/20",
             "Description": "DJL Serving HTTP from the configured CIDR",
             "FromPort": 8080,
             "IpProtocol": "tcp",

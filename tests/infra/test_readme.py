@@ -1,6 +1,7 @@
 """The configuration reference's tables (docs/CONFIGURATION.md, README's configuration rows
-until they moved there) say what the code does: every key exists, and every default is the
-code's own (read from the configuration cdk.json gives when it sets nothing)."""
+until they moved there) say what the code does: every key exists, every default is the code's
+own (read from the configuration cdk.json gives when it sets nothing), and the values a row
+allows (its choices, its range) are those the code allows (read from the code's refusal)."""
 
 from __future__ import annotations
 
@@ -13,31 +14,36 @@ from typing import Any
 import pytest
 
 from llm_inference_cdk.endpoint_props import MODES
-from project_config import PROJECT_ROOT, load_config, settings_of
+from project_config import PROJECT_ROOT, ConfigError, inf2_sagemaker, load_config, settings_of
 from project_config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLOYMENT_KEYS, mode_keys
 from project_config.gptj import ENGINE_KEYS
 from tests.infra.helpers import ROOT
 
 #: The configuration reference, and the sections whose table it keeps in the `| key | default ... |` form.
 REFERENCE = ROOT / "docs" / "CONFIGURATION.md"
-TABLES = {"project": ["project"], "gpt2` and `gptj": ["gpt2", "gptj"], "inf2": ["inf2"]}
+TABLES = {"project": ["project"], "gpt2` and `gptj": ["gpt2", "gptj", "inf2"], "inf2": ["inf2"]}
 
 
-def tables() -> dict[str, dict[str, str]]:
-    """{section: {key: the reference's default cell}}."""
+def rows() -> dict[str, dict[str, tuple[str, str]]]:
+    """{section: {key: (the reference's default cell, its meaning cell)}}."""
     text = REFERENCE.read_text()
-    found: dict[str, dict[str, str]] = {}
+    found: dict[str, dict[str, tuple[str, str]]] = {}
     for heading, sections in TABLES.items():
         body = text[text.index(f"## `{heading}`") :]
         body = body[body.index("| --- |") :]
         body = body[: body.index("\n\n")]
         for row in body.splitlines()[1:]:
-            cells = [c.strip() for c in row.strip("|").split("|")]
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
             key = cells[0].strip("`")
             for section, cell in zip(sections, cells[1 : 1 + len(sections)], strict=True):
                 if cell != "—":
-                    found.setdefault(section, {})[key] = cell
+                    found.setdefault(section, {})[key] = (cell, cells[-1])
     return found
+
+
+def tables() -> dict[str, dict[str, str]]:
+    """{section: {key: the reference's default cell}}."""
+    return {section: {key: cell for key, (cell, _) in keys.items()} for section, keys in rows().items()}
 
 
 def code_default(settings: Any, key: str) -> Any:
@@ -60,6 +66,8 @@ def in_mode_of(section: str, key: str) -> dict[str, Any]:
     engine's only with that engine."""
     if section == "gptj" and key in ENGINE_KEYS["hf-toolkit"]:
         return {section: {"engine": "hf-toolkit"}}
+    if section == "inf2" and key in inf2_sagemaker.endpoint_keys() - {"instance_type", "volume_size_gb"}:
+        return {section: {"platform": "sagemaker", **({"endpoint_mode": "async"} if key in mode_keys("async") else {})}}
     for mode in MODES[1:]:
         if section in ("gpt2", "gptj") and key in mode_keys(mode) - mode_keys("realtime"):
             return {section: {"endpoint_mode": mode}}
@@ -102,3 +110,41 @@ def test_every_setting_of_a_section_is_in_its_table(section: str) -> None:
 def keys_read(section: str) -> set[str]:
     """Every key the configuration reads from `section` (what Section.done checks given keys against)."""
     return settings_of(section)
+
+
+def code_allows(section: str, key: str) -> str:
+    """What the configuration allows for `key`, in its own words: the end of its refusal of a
+    value no setting takes ("" where any value is taken, as for a path)."""
+    context = {f"{s}.{k}": v for s, keys in in_mode_of(section, key).items() for k, v in keys.items()}
+    try:
+        load_config({**context, f"{section}.{key}": "not-a-value-of-any-setting"})
+    except ConfigError as exc:
+        return str(exc).split("allowed is ", 1)[1]
+    return ""
+
+
+def documented_choices(meaning: str) -> list[str]:
+    """The first list of literals a meaning cell gives (`a`, `b` or `c`), asides in parentheses
+    left out."""
+    while (plain := re.sub(r"\([^()]*\)", "", meaning)) != meaning:
+        meaning = plain
+    match = re.search(r"`[^`]+`(?:\s*(?:,|or|, or)\s*`[^`]+`)+", meaning)
+    return re.findall(r"`([^`]+)`", match.group(0)) if match else []
+
+
+MEANINGS = [(section, key, meaning) for section, keys in rows().items() for key, (_, meaning) in keys.items()]
+
+
+@pytest.mark.parametrize(("section", "key", "meaning"), MEANINGS, ids=[f"{s}.{k}" for s, k, _ in MEANINGS])
+def test_the_values_a_row_allows_are_the_codes(section: str, key: str, meaning: str) -> None:
+    """A setting with choices lists them all; a number states its range, as the code has them."""
+    allowed = code_allows(section, key)
+    if allowed.startswith("one of "):
+        choices = {c for c in allowed.removeprefix("one of ").split(", ") if c != "or unset"}
+        assert set(documented_choices(meaning)) == choices, f"{section}.{key}: the code allows {allowed}"
+    elif (numbers := re.search(r"\bfrom (\d[\d.]*) to (\d[\d.]*)", allowed)) is not None:
+        stated = re.search(r"(\d[\d.]*)–(\d[\d.]*)", meaning)
+        assert stated is not None, f"{section}.{key}: the row states no range; the code allows {allowed}"
+        assert (float(stated[1]), float(stated[2])) == (float(numbers[1]), float(numbers[2])), (
+            f"{section}.{key}: the row says {stated[0]}; the code allows {allowed}"
+        )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.helpers import Synthesized, actions_of, policy_statements, resources_of
+from tests.infra.helpers import MODE_VARIANTS, Synthesized, actions_of, policy_statements, resources_of
 
 STACKS = ["Gpt2Stack", "GptjStack", "Inf2Stack"]
 # Variants that add resources the defaults do not have.
@@ -21,13 +21,8 @@ VARIANTS = {
         "gptj.instance_type": "ml.p3.2xlarge",
         "gpt2.instance_type": "ml.g5.xlarge",
     },
-    "ingress-and-region": {"inf2.ingress_cidr": "203.0.113.0/24", "project.region": "eu-west-1"},
-    "inference-component": {
-        "gptj.endpoint_mode": "inference-component",
-        "gptj.min_copies": "0",
-        "gpt2.endpoint_mode": "inference-component",
-    },
-    "async": {"gptj.endpoint_mode": "async", "gpt2.endpoint_mode": "async"},
+    "ingress-and-region": {"inf2.ingress_cidr": "10.42.16.0/20", "project.region": "eu-west-1"},
+    **MODE_VARIANTS,
     # GptjStack on the vllm engine, in each mode (the same overrides as tests/infra/test_gptj_engines.py).
     "vllm": {"gptj.engine": "vllm"},
     "vllm-inference-component": {

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
-from llm_inference_cdk import AlarmTopic
+from llm_inference_cdk import AlarmTopic, NotificationTopic
 
 CLOUDWATCH = {"Service": "cloudwatch.amazonaws.com"}
 
@@ -48,11 +50,18 @@ def test_cloudwatch_may_use_the_topics_key_for_this_accounts_alarms() -> None:
     assert set(cloudwatch["Condition"]) == {"StringEquals", "ArnLike"}
 
 
-def test_a_topic_no_alarm_notifies_lets_cloudwatch_in_nowhere() -> None:
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda stack: NotificationTopic(stack, "Answers", display_name="answers", what="answers"),
+        lambda stack: AlarmTopic(stack, "Quiet", for_alarms=False),
+    ],
+)
+def test_a_topic_no_alarm_notifies_lets_cloudwatch_in_nowhere(make: Callable[[Stack], object]) -> None:
     """An async endpoint's answer topics are published to by SageMaker with the execution role:
     neither the topic nor its key lets CloudWatch in."""
     stack = Stack()
-    AlarmTopic(stack, "Answers", for_alarms=False)
+    make(stack)
     template = Template.from_stack(stack)
     for resource_type, document in (("AWS::SNS::TopicPolicy", "PolicyDocument"), ("AWS::KMS::Key", "KeyPolicy")):
         assert not [s for s in _statements(template, resource_type, document) if s.get("Principal") == CLOUDWATCH]

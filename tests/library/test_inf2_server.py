@@ -245,9 +245,11 @@ def test_the_probe_request_is_a_json_object() -> None:
         ({"port": 80}, r"port=80 is invalid: allowed is a whole number from 1024"),
         (
             {"ingress_cidr": "0.0.0.0/1"},
-            r"ingress_cidr='0.0.0.0/1' is invalid: allowed is a private network, or a public one",
+            r"ingress_cidr='0.0.0.0/1' is invalid: allowed is a network inside the VPC or connected to it",
         ),
         ({"ingress_cidr": "10.0.0.1/24"}, r"ingress_cidr='10.0.0.1/24' is invalid: .* did you mean 10.0.0.0/24"),
+        # Issue 29, fault 6: the instance has no public address; no public range can reach it.
+        ({"ingress_cidr": "203.0.113.7/32"}, r"ingress_cidr='203.0.113.7/32' is invalid: .* can never reach it"),
         (
             {"ami_ssm_parameter": "ami-0123"},
             r"ami_ssm_parameter='ami-0123' is invalid: allowed is an SSM parameter path",

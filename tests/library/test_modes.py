@@ -252,3 +252,15 @@ def test_results_of_a_realtime_endpoint_are_refused() -> None:
     stack, made = built()
     with pytest.raises(ValueError, match="only an async endpoint has results to read"):
         made.grant_read_results(iam.Role(stack, "R", assumed_by=iam.AccountRootPrincipal()))
+
+
+def test_async_topics_say_they_carry_answers_not_alarms() -> None:
+    """Issue 29, fault 7: the topics SageMaker announces each answer and failure on were
+    described and displayed as the stack's alarm topics ("LLM inference alarms"), which a
+    subscriber could not tell apart."""
+    _, _, template = synthesized(async_inference=AsyncInferenceProps(max_instances=2))
+    names = sorted(t["Properties"]["DisplayName"] for t in template.find_resources("AWS::SNS::Topic").values())
+    assert names == ["LLM inference: async answers", "LLM inference: async failures"]
+    keys = sorted(k["Properties"]["Description"] for k in template.find_resources("AWS::KMS::Key").values())
+    assert not [k for k in keys if "alarm" in k.lower()], keys
+    assert "Encrypts the notices of this endpoint's answers" in keys

@@ -73,7 +73,7 @@ def test_published_figures_are_in_milliseconds() -> None:
         ("AllTraffic", "ModelLatency", "Average"): [12_500.0],
         ("AllTraffic", "ModelLatency", "p99"): [40_000.0],
         ("AllTraffic", "ModelLatency", "SampleCount"): [80.0],
-        ("AllTraffic", "OverheadLatency", "p50"): [2_000.0],
+        ("AllTraffic", "OverheadLatency", "Average"): [2_000.0],
         ("AllTraffic", "OverheadLatency", "SampleCount"): [80.0],
     }
     cloudwatch = client("cloudwatch")
@@ -86,9 +86,13 @@ def test_published_figures_are_in_milliseconds() -> None:
     (params,) = sent
     assert (params["StartTime"], params["EndTime"]) == (window.start, window.end)
     stats = [q["MetricStat"] for q in params["MetricDataQueries"]]
-    # Each metric and statistic, over the whole window as one period, for the variant.
+    # Each metric with the statistics its page lists (no percentile of OverheadLatency), over the
+    # whole window as one period, for the variant.
     assert {(s["Metric"]["MetricName"], s["Stat"]) for s in stats} == {
-        (metric, stat) for metric in ("ModelLatency", "OverheadLatency") for stat in metrics.STATISTICS
+        *(("ModelLatency", stat) for stat in metrics.STATISTICS),
+        ("OverheadLatency", "Average"),
+        ("OverheadLatency", "Maximum"),
+        ("OverheadLatency", "SampleCount"),
     }
     assert {s["Period"] for s in stats} == {120}
     assert all(
@@ -98,7 +102,7 @@ def test_published_figures_are_in_milliseconds() -> None:
     model = figures["scopes"]["AllTraffic"]["ModelLatency"]
     assert model["mean"] == 12.5 and model["p99"] == 40.0 and model["samples"] == 80
     assert model["p50"] is None  # asked, but CloudWatch had none
-    assert figures["scopes"]["AllTraffic"]["OverheadLatency"]["p50"] == 2.0
+    assert figures["scopes"]["AllTraffic"]["OverheadLatency"] == {"mean": 2.0, "max": None, "samples": 80}
     assert metrics.covered(figures, 80) and not metrics.covered(figures, 81)
 
 

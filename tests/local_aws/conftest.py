@@ -8,14 +8,16 @@ from collections.abc import Iterator
 import pytest
 
 from local_aws import LocalAws
+from local_aws.clock import Clock
 from local_aws.runtime import HOSTING
 from tests.local_aws.helpers import echo_launcher
 
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[LocalAws]:
-    # Without AWS's managed policies, which moto loads again at every reset (a second each).
-    with LocalAws(aws_managed_policies=False) as local:
+    # Without AWS's managed policies, which moto loads again at every reset (a second each); on a
+    # clock that moves only when a test moves it (no alarm is evaluated behind a test's back).
+    with LocalAws(aws_managed_policies=False, clock=Clock(speed=0)) as local:
         yield local
 
 

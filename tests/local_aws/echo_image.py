@@ -8,6 +8,8 @@ that tells what it was given. It is configured through the Model's environment:
 * ``ECHO_CHILD``: start a child process that outlives the server (a model server's worker).
 
 A request ``{"status": N}`` is answered with status N; ``{"sleep_s": S}`` waits S seconds first.
+A request of content type ``application/x-echo-raw`` is answered with its own bytes, as they came;
+any other body that is not JSON is described (its length and sha256) in the answer.
 A request ``{"parts": [...]}`` is answered with HTTP/1.1 chunked transfer, one chunk per part,
 ``part_delay_s`` apart; ``cut_after: N`` closes the connection after N parts without the last
 chunk (a broken answer); ``log: path`` appends ``sent N`` after each part and ``gone after N``
@@ -16,6 +18,7 @@ when a write fails (the caller went away), then stops sending.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -26,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 STARTED = time.monotonic()
+#: The content type whose requests are answered with their own bytes.
+RAW = "application/x-echo-raw"
 MODEL_DIR = Path(os.environ["SM_MODEL_DIR"])
 
 
@@ -51,9 +56,17 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(200 if ready else 503, {"ready": ready})
 
     def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.headers.get("Content-Type") == RAW:
+            self.send_response(200)
+            self.send_header("Content-Type", RAW)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        body = data.decode(errors="replace")
         try:
-            request = json.loads(body)
+            request = json.loads(data)
         except ValueError:
             request = None
         if isinstance(request, dict) and "sleep_s" in request:
@@ -70,6 +83,9 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "version": os.environ.get("ECHO_VERSION"),
                 "body": body,
+                "body_sha256": hashlib.sha256(data).hexdigest(),
+                "body_length": len(data),
+                "session_id": self.headers.get("X-Amzn-SageMaker-Session-Id"),
                 "content_type": self.headers.get("Content-Type"),
                 "accept": self.headers.get("Accept"),
                 "custom_attributes": attributes,

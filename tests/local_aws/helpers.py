@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
@@ -10,7 +11,7 @@ import sys
 import tarfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,23 @@ def echo_config(
             }
         ],
     )
+
+
+@contextlib.contextmanager
+def echo_for_the_module(aws: LocalAws, name: str) -> Iterator[str]:
+    """One echo endpoint, InService, in a fresh account for a module's tests, which is reset after
+    them (the autouse launcher fixture is per test: set here too)."""
+    import pytest
+
+    from local_aws.runtime import HOSTING
+
+    aws.reset()
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(HOSTING, "launcher", echo_launcher)
+        echo_endpoint(aws, name)
+        assert endpoint_status(aws, name, settle=True) == "InService"
+    yield name
+    aws.reset()
 
 
 def echo_endpoint(aws: LocalAws, name: str, environment: Mapping[str, str] | None = None) -> None:

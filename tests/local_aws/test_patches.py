@@ -8,12 +8,14 @@ proves the patch is what makes the difference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -62,6 +64,9 @@ class Scenario:
     aws: object
     #: What stock moto does.
     stock: object
+    #: Patches the patch builds on, reverted with it for the stock run (stock moto's own
+    #: handler cannot read what they give it).
+    builds_on: tuple[str, ...] = ()
 
 
 def resources(**bodies: dict[str, object]) -> Template:
@@ -283,13 +288,20 @@ AUTOSCALING_AND_ALARM = resources(
         Threshold=1,
         ComparisonOperator="LessThanThreshold",
     ),
+    PromQLAlarm=resource(
+        "AWS::CloudWatch::Alarm",
+        AlarmName="queue",
+        EvaluationCriteria={"PromQLCriteria": {"Query": "vllm_num_requests_waiting >= 1", "PendingPeriod": 180}},
+        EvaluationInterval=60,
+    ),
 )
 
 
 def autoscaling_and_alarm(aws: LocalAws) -> object:
-    """An endpoint variant's scalable target, its scaling policy and two alarms (one on metric
-    math): how many of each the account has once the stack is created, then once it is deleted,
-    and the math alarm's queries as DescribeAlarms returns them."""
+    """An endpoint variant's scalable target, its scaling policy and three alarms (one on metric
+    math, one on a PromQL query): how many of each the account has once the stack is created,
+    then once it is deleted, the math alarm's queries and the PromQL alarm's query as
+    DescribeAlarms returns them."""
     scaling = client(aws, "application-autoscaling")
     cloudwatch = client(aws, "cloudwatch")
 
@@ -305,10 +317,14 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
         return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"])
                 for alarm in alarms for q in alarm["Metrics"]]  # fmt: skip
 
+    def promql() -> list[object]:
+        alarms = cloudwatch.describe_alarms(AlarmNames=["queue"])["MetricAlarms"]
+        return [a["EvaluationCriteria"]["PromQLCriteria"]["Query"] for a in alarms]
+
     create_stack(aws, "stack", AUTOSCALING_AND_ALARM)
-    created, math = counts(), queries()
+    created, math, query = counts(), queries(), promql()
     delete_stack(aws, "stack")
-    return created, math, counts()
+    return created, math, query, counts()
 
 
 # --- EC2 ---------------------------------------------------------------------------------------------
@@ -663,8 +679,9 @@ def log_group_arn(aws: LocalAws) -> object:
 
 
 def breaching_metric(aws: LocalAws) -> object:
-    """An alarm on a metric's Sum over a minute, then a datapoint over its threshold: the
-    alarm's state and the notifications a queue subscribed to its topic gets."""
+    """An alarm on a metric's Sum over a minute, then a datapoint over its threshold and a
+    minute of the clock: the alarm's state and the notifications a queue subscribed to its
+    topic gets."""
     sns, sqs, cw = client(aws, "sns"), client(aws, "sqs"), client(aws, "cloudwatch")
     topic = sns.create_topic(Name="alarms")["TopicArn"]
     queue = subscribed_queue(aws, topic)
@@ -674,6 +691,7 @@ def breaching_metric(aws: LocalAws) -> object:
         Threshold=1, ComparisonOperator="GreaterThanThreshold", AlarmActions=[topic], Dimensions=dimensions,
     )  # fmt: skip
     cw.put_metric_data(Namespace="Test", MetricData=[{"MetricName": "Errors", "Value": 5, "Dimensions": dimensions}])
+    aws.clock.advance(60)
     (alarm,) = cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"]
     received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
     return alarm["StateValue"], [json.loads(json.loads(m["Body"])["Message"])["NewStateValue"] for m in received]
@@ -688,6 +706,41 @@ def mixed_case_endpoint(aws: LocalAws) -> object:
     create_stack(aws, "stack", echo_stack())
     deleted = delete_stack(aws, "stack")
     return arn, deleted, [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+
+
+def percentiles_of_a_minute(aws: LocalAws) -> object:
+    """A hundred values in a minute: their p99 as GetMetricStatistics' extended statistic, and
+    their p90 and trimmed mean as GetMetricData's."""
+    cw = client(aws, "cloudwatch")
+    start = aws.clock.now().replace(second=0, microsecond=0)
+    data = [{"MetricName": "Latency", "Value": float(v), "Timestamp": start} for v in range(1, 101)]
+    cw.put_metric_data(Namespace="Test", MetricData=data)
+    window = {"StartTime": start, "EndTime": start + timedelta(minutes=1)}
+    (point,) = cw.get_metric_statistics(
+        Namespace="Test", MetricName="Latency", Period=60, ExtendedStatistics=["p99"], **window
+    )["Datapoints"]  # fmt: skip
+    queries = [
+        {"Id": f"q{i}", "MetricStat": {"Metric": {"Namespace": "Test", "MetricName": "Latency"}, "Period": 60,
+                                       "Stat": stat}}
+        for i, stat in enumerate(("p90", "tm90"))
+    ]  # fmt: skip
+    failed = error_of(lambda: cw.get_metric_data(MetricDataQueries=queries, **window))
+    results = failed or [
+        r["Values"] for r in cw.get_metric_data(MetricDataQueries=queries, **window)["MetricDataResults"]
+    ]
+    return point.get("ExtendedStatistics"), results
+
+
+def alarm_created_and_updated(aws: LocalAws) -> object:
+    """An alarm's state once created, and after it was set to ALARM and its threshold updated."""
+    cw = client(aws, "cloudwatch")
+    alarm = {"AlarmName": "errors", "Namespace": "Test", "MetricName": "Errors", "Statistic": "Sum", "Period": 60,
+             "EvaluationPeriods": 1, "ComparisonOperator": "GreaterThanThreshold"}  # fmt: skip
+    cw.put_metric_alarm(**alarm, Threshold=1)
+    created = cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"][0]["StateValue"]
+    cw.set_alarm_state(AlarmName="errors", StateValue="ALARM", StateReason="forced")
+    cw.put_metric_alarm(**alarm, Threshold=2)
+    return created, cw.describe_alarms(AlarmNames=["errors"])["MetricAlarms"][0]["StateValue"]
 
 
 def alarm_notifying_a_queue(aws: LocalAws) -> object:
@@ -797,6 +850,51 @@ def streamed_invocation(aws: LocalAws) -> object:
     return error_of(stream), b"".join(received)
 
 
+def binary_and_form_bodies(aws: LocalAws) -> object:
+    """InvokeEndpoint with a body that is not UTF-8 (echoed back as it came) and one of a form's
+    content type: the error codes, and whether the bytes came back as sent."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    sent, received = bytes(range(256)), []
+
+    def binary() -> None:
+        answer = runtime.invoke_endpoint(EndpointName="echo", Body=sent, ContentType="application/x-echo-raw")
+        received.append(answer["Body"].read())
+
+    failed = error_of(binary)
+    form = error_of(
+        lambda: runtime.invoke_endpoint(
+            EndpointName="echo", Body=b"EndpointName=else", ContentType="application/x-www-form-urlencoded"
+        )
+    )
+    return failed, received == [sent], form
+
+
+def runtime_requests_past_the_model(aws: LocalAws) -> object:
+    """InvokeEndpoint with CustomAttributes of 1,025 characters, and with a body one byte past 6 MB."""
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    attributes = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"{}", CustomAttributes="a" * 1025))
+    too_large = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"x" * (6 * 1024 * 1024 + 1)))
+    return attributes, too_large
+
+
+def an_error_of_the_emulator(aws: LocalAws) -> object:
+    """A request the emulator fails on (a body that is not UTF-8, with the patch that reads bodies
+    as bytes reverted): the error code the caller gets, and the faults the local AWS kept."""
+    from local_aws.faults import FAULTS
+
+    echo_endpoint(aws, "echo")
+    endpoint_status(aws, "echo", settle=True)
+    runtime = client(aws, "sagemaker-runtime")
+    FAULTS.take()
+    with patches.without("runtime_bodies_are_bytes"):
+        failed = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"\xff"))
+    return failed, len(FAULTS.take())
+
+
 # --- Inference components and async inference ----------------------------------------------------
 
 
@@ -874,6 +972,59 @@ def component_lifecycle(aws: LocalAws) -> object:
     second = version()
     delete_stack(aws, "ic")
     return created, status, first, unnamed, updated, second, echo_processes()
+
+
+VARIANT = {
+    "ServiceNamespace": "sagemaker",
+    "ResourceId": "endpoint/scaled/variant/AllTraffic",
+    "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+}
+
+
+def tracking_alarms(aws: LocalAws) -> object:
+    """A target tracking policy of a variant's instances on invocations per instance: the alarms
+    it made (metric, comparison, threshold, datapoints out of periods), and its Alarms."""
+    scaling = client(aws, "application-autoscaling")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    scaling.put_scaling_policy(
+        **VARIANT, PolicyName="track", PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": 10.0,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        },
+    )  # fmt: skip
+    alarms = client(aws, "cloudwatch").describe_alarms()["MetricAlarms"]
+    made = sorted((a["MetricName"], a["ComparisonOperator"], a["Threshold"], a["DatapointsToAlarm"],
+                   a["EvaluationPeriods"], [d["Name"] for d in a["Dimensions"]]) for a in alarms)  # fmt: skip
+    (policy,) = scaling.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+    return made, len(policy["Alarms"])
+
+
+def policy_run_by_its_alarm(aws: LocalAws) -> object:
+    """A step policy adding 2 instances to an endpoint's variant, run by its alarm once a minute
+    of data breaches it: the variant's desired instance count, and the scaling activities."""
+    echo_endpoint(aws, "scaled")
+    endpoint_status(aws, "scaled", settle=True)
+    scaling, cw = client(aws, "application-autoscaling"), client(aws, "cloudwatch")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    arn = scaling.put_scaling_policy(
+        **VARIANT, PolicyName="step", PolicyType="StepScaling",
+        StepScalingPolicyConfiguration={
+            "AdjustmentType": "ChangeInCapacity", "Cooldown": 60,
+            "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 2}],
+        },
+    )["PolicyARN"]  # fmt: skip
+    cw.put_metric_alarm(
+        AlarmName="queue", Namespace="Test", MetricName="Queue", Statistic="Maximum", Period=60, EvaluationPeriods=1,
+        Threshold=5, ComparisonOperator="GreaterThanOrEqualToThreshold", AlarmActions=[arn],
+    )  # fmt: skip
+    cw.put_metric_data(Namespace="Test", MetricData=[{"MetricName": "Queue", "Value": 7}])
+    aws.clock.advance(60)
+    (variant,) = client(aws, "sagemaker").describe_endpoint(EndpointName="scaled")["ProductionVariants"]
+    described = error_of(lambda: scaling.describe_scaling_activities(ServiceNamespace="sagemaker")) or [
+        a["Description"] for a in scaling.describe_scaling_activities(ServiceNamespace="sagemaker")["ScalingActivities"]
+    ]
+    return variant["DesiredInstanceCount"], described
 
 
 def copy_count_target(aws: LocalAws) -> object:
@@ -980,8 +1131,9 @@ SCENARIOS: dict[str, Scenario] = {
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
     "missing_resource_types_exist": Scenario(
         autoscaling_and_alarm,
-        aws=((1, 1, 2), [("e", "FILL(m, 0)"), ("m", "Up")], (0, 0, 0)),
-        stock=((0, 0, 0), [], (0, 0, 0)),
+        # Three alarms of the template, and the two its target tracking policy makes.
+        aws=((1, 1, 5), [("e", "FILL(m, 0)"), ("m", "Up")], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
+        stock=((0, 0, 0), [], [], (0, 0, 0)),
     ),
     "custom_resources_invoke_their_function": Scenario(
         custom_resource_call, aws=(None, "CREATE_COMPLETE", ["k"], []), stock=(None, "CREATE_IN_PROGRESS")
@@ -1024,6 +1176,14 @@ SCENARIOS: dict[str, Scenario] = {
         invocation,
         aws=(['{"q": 1}', "application/x-q", "text/x-a", "t=1"], "echoed=t=1", "ModelError", "ValidationError"),
         stock=(["body", None, None, None], "custom_attributes", None, None),
+        builds_on=("runtime_bodies_are_bytes",),
+    ),
+    "runtime_bodies_are_bytes": Scenario(binary_and_form_bodies, aws=(None, True, None), stock=("500", False, "404")),
+    "runtime_requests_are_validated": Scenario(
+        runtime_requests_past_the_model, aws=("ValidationError", "413"), stock=(None, None)
+    ),
+    "internal_errors_answer_in_the_protocol": Scenario(
+        an_error_of_the_emulator, aws=("InternalFailure", 1), stock=("500", 0)
     ),
     "streamed_invocations_reach_the_container": Scenario(streamed_invocation, aws=(None, b"abc"), stock=("404", b"")),
     "failed_updates_roll_back": Scenario(
@@ -1057,13 +1217,33 @@ SCENARIOS: dict[str, Scenario] = {
         aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),
         stock=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/Mixed-Case", None, ["Mixed-Case"]),
     ),
-    "alarms_evaluate_their_metric": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("OK", [])),
+    "target_tracking_policies_make_their_alarms": Scenario(
+        tracking_alarms,
+        aws=(
+            [
+                ("InvocationsPerInstance", "GreaterThanThreshold", 10.0, 3, 3, ["EndpointName", "VariantName"]),
+                ("InvocationsPerInstance", "LessThanThreshold", 9.0, 15, 15, ["EndpointName", "VariantName"]),
+            ],
+            2,
+        ),
+        stock=([], 0),
+    ),
+    "scaling_policies_change_capacity": Scenario(
+        policy_run_by_its_alarm, aws=(3, ["Setting desired instance count to 3."]), stock=(1, "500")
+    ),
+    "extended_statistics_are_computed": Scenario(
+        percentiles_of_a_minute, aws=({"p99": 99.0}, [[90.0], [45.5]]), stock=(None, "500")
+    ),
+    "alarms_are_evaluated": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("INSUFFICIENT_DATA", [])),
+    "new_alarms_have_insufficient_data": Scenario(
+        alarm_created_and_updated, aws=("INSUFFICIENT_DATA", "ALARM"), stock=("OK", "OK")
+    ),
     "alarm_actions_run": Scenario(
         alarm_notifying_a_queue,
         aws=(
             1,
             [
-                "Alarm updated from OK to ALARM",
+                "Alarm updated from INSUFFICIENT_DATA to ALARM",
                 "Successfully executed action arn:aws:sns:us-east-1:123456789012:alarms",
             ],
         ),
@@ -1112,7 +1292,10 @@ def test_patch_restores_what_aws_does(aws: LocalAws, name: str) -> None:
     aws.reset()
     assert scenario.run(aws) == scenario.aws
     aws.reset()
-    with patches.without(name):
+    # Stock moto's failures are its HTML pages (and no fault of the local AWS's to keep).
+    with contextlib.ExitStack() as reverted:
+        for patch_name in (name, "internal_errors_answer_in_the_protocol", *scenario.builds_on):
+            reverted.enter_context(patches.without(patch_name))
         assert scenario.run(aws) == scenario.stock
 
 

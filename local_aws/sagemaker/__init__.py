@@ -1,0 +1,15 @@
+"""SageMaker as the local AWS emulates it beyond moto's model, its state and behaviour (moto's
+backends hold the API's resources; ``local_aws/patches/sagemaker.py`` and
+``local_aws/patches/sagemakerruntime.py`` wire this package in):
+
+* :mod:`.arns`: the ARNs SageMaker gives hosting resources;
+* :mod:`.hosting`: what an endpoint config asks the runtime for, the model's access to its image
+  and data, the data fetched from S3, how an update moves traffic, an endpoint's deploy;
+* :mod:`.components`: inference components, their store and their deploy;
+* :mod:`.invocations`: InvokeEndpoint and InvokeEndpointWithResponseStream, routed to a container;
+* :mod:`.async_inference`: InvokeEndpointAsync's queue, answers and notifications;
+* :mod:`.errors`: the runtime's error answers (ModelError, ValidationError, 413, AccessDenied).
+
+The hosting runtime that starts and stops the endpoints' containers is ``local_aws/runtime.py``
+and ``local_aws/containers.py`` (docs/DEVELOPING.md, the layout of ``local_aws``).
+"""

@@ -1,0 +1,115 @@
+"""Inference components: what SageMaker keeps of each (DescribeInferenceComponent's fields), in
+the account's and region's store (on moto's SageMaker backend: a reset drops it with it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
+from moto.sagemaker import models as sm_models
+from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
+
+from local_aws.runtime import HOSTING, HostedEndpoint
+from local_aws.sagemaker.arns import sagemaker_arn
+from local_aws.sagemaker.hosting import alarm_states, fetch, rollout_of, variant_spec
+
+
+@dataclass
+class InferenceComponent:
+    """What DescribeInferenceComponent tells of a component."""
+
+    name: str
+    arn: str
+    endpoint_name: str
+    endpoint_arn: str
+    variant_name: str
+    specification: dict[str, Any]
+    copies: int
+    status: str = "Creating"
+    failure_reason: str | None = None
+    created: datetime = field(default_factory=lambda: datetime.now(UTC))
+    modified: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def hosting_key(self) -> tuple[str, str, str]:
+        account, region = self.arn.split(":")[4], self.arn.split(":")[3]
+        return account, region, component_key(self.name)
+
+    def describe(self) -> dict[str, Any]:
+        found = {
+            "InferenceComponentName": self.name,
+            "InferenceComponentArn": self.arn,
+            "EndpointName": self.endpoint_name,
+            "EndpointArn": self.endpoint_arn,
+            "VariantName": self.variant_name,
+            "Specification": self.specification,
+            "RuntimeConfig": {"DesiredCopyCount": self.copies, "CurrentCopyCount": self.copies},
+            "CreationTime": self.created,
+            "LastModifiedTime": self.modified,
+            "InferenceComponentStatus": self.status,
+        }
+        if self.failure_reason:
+            found["FailureReason"] = self.failure_reason
+        return found
+
+
+def component_key(name: str) -> str:
+    """The runtime's key of a component's containers (no endpoint name contains a slash)."""
+    return f"inference-component/{name}"
+
+
+def components(account_id: str, region_name: str) -> dict[str, InferenceComponent]:
+    """The account's components in the region, kept on moto's SageMaker backend (a reset of
+    the local AWS drops them with it)."""
+    backend = sm_models.sagemaker_backends[account_id][region_name]
+    found: dict[str, InferenceComponent] = backend.__dict__.setdefault("inference_components", {})
+    return found
+
+
+def deploy_component(
+    ic: InferenceComponent, specification: Mapping[str, Any], deployment_config: Mapping[str, Any] | None
+) -> HostedEndpoint:
+    """The component's model in its container, as SageMaker starts a copy; an update rolls copy
+    by copy as its DeploymentConfig says and rolls back on its alarms."""
+    account, region, _ = ic.hosting_key
+    backend: Any = sm_models.sagemaker_backends[account][region]
+    model_name = str(specification["ModelName"])
+    model = backend._models.get(model_name)
+    if model is None:
+        arn = sagemaker_arn("model", model_name, account, region)
+        raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
+    spec = variant_spec(model, ic.variant_name, specification.get("StartupParameters") or {})
+
+    def settled(hosted: HostedEndpoint) -> None:
+        ic.status, ic.failure_reason = hosted.status, hosted.failure_reason
+        ic.modified = datetime.now(UTC)
+        if hosted.live is not None and hosted.live.config_name == model_name:
+            ic.specification = dict(specification)  # what the copies run: the new model once it took over
+
+    ic.status = "Creating" if HOSTING.find(ic.hosting_key) is None else "Updating"
+    return HOSTING.deploy(
+        ic.hosting_key,
+        model_name,
+        [spec],
+        fetch(account, region),
+        settled,
+        rollout=rollout_of(deployment_config, ic.copies),
+        alarm_states=alarm_states(account, region),
+    )
+
+
+def wait_component(ic: InferenceComponent, hosted: HostedEndpoint) -> None:
+    hosted.settled.wait()
+    if hosted.status == "Failed":
+        raise CloudFormationValidationError(ic.name, f"Inference component {ic.name} failed: {hosted.failure_reason}")
+
+
+def component_or_error(backend: Any, name: str) -> InferenceComponent:
+    ic = components(backend.account_id, backend.region_name).get(name)
+    if ic is None:
+        arn = sagemaker_arn("inference-component", name, backend.account_id, backend.region_name)
+        raise SageMakerValidationError(message=f"Could not find inference component '{arn}'.")
+    return ic

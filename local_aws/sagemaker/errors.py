@@ -1,0 +1,103 @@
+"""The SageMaker runtime's answers that are errors, as SageMaker words them: ModelError with the
+container's status, ValidationError, HTTP 413 past the body limit, AccessDeniedException; each
+an answer (status, headers, body) that moto's dispatch sends as it is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from moto.core.common_types import TYPE_RESPONSE
+
+from local_aws.patches.iam import assumed_role_caller
+from local_aws.policies import evaluate, first_denial
+from local_aws.runtime import EndpointNotFound, NotInService, Unhealthy
+from local_aws.sagemaker.arns import sagemaker_arn
+
+MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+
+
+def model_error(status: int, body: bytes, endpoint: str, account: str, region: str, variant: str) -> TYPE_RESPONSE:
+    kind = "client" if 400 <= status < 500 else "server"
+    text = body.decode(errors="replace")
+    log_group = f"/aws/sagemaker/Endpoints/{endpoint}"
+    message = (
+        f'Received {kind} error ({status}) from {variant} with message "{text}". See '
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#logEventViewer:group={log_group} "
+        f"in account {account} for more information."
+    )
+    payload = {
+        "ErrorCode": f"{kind.upper()}_ERROR_FROM_MODEL",
+        "LogStreamArn": f"arn:aws:logs:{region}:{account}:log-group:{log_group}",
+        "Message": message,
+        "OriginalMessage": text,
+        "OriginalStatusCode": status,
+    }
+    return error(424, "ModelError", payload)
+
+
+def no_response(variant: str, key: tuple[str, str, str]) -> TYPE_RESPONSE:
+    """What SageMaker answers when the endpoint's instance gives no answer at all (its container
+    crashed, or closed the connection without answering): ModelError with status 0 and these
+    words, as users quote them (aws/amazon-sagemaker-examples#2815, after the model server's
+    workers "abnormally terminated"; #3089). The API reference documents ModelError but not this
+    message."""
+    account, region, name = key
+    message = (
+        f"Amazon SageMaker could not get a response from the {name} endpoint. This can occur when CPU or memory "
+        "utilization is high. To check your utilization, see Amazon CloudWatch. To fix this problem, use an instance "
+        "type with more CPU capacity or memory."
+    )
+    return model_error(0, message.encode(), name, account, region, variant)
+
+
+#: What the runtime raises for an invocation it cannot hand to a container.
+UNROUTABLE = (Unhealthy, NotInService, LookupError)
+
+
+def unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
+    """InvokeEndpoint's (and the streaming call's) answer when the runtime cannot route: a crashed
+    container's ModelError, else a ValidationError (a missing endpoint, one not InService, a
+    component or variant it does not have)."""
+    if isinstance(exc, Unhealthy):
+        return no_response(exc.variant, key)
+    if isinstance(exc, EndpointNotFound):
+        account, _, name = key
+        return validation_error(f"Endpoint {name} of account {account} not found.")
+    return validation_error(str(exc))
+
+
+def access_denied(self: Any, action: str, name: str, component: str | None = None) -> TYPE_RESPONSE | None:
+    """AccessDeniedException (HTTP 400, as in the API references' Common Errors) when the
+    request is signed as an assumed role whose policies do not allow `action` on the endpoint
+    (and the component it names), by the ARNs SageMaker writes; None when allowed."""
+    caller = assumed_role_caller(self.headers, self.current_account, self.region)
+    if caller is None:
+        return None
+    arns = [sagemaker_arn("endpoint", name, self.current_account, self.region)]
+    if component:
+        arns.append(sagemaker_arn("inference-component", component, self.current_account, self.region))
+    decision = first_denial(evaluate(caller, action, arn) for arn in arns)
+    return None if decision.allowed else error(400, "AccessDeniedException", {"message": decision.message})
+
+
+def validation_error(message: str) -> TYPE_RESPONSE:
+    return error(400, "ValidationError", {"message": message})
+
+
+def error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
+    # moto's dispatch takes the HTTP status from the "status" header of a handler's answer.
+    headers = {"status": str(status), "x-amzn-ErrorType": kind, "Content-Type": "application/json"}
+    return status, headers, json.dumps(payload)
+
+
+def too_large(size: int) -> TYPE_RESPONSE:
+    """What SageMaker's front end answers a body over the limit: HTTP 413, no error type (botocore
+    reports the code "413"), as users quote it (aws/sagemaker-python-sdk#171, then with the 5 MB
+    limit: "HTTP content length exceeded 5246976 bytes.")."""
+    return (
+        413,
+        {"status": "413", "Content-Type": "application/json"},
+        json.dumps({"message": f"HTTP content length exceeded {MAX_PAYLOAD_BYTES} bytes."}),
+    )

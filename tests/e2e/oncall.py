@@ -1,0 +1,129 @@
+"""End-to-end helpers for alarms proven by their faults: the on-call queue subscribed to a
+stack's alarm topic (what its subscriber hears), and what a host runs to report its health (the
+AWS CLI's one call, made with boto3, and a stand-in DJL Serving)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from local_aws import LocalAws
+
+
+@dataclass
+class Oncall:
+    """An SQS queue subscribed to a stack's alarm topic, as an on-call engineer's would be."""
+
+    aws: LocalAws
+    queue: str
+    #: Every notification received so far: (alarm name, new state, the notification).
+    notices: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    def heard(self, alarm: str, state: str = "ALARM", timeout_s: float = 10) -> dict[str, Any]:
+        """CloudWatch's notification of `alarm` going into `state` (CloudWatch runs an alarm's
+        actions within seconds of its change)."""
+        sqs = self.aws.client("sqs")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for name, new, notice in self.notices:
+                if (name, new) == (alarm, state):
+                    return notice
+            if time.monotonic() > deadline:
+                heard = [(n, s) for n, s, _ in self.notices]
+                raise AssertionError(f"no notification of {alarm} in {state} within {timeout_s} s; heard {heard}")
+            for m in sqs.receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                "Messages", []
+            ):
+                notice = json.loads(json.loads(m["Body"])["Message"])
+                self.notices.append((notice["AlarmName"], notice["NewStateValue"], notice))
+                sqs.delete_message(QueueUrl=self.queue, ReceiptHandle=m["ReceiptHandle"])
+
+
+@contextmanager
+def oncall(aws: LocalAws, stack: str) -> Iterator[Oncall]:
+    """A queue subscribed to the stack's alarm topic for the duration."""
+    topic = aws.stack_outputs(stack)["AlarmTopicArn"]
+    sns, sqs = aws.client("sns"), aws.client("sqs")
+    queue = sqs.create_queue(QueueName=f"{stack}-oncall")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    subscription = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)["SubscriptionArn"]
+    try:
+        yield Oncall(aws, queue)
+    finally:
+        sns.unsubscribe(SubscriptionArn=subscription)
+        sqs.delete_queue(QueueUrl=queue)
+
+
+def actions_run(aws: LocalAws, alarm: str) -> list[str]:
+    """The actions the alarm ran, oldest first, as its history records them ("Successfully
+    executed action ..." or "Failed to execute action ...")."""
+    history = aws.client("cloudwatch").describe_alarm_history(
+        AlarmName=alarm, HistoryItemType="Action", ScanBy="TimestampAscending"
+    )
+    return [h["HistorySummary"] for h in history["AlarmHistoryItems"]]
+
+
+def aws_cli(folder: Path) -> Path:
+    """A folder holding an `aws` that makes the one call a host's scripts make of the AWS CLI
+    (`aws cloudwatch put-metric-data --region R --namespace N --metric-data JSON`) with boto3,
+    which reads AWS_ENDPOINT_URL as the CLI does: the CLI is no dependency of the project."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cli = folder / "aws"
+    cli.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys, boto3\n"
+        "args = sys.argv[1:]\n"
+        "assert args[:2] == ['cloudwatch', 'put-metric-data'], args\n"
+        "options = dict(zip(args[2::2], args[3::2]))\n"
+        "boto3.client('cloudwatch', region_name=options['--region']).put_metric_data(\n"
+        "    Namespace=options['--namespace'], MetricData=json.loads(options['--metric-data']))\n"
+    )
+    cli.chmod(0o755)
+    return folder
+
+
+@dataclass
+class StandIn:
+    """What a stand-in DJL Serving answers on /ping (200: healthy), and its port."""
+
+    ping: int = 200
+    port: int = 0
+
+
+@contextmanager
+def djl_serving(ping: int = 200) -> Iterator[StandIn]:
+    """A stand-in DJL Serving on a free port of 127.0.0.1: /ping answers `ping` (settable), an
+    invocation one token."""
+    state = StandIn(ping)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(state.ping if self.path == "/ping" else 404)
+            self.end_headers()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"outputs": ["Hello"]}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()

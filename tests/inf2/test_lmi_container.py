@@ -1,0 +1,95 @@
+"""The local LMI neuronx container (local_aws/lmi_container.py): the tiny bundle served behind
+HTTP by the DJL front-end stand-in under the image's pinned environment (.venv-lmi), as the local
+SageMaker runtime will run it for Inf2Stack on SageMaker: /ping only once loaded, the seed's OPT
+request answered, a bad request refused with DJL's 4xx, requests batched as serving.properties
+says, and nothing left running after stop."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from local_aws.containers import Container
+from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
+
+from .helpers import builder_args, stand_in_artifacts
+
+SEED_REQUEST: dict[str, Any] = {"text": ["Hello, I am a language model,"], "seq_length": 32, "do_sample": False}
+#: A wide batching window, so that requests sent together are one DJL batch whatever the host's pace.
+BATCH_DELAY_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def lmi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
+    """A tiny bundle built with a wide batching window, served by the local LMI container."""
+    from artifacts_builder.inf2 import run
+
+    out = tmp_path_factory.mktemp("lmi-artifacts")
+    assert run(builder_args(out, "--tiny", "-c", f"inf2.max_batch_delay_ms={BATCH_DELAY_MS}")) == 0
+    stand_in_artifacts(out)
+    # The bundle as SageMaker places an uncompressed S3 prefix under /opt/ml/model.
+    with LmiContainer(out / "inf2" / "bundle") as container:
+        container.wait_ready(timeout=300)
+        yield container
+
+
+def invoke(container: Container, body: Any) -> tuple[int, Any]:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    response = container.invoke(raw, timeout=120)
+    return response.status, json.loads(response.body)
+
+
+def test_the_image_is_recognised_by_its_repository() -> None:
+    assert is_lmi_neuronx("763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.29.0-neuronx-sdk2.19.1")
+    assert not is_lmi_neuronx("763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.29.0-lmi11.0.0-cu124")
+
+
+def test_the_seed_request_is_answered_from_the_bundle(lmi_server: Container) -> None:
+    status, body = invoke(lmi_server, SEED_REQUEST)
+    assert status == 200, body
+    (output,) = body["outputs"]
+    assert output.startswith(SEED_REQUEST["text"][0]) and len(output) > len(SEED_REQUEST["text"][0])
+    (detail,) = body["details"]
+    assert detail["generated_tokens"] > 0 and detail["finish_reason"] in ("length", "eos")
+    assert lmi_server.ping() == 200
+    # The worker ran the handler through the CPU stand-in of transformers-neuronx: the split
+    # checkpoint and the (placeholder) compiled graphs are in the container's Neuron cache.
+    cache = lmi_server.run_dir / "tmp" / "neuron-cache"  # type: ignore[operator]
+    assert list((cache / "split").glob("*/.complete")) and list((cache / "graphs").glob("*/graphs.neff"))
+
+
+def test_a_bad_request_gets_djl_s_4xx_not_a_5xx(lmi_server: Container) -> None:
+    status, body = invoke(lmi_server, {"text": ["hi"], "seq_length": 100_000})
+    assert status == 400 and body["code"] == 400 and "seq_length" in body["error"], body
+    status, body = invoke(lmi_server, b"{not json")
+    assert status == 400 and body["code"] == 400, body
+    assert lmi_server.ping() == 200, "the worker survives bad requests"
+
+
+def test_requests_sent_together_are_one_batch(lmi_server: Container) -> None:
+    """DJL 0.29.0's static batching gives every request of a batch the batch's status: a request
+    refused inside a batch is answered 200 with the refusal as its body (IMAGES.md says why
+    clients must read `code`), while alone it gets its own 400."""
+    bodies: list[Any] = [SEED_REQUEST, {"text": ["hi"], "seq_length": 100_000}]
+    answers: dict[int, tuple[int, Any]] = {}
+    barrier = threading.Barrier(len(bodies))
+
+    def send(index: int) -> None:
+        barrier.wait()
+        answers[index] = invoke(lmi_server, bodies[index])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=180)
+    assert time.monotonic() - started < 2 * BATCH_DELAY_MS / 1000 + 120
+    (good_status, good), (bad_status, bad) = answers[0], answers[1]
+    assert good_status == 200 and len(good["outputs"]) == 1, good
+    assert bad_status == 200 and bad["code"] == 400 and "seq_length" in bad["error"], bad
