@@ -42,6 +42,7 @@ from typing import Any
 from urllib.parse import quote
 
 from local_aws.awslambda.functions import FunctionNotFound, find
+from local_aws.awslambda.nodejs import RuntimeUnavailable
 from local_aws.awslambda.service import LAMBDA, AsyncInvocation
 
 #: CloudFormation's limit on a response (its Data and the rest).
@@ -58,7 +59,12 @@ def response_host(region: str) -> str:
 
 
 class CustomResourceFailed(Exception):
-    """The resource's request failed; the message is CloudFormation's status reason."""
+    """The resource's request failed; the message is CloudFormation's status reason, and
+    `physical_id` the one a FAILED response named (None when none came)."""
+
+    def __init__(self, reason: str, physical_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.physical_id = physical_id
 
 
 @dataclass
@@ -143,10 +149,16 @@ def request(
     """Send one request to the resource's function and wait for its response; the response,
     or :class:`CustomResourceFailed` with CloudFormation's reason."""
     token = str(properties.get("ServiceToken", ""))
+    if token.split(":")[2:3] == ["sns"]:
+        raise CustomResourceFailed(
+            f"ServiceToken {token} is an SNS topic: the local AWS runs custom resources backed by a Lambda "
+            "function only"
+        )
     try:
         function = find(token, target.account, target.region)
-    except FunctionNotFound as exc:
-        raise CustomResourceFailed(f"Received exception from the custom resource's function {token}: {exc}") from exc
+        LAMBDA.runtime.check(function)
+    except (FunctionNotFound, RuntimeUnavailable) as exc:
+        raise CustomResourceFailed(f"The custom resource's function {token} cannot be invoked: {exc}") from exc
     request_id = str(uuid.uuid4())
     region = target.region
     url = (
@@ -183,12 +195,11 @@ def request(
         reason = response.get("Reason") or "See the details in CloudWatch Log Stream: " + str(
             response.get("PhysicalResourceId")
         )
-        error = CustomResourceFailed(
+        raise CustomResourceFailed(
             f"Received response status [FAILED] from custom resource. Message returned: {reason} "
-            f"(RequestId: {request_id})"
+            f"(RequestId: {request_id})",
+            physical_id=str(response["PhysicalResourceId"]),
         )
-        error.physical_id = str(response.get("PhysicalResourceId"))  # type: ignore[attr-defined]
-        raise error
     return response
 
 
@@ -203,7 +214,9 @@ def _wait(pending: _Pending, invocation: AsyncInvocation, request_id: str, timeo
         if invocation.done.is_set() and not pending.arrived.is_set():
             last = invocation.last
             why = "the last returned"
-            if last is not None and not last.ok:
+            if invocation.failure:
+                why = f"the local AWS could not run it: {invocation.failure}"
+            elif last is not None and not last.ok:
                 why = f"the last with {last.error_type}: {last.error_message}"
             raise CustomResourceFailed(
                 f"{no_response} (local AWS: the {len(invocation.attempts)} invocation(s) of "
@@ -279,9 +292,7 @@ class LambdaBackedCustomResource:
             response = request(target, "Create", properties)
         except CustomResourceFailed as failed:
             # CloudFormation's rollback sends the failed resource a Delete (aws/aws-cdk#5525).
-            physical_id = getattr(failed, "physical_id", None) or _made_up_physical_id(
-                target.stack_id, target.logical_id
-            )
+            physical_id = failed.physical_id or _made_up_physical_id(target.stack_id, target.logical_id)
             # The rollback goes on if that fails too; the resource is gone from the stack either way.
             with contextlib.suppress(CustomResourceFailed):
                 request(target, "Delete", properties, physical_id=physical_id)

@@ -51,7 +51,7 @@ class Function:
             timeout_s=float(fn.timeout),
             memory_mb=int(fn.memory_size),
             environment={str(k): str(v) for k, v in (fn.environment_vars or {}).items()},
-            code=fn.code_bytes,
+            code=getattr(fn, "code_bytes", b""),  # a container image's function has none
             log_group=str(logging_config.get("LogGroup") or f"/aws/lambda/{fn.function_name}"),
             async_retries=retries,
         )

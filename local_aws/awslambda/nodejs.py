@@ -275,7 +275,7 @@ class NodeRuntime:
         events = [(first, f"INIT_START Runtime Version: nodejs:{major} (local AWS: Node.js {self.node_version()})")]
         events.append((first, f"START RequestId: {request_id} Version: $LATEST"))
         now = _millis()
-        events += [(now, line.replace("\r", "\n")) for line in lines if line]
+        events += [(_stamp(line, now), line.replace("\r", "\n")) for line in lines if line]
         if invocation.status == "timeout":
             stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
             events.append((now, f"{stamp} {request_id} Task timed out after {function.timeout_s:.2f} seconds"))
@@ -297,6 +297,17 @@ class NodeRuntime:
             running = list(self._running.values())
         for process in running:
             _kill_group(process)
+
+
+_CONSOLE_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z\t")
+
+
+def _stamp(line: str, default: int) -> int:
+    """The time a console line says it was written (epoch milliseconds), else `default`."""
+    found = _CONSOLE_STAMP.match(line)
+    if found is None:
+        return default
+    return int(datetime.fromisoformat(found.group(1)).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

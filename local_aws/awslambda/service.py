@@ -34,6 +34,8 @@ class AsyncInvocation:
     def __init__(self, service: LambdaService, function: Function, event: Any) -> None:
         self.function, self.event = function, event
         self.attempts: list[Invocation] = []
+        #: Why the local AWS could not run it at all ("" when it ran).
+        self.failure = ""
         self.done = threading.Event()
         self._service = service
         self._generation = service.generation
@@ -51,8 +53,9 @@ class AsyncInvocation:
                 self.attempts.append(attempt)
                 if attempt.ok or self._service.generation != self._generation:
                     break  # done, or the local AWS stopped or forgot its account meanwhile
-        except Exception:
-            log.exception("the asynchronous invocation of %s failed", self.function.name)
+        except Exception as exc:
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.exception("the local AWS could not invoke %s", self.function.name)
         finally:
             self.done.set()
 

@@ -395,3 +395,19 @@ def test_the_vpc_handler_restricts_the_default_group_as_its_role_may(fresh: Loca
     assert update_stack(fresh, "vpc", template) is None
     assert default_group_rules(fresh, vpc) == (1, 1)
     assert error_of(lambda: client(fresh, "cloudformation").delete_stack(StackName="vpc")) is None
+
+
+def test_a_runtime_the_local_aws_does_not_run_is_said_so(fresh: LocalAws) -> None:
+    lam = client(fresh, "lambda")
+    arn = role(fresh, "fn")
+    lam.create_function(
+        FunctionName="py", Runtime="python3.12", Role=arn, Handler="index.handler",
+        Code={"ZipFile": zipped({"index.py": "def handler(event, context):\n    return 1\n"})},
+    )  # fmt: skip
+    with pytest.raises(lam.exceptions.InvalidRuntimeException, match=r"runs on python3\.12: the local AWS runs"):
+        lam.invoke(FunctionName="py", Payload=b"{}")
+    template = custom_stack(fresh, {"index.py": "def handler(event, context):\n    pass\n"}, Thing=thing("x"))
+    template["Resources"]["Fn"]["Properties"]["Runtime"] = "python3.12"
+    deploy_stack(fresh, "custom", template)
+    assert stack_status(fresh, "custom") == "ROLLBACK_COMPLETE"
+    assert "Node.js runtimes (nodejs<N>.x) only" in failures(fresh, "custom")["Thing"]
