@@ -168,9 +168,18 @@ def instance_problems(*, instance_type: str, degree: int, prefix: str = "") -> l
 
 
 def model_problems(
-    facts: ModelFacts, *, model_id: str, degree: int, dtype: str, n_positions: int, batch_size: int
+    facts: ModelFacts,
+    *,
+    model_id: str,
+    degree: int,
+    dtype: str,
+    n_positions: int,
+    batch_size: int,
+    instance_type: str | None = None,
+    prefix: str = "",
 ) -> list[str]:
-    """The rules that depend on the model and the server settings."""
+    """The rules that depend on the model and the server settings; a degree the fix asks for
+    that `instance_type` (as for :func:`instance_problems`) cannot hold names the types that can."""
     problems = []
     heads = facts.num_attention_heads
     if heads % degree:
@@ -190,6 +199,9 @@ def model_problems(
         needed = -(-(weights + kv_cache) // HBM_PER_CORE_BYTES)
         larger = [d for d in ALLOWED_DEGREES["inf2"] if d >= needed and heads % d == 0]
         fix = f"raise the degree to {larger[0]}" if larger else "use a smaller model"
+        if larger and instance_type in NEURON_CORES and larger[0] > NEURON_CORES[instance_type]:
+            holders = [prefix + t for t, n in NEURON_CORES.items() if n >= larger[0]]
+            fix += f" on {' or '.join(holders)} ({prefix}{instance_type} has {NEURON_CORES[instance_type]} NeuronCores)"
         problems.append(
             f"inf2.tensor_parallel_degree={degree} is invalid: {model_id} needs "
             f"{weights / GIB:.1f} GiB of {dtype} weights plus {kv_cache / GIB:.1f} GiB of KV cache "

@@ -2,7 +2,8 @@
 
 What SageMaker does, done on this host with the image's own server code (local_aws/containers.py):
 
-* an endpoint being created gets one container per production variant: the model data from the
+* an endpoint being created gets one container per instance of each production variant (its
+  initial instance count; an inference component one per copy): the model data from the
   local S3 laid out as ``/opt/ml/model`` would be (a ``model.tar.gz`` extracted; an
   uncompressed S3 prefix copied with its keys as paths), the Model's environment, a free port
   as ``SAGEMAKER_BIND_TO_PORT``. It is ``InService`` once every container answers ``/ping``
@@ -11,7 +12,9 @@ What SageMaker does, done on this host with the image's own server code (local_a
 * an update starts the new config's containers beside the old ones and switches once they
   answer ``/ping``; until then the old ones keep answering (a new config that fails leaves the
   endpoint on the old one, ``InService``, with the failure reason);
-* ``InvokeEndpoint`` is forwarded to the variant's container (``local_aws.patches``);
+* ``InvokeEndpoint`` is forwarded to the least busy of the variant's containers (``local_aws.patches``);
+* a new instance count (:meth:`Hosting.scale`) starts or stops containers until it is reached,
+  the endpoint ``Updating`` meanwhile; at zero, an invocation finds :class:`NoCapacity`;
 * a container whose process has exited after the endpoint went ``InService`` (a crashed server)
   answers no more: the next invocation finds it (:class:`Unhealthy`), ends what is left of its
   processes, and gets the ``ModelError`` SageMaker gives when it gets no answer from the
@@ -21,8 +24,10 @@ What SageMaker does, done on this host with the image's own server code (local_a
 
 Which local server runs an image: the Hugging Face PyTorch inference DLC runs the toolkit's model
 server under ``.venv-hf``; AWS's vLLM image runs its entrypoint's vLLM server under ``.venv-vllm``
-(the CPU build of the image's vLLM version); any other image is taken for this project's GPT-2 image (the only
-image it builds; the local AWS cannot pull images), run from ``serving/gpt2``.
+(the CPU build of the image's vLLM version); DJL Serving's LMI neuronx image runs the bundle's
+handler behind a stand-in for DJL's front end under ``.venv-lmi`` (local_aws/lmi_container.py); any
+other image is taken for this project's GPT-2 image (the only image it builds; the local AWS
+cannot pull images), run from ``serving/gpt2``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 
 from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 from local_aws.faults import FAULTS
+from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 
 log = logging.getLogger("local_aws.runtime")
 
@@ -80,45 +86,131 @@ def container_for(image: str, model_data: Callable[[Path], None], environment: M
         kind = HuggingFaceContainer
     elif VLLM_REPOSITORY in image:
         kind = VllmContainer
+    elif is_lmi_neuronx(image):
+        kind = LmiContainer
     return kind(model_data, environment=environment)
+
+
+class NoCapacity(RuntimeError):
+    """The variant has no instance (a component no copy) running: scaled to zero."""
+
+    def __init__(self, variant: str) -> None:
+        super().__init__(f"variant {variant} has no instance running")
+        self.variant = variant
 
 
 @dataclass
 class Deployment:
-    """One endpoint config's containers, by variant."""
+    """One endpoint config's containers (a component's model's): per variant its instances (its
+    copies), each a container started from the variant's spec, as many as its desired count."""
 
     config_name: str
-    containers: dict[str, Container] = field(default_factory=dict)
+    specs: dict[str, VariantSpec] = field(default_factory=dict)
+    fetch: ModelFetcher | None = None
+    launcher: Launcher | None = None
+    #: Per variant, the instances that answered /ping, in the order they came up.
+    instances: dict[str, list[Container]] = field(default_factory=dict)
+    #: Per variant, how many instances it should have (what scaling last set).
+    desired: dict[str, int] = field(default_factory=dict)
     stopped: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Containers started and not yet answering /ping, by variant (stopping the deployment stops
+    #: them too).
+    _starting: list[tuple[str, Container]] = field(default_factory=list)
     #: Invocations being answered: an endpoint that moved to another config lets them finish.
     _in_flight: int = 0
+    #: Invocations being answered, per container (by id): the least busy gets the next one.
+    _busy: dict[int, int] = field(default_factory=dict)
+    #: The variants whose instances are being started or stopped to match their desired count.
+    reconciling: set[str] = field(default_factory=set)
     _idle: threading.Condition = field(default_factory=threading.Condition)
 
-    def begin(self) -> None:
+    @property
+    def containers(self) -> dict[str, Container]:
+        """The first instance of each variant that has one, else the one it is starting."""
+        with self._lock:
+            starting = {variant: container for variant, container in reversed(self._starting)}
+            return {**starting, **{variant: found[0] for variant, found in self.instances.items() if found}}
+
+    def ready(self, variant: str) -> int:
+        with self._lock:
+            return len(self.instances.get(variant, []))
+
+    def busy(self, variant: str) -> int:
+        """Invocations in flight at the variant's instances."""
+        with self._idle:
+            return sum(self._busy.get(id(c), 0) for c in self.instances.get(variant, []))
+
+    def begin(self, container: Container) -> None:
         with self._idle:
             self._in_flight += 1
+            self._busy[id(container)] = self._busy.get(id(container), 0) + 1
 
-    def end(self) -> None:
+    def end(self, container: Container) -> None:
         with self._idle:
             self._in_flight -= 1
+            self._busy[id(container)] -= 1
             self._idle.notify_all()
 
-    def drain(self, timeout_s: float) -> None:
+    def drain(self, timeout_s: float, container: Container | None = None) -> None:
+        """Until no invocation is in flight (at `container`, else at any of them)."""
         with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+            self._idle.wait_for(
+                lambda: (self._busy.get(id(container), 0) if container else self._in_flight) == 0, timeout=timeout_s
+            )
 
-    def start(self, variant: str, container: Container) -> None:
+    def least_busy(self, variant: str) -> Container | None:
+        """The instance of `variant` to send an invocation to: one of those with the fewest in
+        flight, at random, among those whose process runs (SageMaker routes to healthy instances,
+        at random or to the least busy: its RoutingConfig); None when every one has exited, or
+        there is none."""
+        with self._lock:
+            alive = [c for c in self.instances.get(variant, []) if not c.exited()]
+        with self._idle:
+            fewest = min((self._busy.get(id(c), 0) for c in alive), default=None)
+            least = [c for c in alive if self._busy.get(id(c), 0) == fewest]
+        return random.choice(least) if least else None  # noqa: S311
+
+    def start_instance(self, variant: str) -> tuple[Container, float]:
+        """One more instance of `variant`, started and answering /ping; (it, seconds waited)."""
+        spec = self.specs[variant]
+        assert self.launcher is not None and self.fetch is not None
+        container = self.launcher(spec.image, _fetcher(self.fetch, spec.model_data), spec.environment)
         with self._lock:
             if self.stopped:
                 raise ContainerError("the endpoint was deleted while it was being created")
-            self.containers[variant] = container
+            self._starting.append((variant, container))
             container.start()
+        try:
+            waited = container.wait_ready(spec.startup_timeout_s)
+        except BaseException:
+            container.stop()
+            raise
+        finally:
+            with self._lock:
+                self._starting.remove((variant, container))
+        with self._lock:
+            if not self.stopped:
+                self.instances.setdefault(variant, []).append(container)
+                return container, waited
+        container.stop()
+        raise ContainerError("the endpoint was deleted while its instance was starting")
+
+    def stop_instance(self, variant: str) -> bool:
+        """The newest instance of `variant` out of the rotation, drained and stopped; False if it had none."""
+        with self._lock:
+            found = self.instances.get(variant, [])
+            if not found:
+                return False
+            container = found.pop()
+        self.drain(INVOCATION_TIMEOUT_S, container)
+        container.stop()
+        return True
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
-            containers = list(self.containers.values())
+            containers = [c for found in self.instances.values() for c in found] + [c for _, c in self._starting]
         for container in containers:
             container.stop()
 
@@ -166,6 +258,8 @@ class VariantSpec:
     #: Why SageMaker could not get the image or the model data with the model's execution role
     #: (AWS's reason), else None.
     refused: str | None = None
+    #: Instances (a component's copies) to start: the variant's initial instance count.
+    count: int = 1
 
 
 ModelFetcher = Callable[[Mapping[str, Any], Path], None]
@@ -223,10 +317,14 @@ class Hosting:
         alarm_states: AlarmStates | None,
     ) -> None:
         started = time.monotonic()
-        deployment = Deployment(config_name)
+        deployment = Deployment(config_name, {v.variant: v for v in variants}, fetch, self.launcher)
         with self._lock:
             endpoint.pending = deployment
-        reason = self._start(endpoint, deployment, variants, fetch)
+            live = endpoint.live
+        for spec in variants:
+            # An update keeps the count scaling set (the stacks' RetainAllVariantProperties).
+            deployment.desired[spec.variant] = live.desired.get(spec.variant, spec.count) if live else spec.count
+        reason = self._start(endpoint, deployment, variants)
         if reason is None and endpoint.live is not None:
             reason = self._shift(endpoint, rollout, alarm_states, started)
         if reason is not None:
@@ -249,17 +347,15 @@ class Hosting:
             previous.stop()
         endpoint.settled.set()
 
-    def _start(
-        self, endpoint: HostedEndpoint, deployment: Deployment, variants: list[VariantSpec], fetch: ModelFetcher
-    ) -> str | None:
-        """Start every variant's container and wait for its /ping; the failure's reason, if any."""
+    def _start(self, endpoint: HostedEndpoint, deployment: Deployment, variants: list[VariantSpec]) -> str | None:
+        """Start every variant's instances and wait for their /ping; the failure's reason, if any."""
         for spec in variants:
             if spec.refused is not None:
                 return spec.refused
             try:
-                container = self.launcher(spec.image, _fetcher(fetch, spec.model_data), spec.environment)
-                deployment.start(spec.variant, container)
-                waited = container.wait_ready(spec.startup_timeout_s)
+                waited = 0.0
+                for _ in range(deployment.desired[spec.variant]):
+                    waited += deployment.start_instance(spec.variant)[1]
             except (ContainerError, OSError) as exc:
                 return (
                     f"The primary container for production variant {spec.variant} did not pass the ping health "
@@ -290,6 +386,11 @@ class Hosting:
         with self._lock:
             return self._endpoints.get(key)
 
+    def hosted(self) -> list[tuple[tuple[str, str, str], HostedEndpoint]]:
+        """Every hosted endpoint (and component), by key."""
+        with self._lock:
+            return list(self._endpoints.items())
+
     @contextlib.contextmanager
     def route(self, key: tuple[str, str, str], variant: str | None = None) -> Iterator[tuple[str, Container]]:
         """The (variant, container) an invocation goes to, the named variant else the first,
@@ -304,20 +405,83 @@ class Hosting:
             pending = endpoint.pending
             if pending is not None and endpoint.shifted > 0 and random.random() < endpoint.shifted:  # noqa: S311
                 deployment = pending  # the share of traffic an update has moved so far
-            if variant is not None and variant not in deployment.containers:
+            if variant is not None and variant not in deployment.specs:
                 raise VariantNotFound(f"Variant {variant} not found on endpoint {key[2]}.")
-            name = variant if variant is not None else next(iter(deployment.containers))
-            container = deployment.containers[name]
-            crashed = container.exited()
-            if not crashed:
+            name = variant if variant is not None else next(iter(deployment.specs))
+            container = deployment.least_busy(name)
+            if container is not None:
                 # Counted before the lock is let go: an update cannot stop it in between.
-                deployment.begin()
-        if crashed:
-            raise self._crashed(key[2], name, container)
+                deployment.begin(container)
+        if container is None:
+            with deployment._lock:
+                found = list(deployment.instances.get(name, []))
+            if not found:
+                raise NoCapacity(name)
+            raise self._crashed(key[2], name, found[0])
         try:
             yield name, container
         finally:
-            deployment.end()
+            deployment.end(container)
+
+    def scale(
+        self,
+        key: tuple[str, str, str],
+        variant: str,
+        count: int,
+        on_change: Callable[[HostedEndpoint, Deployment, str], None] | None = None,
+    ) -> None:
+        """Set the variant's instance count (a component's copies) to `count`: instances started
+        (each in service once it answers /ping) or stopped (once what it answers is done) in the
+        background, the endpoint Updating meanwhile; `on_change` after each one comes or goes,
+        and once the count is reached."""
+        with self._lock:
+            endpoint = self._endpoints.get(key)
+            if endpoint is None or endpoint.live is None:
+                raise EndpointNotFound(key[2])
+            deployment = endpoint.live
+            if variant not in deployment.specs:
+                raise VariantNotFound(f"Variant {variant} not found on endpoint {key[2]}.")
+            deployment.desired[variant] = count
+            if variant in deployment.reconciling:
+                return  # the running reconciliation reads the new count
+            deployment.reconciling.add(variant)
+            if endpoint.status == "InService":
+                endpoint.status = "Updating"
+        threading.Thread(
+            target=self._reconcile, args=(endpoint, deployment, variant, on_change), name=f"scale-{key[2]}", daemon=True
+        ).start()
+
+    def _reconcile(
+        self,
+        endpoint: HostedEndpoint,
+        deployment: Deployment,
+        variant: str,
+        on_change: Callable[[HostedEndpoint, Deployment, str], None] | None,
+    ) -> None:
+        while True:
+            with self._lock:
+                wanted, have = deployment.desired[variant], deployment.ready(variant)
+                if deployment.stopped or wanted == have:
+                    deployment.reconciling.discard(variant)
+                    if endpoint.status == "Updating" and endpoint.pending is None and not deployment.reconciling:
+                        endpoint.status = "InService"
+                    break
+            try:
+                if wanted > have:
+                    waited = deployment.start_instance(variant)[1]
+                    log.info(
+                        "endpoint %s: an instance of %s answers /ping after %.1f s", endpoint.name, variant, waited
+                    )
+                else:
+                    deployment.stop_instance(variant)
+            except (ContainerError, OSError) as exc:
+                log.warning("endpoint %s: an instance of variant %s failed to start: %s", endpoint.name, variant, exc)
+                with self._lock:
+                    deployment.desired[variant] = deployment.ready(variant)
+            if on_change is not None:
+                on_change(endpoint, deployment, variant)
+        if on_change is not None:
+            on_change(endpoint, deployment, variant)
 
     @staticmethod
     def _crashed(endpoint: str, variant: str, container: Container) -> Unhealthy:

@@ -365,6 +365,8 @@ def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: st
             dtype=ms.dtype,
             n_positions=ms.n_positions,
             batch_size=ms.batch_size,
+            instance_type=instance,
+            prefix=prefix,
         )
         + host_memory_problems(facts, model_id=model_id, instance_type=instance, dtype=ms.dtype, prefix=prefix)
     )

@@ -81,7 +81,8 @@ def check_bundle(settings: Inf2Settings) -> tuple[ModelFacts, str, bool]:
             problems.append(
                 f"inf2.bundle={str(settings.bundle)!r} is invalid: it was built from other settings ("
                 + "; ".join(stale)
-                + "); rebuild it with python -m artifacts_builder inf2"
+                + "); rebuild it with python -m artifacts_builder inf2 and the same settings (cdk.json's, and "
+                "the same -c inf2.<key>=<value> as this synthesis: inf2.platform among them)"
             )
     if problems:
         raise ConfigError("; ".join(problems))

@@ -156,7 +156,14 @@ def is_placeholder(word: str) -> bool:
 # --- Request bodies -------------------------------------------------------------------------
 
 #: The keys of a request body, by the endpoint whose body has them.
-REQUEST_KEYS = {"input": "gpt2", "prompt": "gptj-vllm", "messages": "gptj-vllm", "inputs": "gptj-toolkit"}
+REQUEST_KEYS = {
+    "input": "gpt2",
+    "prompt": "gptj-vllm",
+    "messages": "gptj-vllm",
+    "inputs": "gptj-toolkit",
+    # Inf2's handler takes `text`, which the other bodies' answers hold too: its `seq_length` tells.
+    "seq_length": "inf2",
+}
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,8 @@ class Body:
     @property
     def endpoint(self) -> str:
         """Which endpoint it is for: `gpt2` (Gpt2Stack), `gptj-vllm` (GptjStack on its default
-        engine) or `gptj-toolkit` (GptjStack with gptj.engine=hf-toolkit), by its keys."""
+        engine), `gptj-toolkit` (GptjStack with gptj.engine=hf-toolkit) or `inf2` (Inf2Stack's
+        handler), by its keys."""
         (endpoint,) = {REQUEST_KEYS[key] for key in self.body if key in REQUEST_KEYS}
         return endpoint
 
@@ -210,7 +218,10 @@ def _request(value: Any) -> dict[str, Any] | None:
         return None
     if isinstance(value.get("body"), dict) and "content_type" in value:
         return _request(value["body"])
-    if not any(key in REQUEST_KEYS for key in value) or "..." in json.dumps(value, default=str):
+    # A placeholder `[...]` reads as Ellipsis (ast.literal_eval): not a body to send.
+    if not any(key in REQUEST_KEYS for key in value) or "..." in json.dumps(
+        value, default=lambda o: "..." if o is Ellipsis else str(o)
+    ):
         return None
     return value
 

@@ -258,14 +258,15 @@ def test_a_page_on_both_engines_describes_the_default_first() -> None:
 def test_every_documented_body_is_for_one_endpoint_the_e2e_tests_call() -> None:
     """tests/docs_pages.py finds the request bodies the pages give; each is for one endpoint by
     its keys, and the e2e tests send it there (tests/e2e/test_invoke_endpoint.py for GPT-2 and
-    the toolkit's GPT-J, tests/e2e/test_vllm_engine.py for GPT-J on vLLM)."""
+    the toolkit's GPT-J, tests/e2e/test_vllm_engine.py for GPT-J on vLLM,
+    tests/e2e/test_inf2_sagemaker.py for Inf2's handler)."""
     from tests.docs_pages import documented_bodies
     from tests.e2e.test_invoke_endpoint import STACK_OF
 
     bodies = documented_bodies()
-    assert {body.endpoint for body in bodies} <= {*STACK_OF, "gptj-vllm"}
+    assert {body.endpoint for body in bodies} <= {*STACK_OF, "gptj-vllm", "inf2"}
     # The seeds' requests are among them: the finder still finds what the pages give.
-    assert {"gpt2", "gptj-toolkit", "gptj-vllm"} <= {body.endpoint for body in bodies}
+    assert {"gpt2", "gptj-toolkit", "gptj-vllm", "inf2"} <= {body.endpoint for body in bodies}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)

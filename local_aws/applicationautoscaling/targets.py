@@ -11,11 +11,13 @@ UpdateEndpointWeightsAndCapacities and UpdateInferenceComponentRuntimeConfig):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-from moto.sagemaker.models import sagemaker_backends
+from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
+
+from local_aws.sagemaker import scaling
 
 VARIANT_INSTANCES = "sagemaker:variant:DesiredInstanceCount"
 COMPONENT_COPIES = "sagemaker:inference-component:DesiredCopyCount"
@@ -35,45 +37,42 @@ class Dimension:
     noun: str
 
 
-def _variant(resource_id: str, account: str, region: str) -> tuple[Any, dict[str, Any]]:
+def _variant_ids(resource_id: str) -> tuple[str, str]:
     _, endpoint_name, _, variant_name = resource_id.split("/", 3)
-    endpoint = sagemaker_backends[account][region].endpoints.get(endpoint_name)
-    if endpoint is None:
-        raise CapacityError(f"Could not find endpoint {endpoint_name}")
-    for variant in endpoint.production_variants:
-        if variant["VariantName"] == variant_name:
-            return endpoint, variant
-    raise CapacityError(f"Endpoint {endpoint_name} has no variant {variant_name}")
+    return endpoint_name, variant_name
+
+
+def _component_name(resource_id: str) -> str:
+    return resource_id.removeprefix("inference-component/")
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """SageMaker's refusal (a resource it does not have) as the capacity's error."""
+    try:
+        yield
+    except SageMakerValidationError as exc:
+        raise CapacityError(exc.message) from exc
 
 
 def _variant_capacity(resource_id: str, account: str, region: str) -> int:
-    _, variant = _variant(resource_id, account, region)
-    return int(variant.get("DesiredInstanceCount") or 0)
+    with _refused():
+        return scaling.instance_count(account, region, *_variant_ids(resource_id))
 
 
 def _set_variant_capacity(resource_id: str, count: int, account: str, region: str) -> None:
-    endpoint, variant = _variant(resource_id, account, region)
-    wanted = {"VariantName": variant["VariantName"], "DesiredInstanceCount": count}
-    if variant.get("DesiredWeight") is not None:
-        wanted["DesiredWeight"] = variant["DesiredWeight"]
-    sagemaker_backends[account][region].update_endpoint_weights_and_capacities(endpoint.endpoint_name, [wanted])
-
-
-def _component(resource_id: str, account: str, region: str) -> Any:
-    name = resource_id.removeprefix("inference-component/")
-    # The components the local AWS's SageMaker keeps on its backend (local_aws/sagemaker/components.py).
-    found = getattr(sagemaker_backends[account][region], "inference_components", {}).get(name)
-    if found is None:
-        raise CapacityError(f"Could not find inference component {name}")
-    return found
+    with _refused():
+        scaling.set_instance_count(account, region, *_variant_ids(resource_id), count)
 
 
 def _component_capacity(resource_id: str, account: str, region: str) -> int:
-    return int(_component(resource_id, account, region).copies)
+    with _refused():
+        return scaling.copy_count(account, region, _component_name(resource_id))
 
 
 def _set_component_capacity(resource_id: str, count: int, account: str, region: str) -> None:
-    _component(resource_id, account, region).copies = count
+    with _refused():
+        scaling.set_copy_count(account, region, _component_name(resource_id), count)
 
 
 DIMENSIONS: dict[tuple[str, str], Dimension] = {

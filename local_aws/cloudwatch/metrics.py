@@ -14,11 +14,17 @@ from local_aws import clock
 
 
 def stamped(metric_data: Iterable[Mapping[str, Any]], when: datetime) -> list[dict[str, Any]]:
-    """The data, each datum without a Timestamp stamped `when`. Stamps are naive UTC, as moto
+    """The data, each datum without a Timestamp stamped `when`. Stamps are naive UTC (an aware
+    one made so), as moto
     keeps every timestamp it parses and compares them with GetMetricData's StartTime and
     EndTime: an aware one there fails the call."""
-    naive = when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
-    return [dict(m) if m.get("Timestamp") else {**m, "Timestamp": naive} for m in metric_data]
+    return [{**m, "Timestamp": _naive(m.get("Timestamp") or when)} for m in metric_data]
+
+
+def _naive(when: Any) -> Any:
+    if isinstance(when, datetime) and when.tzinfo is not None:
+        return when.astimezone(UTC).replace(tzinfo=None)
+    return when
 
 
 def publish(account: str, region: str, namespace: str, metric_data: Iterable[Mapping[str, Any]]) -> None:

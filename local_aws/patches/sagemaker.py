@@ -27,6 +27,7 @@ from local_aws.sagemaker.components import (
     wait_component,
 )
 from local_aws.sagemaker.hosting import deploy, wait_settled
+from local_aws.sagemaker.scaling import set_copy_count, set_instance_count
 
 # SageMaker hosting instance type names: ml.<family>.<size>.
 _SAGEMAKER_INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9-]*\.(medium|large|[0-9]*xlarge)$")
@@ -293,3 +294,51 @@ def inference_components_run_their_container() -> None:
 
     replace(SageMakerResponse, "describe_inference_component", describe_inference_component)
     replace(SageMakerResponse, "list_inference_components", list_inference_components)
+
+
+@patch(
+    restores="""A variant's instance count and a component's copy count change what runs, as
+    Application Auto Scaling changes them: UpdateEndpointWeightsAndCapacities (its
+    DesiredInstanceCount) and UpdateInferenceComponentRuntimeConfig (its CopyCount) start or stop
+    the containers of the variant's instances or the component's copies, each in service once it
+    answers /ping; the endpoint (the component) is Updating meanwhile, DescribeEndpoint's
+    CurrentInstanceCount (DescribeInferenceComponent's CurrentCopyCount) the containers in
+    service; invocations are spread over them, the least busy first; a component at zero copies
+    answers ValidationError "Inference Component has no capacity to process this request ..."
+    (the API reference of UpdateEndpointWeightsAndCapacities; AWS's scale-to-zero blog post).
+    Stock moto writes the counts and runs nothing, and has no
+    UpdateInferenceComponentRuntimeConfig."""
+)
+def capacity_changes_run_containers() -> None:
+    def update_endpoint_weights_and_capacities(
+        self: Any, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
+    ) -> str:
+        endpoint = self.endpoints.get(endpoint_name)
+        if endpoint is None:
+            arn = sagemaker_arn("endpoint", endpoint_name, self.account_id, self.region_name)
+            raise SageMakerValidationError(message=f'Could not find endpoint "{arn}".')
+        for wanted in desired_weights_and_capacities:
+            variant = str(wanted["VariantName"])
+            if "DesiredWeight" in wanted:
+                for described in endpoint.production_variants:
+                    if described["VariantName"] == variant:
+                        described["DesiredWeight"] = described["CurrentWeight"] = wanted["DesiredWeight"]
+            if "DesiredInstanceCount" in wanted:
+                set_instance_count(
+                    self.account_id, self.region_name, endpoint_name, variant, int(wanted["DesiredInstanceCount"])
+                )
+        return str(endpoint.arn)
+
+    def update_inference_component_runtime_config(self: Any) -> ActionResult:
+        name = self._get_param("InferenceComponentName")
+        count = int(self._get_param("DesiredRuntimeConfig")["CopyCount"])
+        backend = self.sagemaker_backend
+        set_copy_count(backend.account_id, backend.region_name, name, count)
+        return ActionResult({"InferenceComponentArn": component_or_error(backend, name).arn})
+
+    replace(
+        sm_models.SageMakerModelBackend,
+        "update_endpoint_weights_and_capacities",
+        update_endpoint_weights_and_capacities,
+    )
+    replace(SageMakerResponse, "update_inference_component_runtime_config", update_inference_component_runtime_config)

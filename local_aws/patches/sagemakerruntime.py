@@ -16,8 +16,8 @@ from werkzeug.datastructures import ImmutableMultiDict
 
 from local_aws import validation
 from local_aws.patches.base import patch, replace
-from local_aws.runtime import HOSTING
-from local_aws.sagemaker import async_inference
+from local_aws.runtime import HOSTING, NoCapacity
+from local_aws.sagemaker import async_inference, metrics
 from local_aws.sagemaker.errors import (
     MAX_PAYLOAD_BYTES,
     UNROUTABLE,
@@ -145,9 +145,18 @@ def invocations_reach_the_container() -> None:
         denied = access_denied(self, "sagemaker:InvokeEndpoint", name, component)
         if denied is not None:
             return denied
+        routed: tuple[tuple[str, str, str], str | None] = (key, None)
         try:
-            with HOSTING.route(*route_args(key, self.headers)) as (variant, container):
-                return forward(self.headers, body, key, variant, container)
+            routed = route_args(key, self.headers)
+            with HOSTING.route(*routed) as (variant, container):
+                measured = metrics.measure(routed[0], variant)
+                answer = forward(self.headers, body, key, variant, container, measured)
+            if measured is not None:
+                measured.publish()
+            return answer
+        except NoCapacity as exc:
+            metrics.found_no_capacity(*routed)
+            return unroutable(exc, key)
         except UNROUTABLE as exc:
             return unroutable(exc, key)
 
@@ -186,7 +195,10 @@ def streamed_invocations_reach_the_container() -> None:
         route = contextlib.ExitStack()
         with route:
             try:
-                return stream(self.headers, body, key, route)
+                return stream(self.headers, body, key, route, metrics.measure)
+            except NoCapacity as exc:
+                metrics.found_no_capacity(*route_args(key, self.headers))
+                return unroutable(exc, key)
             except UNROUTABLE as exc:
                 return unroutable(exc, key)
 
@@ -225,3 +237,19 @@ def async_invocations_answer_through_s3() -> None:
         return 202, headers, json.dumps({"InferenceId": request.inference_id})
 
     replace(SageMakerRuntimeResponse, "invoke_endpoint_async", invoke_endpoint_async)
+
+
+@patch(
+    restores="""SageMaker publishes its metrics of what an endpoint serves and runs, each in the
+    namespace, with the dimensions and in the modes the catalog of what SageMaker publishes says
+    (llm_contracts/sagemaker_metrics.py, with its sources): per invocation (InvokeEndpoint,
+    InvokeEndpointWithResponseStream, InvokeEndpointAsync) its count, per instance or per copy,
+    the model's 4xx, 5xx and errors, its latency and SageMaker's overhead, the requests in
+    flight; per request that finds no copy NoCapacityInvocationFailures; per asynchronous request
+    its times and failure; every minute each instance's CPU, memory and disk use (its container's
+    processes and files), each idle variant's or component's zero invocations and each
+    asynchronous endpoint's queue (local_aws/sagemaker/metrics.py). Stock moto publishes nothing."""
+)
+def sagemaker_publishes_its_metrics() -> None:
+    replace(metrics, "ENABLED", True)
+    replace(async_inference, "ANSWERED", metrics.async_answered)

@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,14 +21,17 @@ from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
 from moto.utilities.utils import get_partition
 
+from local_aws import clock
 from local_aws.runtime import HOSTING, split_s3_url
 from local_aws.sagemaker.errors import validation_error
 
 log = logging.getLogger("local_aws.sagemaker.async_inference")
 
-#: Requests an async endpoint works on at once when its config sets no
-#: MaxConcurrentInvocationsPerInstance (SageMaker chooses; one instance here).
+#: Requests an async endpoint's instance works on at once when its config sets no
+#: MaxConcurrentInvocationsPerInstance (SageMaker chooses).
 DEFAULT_ASYNC_CONCURRENCY = 4
+#: How long a request may wait in the queue (RequestTTLSeconds' default and largest, 6 hours).
+REQUEST_TTL_S = 6 * 3600
 
 #: SageMaker's default and largest InvocationTimeoutSeconds of an async request.
 ASYNC_TIMEOUT_S, ASYNC_MAX_TIMEOUT_S = 900, 3600
@@ -46,8 +52,12 @@ class AsyncRequest:
     failure_location: str
     success_topic: str | None
     error_topic: str | None
-    #: Requests the endpoint works on at once (its MaxConcurrentInvocationsPerInstance).
+    #: Requests each of the endpoint's instances works on at once (its MaxConcurrentInvocationsPerInstance).
     concurrency: int
+    #: How long it may wait in the queue (RequestTTLSeconds).
+    ttl_s: int = REQUEST_TTL_S
+    #: When SageMaker received it, on the local AWS's clock (the queue's oldest request's age).
+    received_at: datetime = field(default_factory=clock.now)
 
 
 def async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
@@ -100,6 +110,7 @@ def async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
         concurrency=int(
             (config.get("ClientConfig") or {}).get("MaxConcurrentInvocationsPerInstance") or DEFAULT_ASYNC_CONCURRENCY
         ),
+        ttl_s=int(self.headers.get("X-Amzn-SageMaker-RequestTTLSeconds") or REQUEST_TTL_S),
     )
 
 
@@ -114,15 +125,36 @@ def pending_async(key: tuple[str, str, str] | None = None) -> list[AsyncRequest]
         return [r for r in _pending if key is None or r.key == key]
 
 
-_queues: dict[tuple[tuple[str, str, str], int], threading.BoundedSemaphore] = {}
-_queues_lock = threading.Lock()
+#: Per endpoint, the requests its instances work on now.
+_working: dict[tuple[str, str, str], int] = {}
+_turn = threading.Condition()
 
 
-def _queue(key: tuple[str, str, str], concurrency: int) -> threading.BoundedSemaphore:
-    """The endpoint's queue: at most `concurrency` of its requests are worked on at once, the
-    others wait their turn (the endpoint's one instance: queueing is part of an async latency)."""
-    with _queues_lock:
-        return _queues.setdefault((key, concurrency), threading.BoundedSemaphore(concurrency))
+def _instances(key: tuple[str, str, str]) -> int:
+    hosted = HOSTING.find(key)
+    deployment = hosted.live if hosted is not None else None
+    return sum(deployment.ready(v) for v in deployment.specs) if deployment is not None else 0
+
+
+@contextmanager
+def _queue(request: AsyncRequest) -> Iterator[None]:
+    """The request's turn: at most `concurrency` requests per instance of the endpoint are worked
+    on at once, the others wait theirs (queueing is part of an async latency), and with no
+    instance every one waits: for the instance HasBacklogWithoutCapacity's alarm starts, or past
+    its RequestTTLSeconds (then it fails)."""
+    deadline = time.monotonic() + request.ttl_s
+    with _turn:
+        while _working.get(request.key, 0) >= request.concurrency * _instances(request.key):
+            if time.monotonic() > deadline:
+                raise _Failed(f"Request {request.inference_id} expired after {request.ttl_s} s in the queue.")
+            _turn.wait(0.2)
+        _working[request.key] = _working.get(request.key, 0) + 1
+    try:
+        yield
+    finally:
+        with _turn:
+            _working[request.key] -= 1
+            _turn.notify_all()
 
 
 def answer(request: AsyncRequest) -> None:
@@ -140,32 +172,61 @@ def answer(request: AsyncRequest) -> None:
 def _answer_queued(request: AsyncRequest) -> None:
     account, region, name = request.key
     s3 = s3_backends[account][get_partition(region)]
-    received = datetime.now(UTC)
-    with _queue(request.key, request.concurrency):
-        try:
-            answer = _invoke_async(request, s3)
-            location, data, topic, reason = request.output_location, answer, request.success_topic, None
-        except Exception as exc:  # every failure is the request's, reported where SageMaker reports it
-            location, data, topic = request.failure_location, str(exc).encode(), request.error_topic
-            reason = str(exc)
+    received, waited = datetime.now(UTC), time.monotonic()
+    timing = _Timing()
+    try:
+        with _queue(request):
+            timing.queued_s = time.monotonic() - waited
+            answer = _invoke_async(request, s3, timing)
+        location, data, topic, reason = request.output_location, answer, request.success_topic, None
+    except Exception as exc:  # every failure is the request's, reported where SageMaker reports it
+        location, data, topic = request.failure_location, str(exc).encode(), request.error_topic
+        reason = str(exc)
     try:
         out_bucket, out_key = split_s3_url(location)
+        uploading = time.monotonic()
         s3.put_object(out_bucket, out_key, data)
+        timing.upload_s = time.monotonic() - uploading
         if topic:
             notification = _notification(request, received, location, reason)
             sns_backends[account][region].publish(json.dumps(notification), arn=topic)
     except Exception as exc:  # a background thread: nothing above it to tell
         log.warning("async request %s of %s dropped: %s", request.inference_id, name, exc)
+    if ANSWERED is not None:
+        ANSWERED(request, timing, reason is not None, time.monotonic() - waited)
 
 
-def _invoke_async(request: AsyncRequest, s3: Any) -> bytes:
+@dataclass
+class _Timing:
+    """What SageMaker times of an async request: its time in the queue, reading its input, the
+    container's answer (its status), writing the answer."""
+
+    queued_s: float = 0.0
+    download_s: float = 0.0
+    upload_s: float = 0.0
+    variant: str | None = None
+    status: int | None = None
+    model_s: float | None = None
+
+
+#: Called with each request done (request, timing, failed, seconds from receipt to notice): the
+#: metrics SageMaker publishes of it (local_aws/sagemaker/metrics.py sets it).
+ANSWERED: Any = None
+
+
+def _invoke_async(request: AsyncRequest, s3: Any, timing: _Timing) -> bytes:
+    reading = time.monotonic()
     body = request.inline if request.inline is not None else _read_input(s3, str(request.input_location))
-    with HOSTING.route(request.key) as (_variant, container):
+    timing.download_s = time.monotonic() - reading
+    with HOSTING.route(request.key) as (variant, container):
+        timing.variant = variant
         attributes = request.custom_attributes
         sent = {"X-Amzn-SageMaker-Custom-Attributes": attributes} if attributes else {}
+        started = time.monotonic()
         answer = container.invoke(
             body, content_type=request.content_type, accept=request.accept, headers=sent, timeout=request.timeout_s
         )
+        timing.status, timing.model_s = answer.status, time.monotonic() - started
     if answer.status >= 400:
         raise _Failed(f"Received client error ({answer.status}) from model: {answer.body.decode(errors='replace')}")
     return bytes(answer.body)

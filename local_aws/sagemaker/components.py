@@ -4,7 +4,7 @@ the account's and region's store (on moto's SageMaker backend: a reset drops it 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +38,11 @@ class InferenceComponent:
         account, region = self.arn.split(":")[4], self.arn.split(":")[3]
         return account, region, component_key(self.name)
 
+    def current_copies(self) -> int:
+        """The copies that answer /ping."""
+        hosted = HOSTING.find(self.hosting_key)
+        return hosted.live.ready(self.variant_name) if hosted is not None and hosted.live is not None else 0
+
     def describe(self) -> dict[str, Any]:
         found = {
             "InferenceComponentName": self.name,
@@ -46,7 +51,7 @@ class InferenceComponent:
             "EndpointArn": self.endpoint_arn,
             "VariantName": self.variant_name,
             "Specification": self.specification,
-            "RuntimeConfig": {"DesiredCopyCount": self.copies, "CurrentCopyCount": self.copies},
+            "RuntimeConfig": {"DesiredCopyCount": self.copies, "CurrentCopyCount": self.current_copies()},
             "CreationTime": self.created,
             "LastModifiedTime": self.modified,
             "InferenceComponentStatus": self.status,
@@ -81,7 +86,7 @@ def deploy_component(
     if model is None:
         arn = sagemaker_arn("model", model_name, account, region)
         raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
-    spec = variant_spec(model, ic.variant_name, specification.get("StartupParameters") or {})
+    spec = replace(variant_spec(model, ic.variant_name, specification.get("StartupParameters") or {}), count=ic.copies)
 
     def settled(hosted: HostedEndpoint) -> None:
         ic.status, ic.failure_reason = hosted.status, hosted.failure_reason

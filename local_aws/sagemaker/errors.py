@@ -12,7 +12,7 @@ from moto.core.common_types import TYPE_RESPONSE
 
 from local_aws.patches.iam import assumed_role_caller
 from local_aws.policies import evaluate, first_denial
-from local_aws.runtime import EndpointNotFound, NotInService, Unhealthy
+from local_aws.runtime import EndpointNotFound, NoCapacity, NotInService, Unhealthy
 from local_aws.sagemaker.arns import sagemaker_arn
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
@@ -53,7 +53,14 @@ def no_response(variant: str, key: tuple[str, str, str]) -> TYPE_RESPONSE:
 
 
 #: What the runtime raises for an invocation it cannot hand to a container.
-UNROUTABLE = (Unhealthy, NotInService, LookupError)
+UNROUTABLE = (Unhealthy, NotInService, NoCapacity, LookupError)
+
+#: What SageMaker answers an invocation of a component with no copy (AWS Machine Learning blog,
+#: "Unlock cost savings with the new scale down to zero feature in SageMaker Inference").
+NO_CAPACITY = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress (if "
+    "configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
+)
 
 
 def unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
@@ -65,6 +72,8 @@ def unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     if isinstance(exc, EndpointNotFound):
         account, _, name = key
         return validation_error(f"Endpoint {name} of account {account} not found.")
+    if isinstance(exc, NoCapacity):
+        return validation_error(NO_CAPACITY)
     return validation_error(str(exc))
 
 

@@ -54,6 +54,7 @@ def variant_spec(model: Any, variant: str, startup: Mapping[str, Any]) -> Varian
         model_data={k: container[k] for k in ("ModelDataUrl", "ModelDataSource") if k in container},
         startup_timeout_s=int(startup.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S),
         refused=refused(model, container),
+        count=int(startup.get("InitialInstanceCount") or 1),
     )
 
 
@@ -227,6 +228,12 @@ def deploy(
             config = backend.endpoint_configs[config_name]
             endpoint.endpoint_config_name = config_name
             endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+            for variant in endpoint.production_variants:
+                # The count scaling set, kept through an update (RetainAllVariantProperties).
+                name = variant["VariantName"]
+                if name in hosted.live.specs:
+                    variant["DesiredInstanceCount"] = hosted.live.desired[name]
+                    variant["CurrentInstanceCount"] = hosted.live.ready(name)
 
     endpoint.endpoint_status = "Creating" if HOSTING.find(key) is None else "Updating"
     variants = variant_specs(backend, config_name)

@@ -8,7 +8,7 @@ import contextlib
 import http.client
 import time
 import urllib.parse
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any
 
 from moto.core.common_types import TYPE_RESPONSE
@@ -20,6 +20,7 @@ from local_aws.faults import FAULTS
 from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound
 from local_aws.sagemaker.components import components
 from local_aws.sagemaker.errors import model_error, no_response
+from local_aws.sagemaker.metrics import Measured
 
 
 def endpoint_name(self: Any) -> str:
@@ -54,7 +55,7 @@ def target(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[str, 
         )
     component = headers.get("X-Amzn-SageMaker-Inference-Component")
     if component is None:
-        if hosted.live is not None and not hosted.live.containers:
+        if hosted.live is not None and not hosted.live.specs:
             raise LookupError(
                 "Inference Component Name header is required for endpoints to which you plan to deploy inference "
                 "components. Please include Inference Component Name header or consider using SageMaker models."
@@ -77,11 +78,19 @@ PASSED_BACK = (
 
 
 def forward(
-    headers: Mapping[str, str], body: bytes, key: tuple[str, str, str], variant: str, container: Container
+    headers: Mapping[str, str],
+    body: bytes,
+    key: tuple[str, str, str],
+    variant: str,
+    container: Container,
+    measured: Measured | None = None,
 ) -> TYPE_RESPONSE:
-    """POST /invocations to the container as SageMaker does, and its answer as InvokeEndpoint's."""
+    """POST /invocations to the container as SageMaker does, and its answer as InvokeEndpoint's
+    (`measured`: the container's part of it timed, its status kept)."""
     account, region, name = key
     sent = {k: headers[k] for k in PASSED_ON if headers.get(k)}
+    if measured is not None:
+        measured.model_begins()
     try:
         answer = container.invoke(
             body,
@@ -91,10 +100,14 @@ def forward(
             timeout=INVOCATION_TIMEOUT_S,
         )
     except OSError as exc:  # a timeout, or no answer (nothing listening, the connection reset or closed)
+        if measured is not None:
+            measured.model_ends(None)
         if not isinstance(getattr(exc, "reason", exc), TimeoutError):
             return no_response(variant, key)
         timed_out = f"Your invocation timed out while waiting for a response from container {variant}."
         return model_error(0, timed_out.encode(), name, account, region, variant)
+    if measured is not None:
+        measured.model_ends(answer.status)
     if answer.status >= 400:
         return model_error(answer.status, answer.body, name, account, region, variant)
     out = {"Content-Type": answer.content_type, "x-Amzn-Invoked-Production-Variant": variant}
@@ -123,13 +136,23 @@ def stream_error(code: str, message: str) -> bytes:
 
 
 def stream(
-    headers: Mapping[str, str], body: bytes, key: tuple[str, str, str], route: contextlib.ExitStack
+    headers: Mapping[str, str],
+    body: bytes,
+    key: tuple[str, str, str],
+    route: contextlib.ExitStack,
+    measure: Callable[[tuple[str, str, str], str], Measured | None] | None = None,
 ) -> TYPE_RESPONSE:
     """POST /invocations to the container of `route` (held until the stream ends) and its answer
     as InvokeEndpointWithResponseStream's: a status before the stream (ModelError), or 200 and
-    the event stream."""
+    the event stream. With `measure`, the invocation is measured (the container's part until the
+    stream's end) and published when it is done."""
     account, region, name = key
-    variant, container = route.enter_context(HOSTING.route(*route_args(key, headers)))
+    routed = route_args(key, headers)
+    variant, container = route.enter_context(HOSTING.route(*routed))
+    measured = measure(routed[0], variant) if measure is not None else None
+    if measured is not None:
+        route.callback(measured.publish)
+        measured.model_begins()
     sent = {"Content-Type": headers.get("Content-Type") or "application/octet-stream"}
     if headers.get("X-Amzn-SageMaker-Accept"):
         sent["Accept"] = headers["X-Amzn-SageMaker-Accept"]
@@ -144,6 +167,10 @@ def stream(
         return model_error(0, timed_out.encode(), name, account, region, variant)
     except (OSError, http.client.HTTPException):  # no answer: nothing listening, or the connection reset
         return no_response(variant, key)
+    if measured is not None:
+        measured.status = answer.status
+        if answer.status >= 400:
+            measured.model_ends(answer.status)
     if answer.status >= 400:
         try:
             text = answer.read(MAX_ERROR_BYTES)
@@ -159,7 +186,7 @@ def stream(
     if attributes:
         out["X-Amzn-SageMaker-Custom-Attributes"] = attributes
     # moto's dispatch hands the body to a Flask Response as it is: an iterable is streamed.
-    return 200, out, Stream(answer, connection, variant, route.pop_all())  # type: ignore[return-value]
+    return 200, out, Stream(answer, connection, variant, route.pop_all(), measured)  # type: ignore[return-value]
 
 
 def route_args(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[tuple[str, str, str], str | None]:
@@ -178,8 +205,9 @@ class Stream:
         connection: http.client.HTTPConnection,
         variant: str,
         held: contextlib.ExitStack,
+        measured: Measured | None = None,
     ) -> None:
-        self._parts = parts(answer, connection, variant)
+        self._parts = parts(answer, connection, variant, measured)
         self._held = held
 
     def __iter__(self) -> Iterator[bytes]:
@@ -192,19 +220,30 @@ class Stream:
             self._held.close()
 
 
-def parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnection, variant: str) -> Generator[bytes]:
+def parts(
+    answer: http.client.HTTPResponse,
+    connection: http.client.HTTPConnection,
+    variant: str,
+    measured: Measured | None = None,
+) -> Generator[bytes]:
+    """The answer's parts as events; `measured` learns when the model's stream ended, and how
+    (None when it broke off or ran out of time)."""
     deadline = time.monotonic() + STREAM_TIMEOUT_S
+    ended: int | None = None
     try:
         if not answer.chunked:
             # A whole answer (Content-Length): one part (the choice for what AWS does not
             # document, docs/LOCAL_AWS_STREAMING.md).
             set_timeout(connection, deadline)
-            yield from eventstream.payload_parts(answer.read())
+            whole = answer.read()
+            ended = answer.status
+            yield from eventstream.payload_parts(whole)
             return
         while True:
             set_timeout(connection, deadline)
             data = answer.read1(PART_BYTES)
             if not data:
+                ended = answer.status
                 return
             yield eventstream.event("PayloadPart", data)
     except TimeoutError:
@@ -222,6 +261,9 @@ def parts(answer: http.client.HTTPResponse, connection: http.client.HTTPConnecti
         yield eventstream.exception(
             "InternalStreamFailure", {"Message": "The stream processing failed because of an unknown error."}
         )
+    finally:
+        if measured is not None:
+            measured.model_ends(ended)
 
 
 def set_timeout(connection: http.client.HTTPConnection, deadline: float) -> None:

@@ -88,6 +88,14 @@ def loadtest(aws: LocalAws, *args: str, timeout: float = 300) -> subprocess.Comp
     )
 
 
+def rollback_alarms(aws: LocalAws, stack: str) -> list[str]:
+    """The alarms the stack's endpoint names in its update policy."""
+    body = aws.client("cloudformation").get_template(StackName=stack)["TemplateBody"]
+    template = json.loads(body) if isinstance(body, str) else body
+    (endpoint,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Endpoint"]
+    return [a["AlarmName"] for a in endpoint["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
+
+
 def update_check(aws: LocalAws, stack: str) -> str:
     """The value of the stack's update check: the endpoint config the endpoint ran after the
     last update CloudFormation completed."""

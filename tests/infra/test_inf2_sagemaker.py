@@ -13,6 +13,7 @@ import pytest
 
 from llm_contracts.inf2 import KNOWN_MODELS
 from project_config import ConfigError, load_config
+from project_config.inf2 import settings_problems
 from tests.infra.helpers import Synthesized, resources_of
 
 SAGEMAKER = {"inf2.platform": "sagemaker"}
@@ -96,6 +97,11 @@ def test_the_async_mode_is_an_async_endpoint(synth: Callable[..., Synthesized]) 
             "inf2.model_loading_timeout_s=3600 is invalid: allowed is at most 3300",
         ),
         ({"inf2.startup_health_check_timeout_s": 3601}, "inf2.startup_health_check_timeout_s=3601 is invalid"),
+        (
+            {"inf2.model_data_download_timeout_s": 59},
+            "inf2.model_data_download_timeout_s=59 is invalid: allowed is a whole number from 60 to 3600",
+        ),
+        ({"inf2.volume_size_gb": 0}, "inf2.volume_size_gb=0 is invalid: allowed is a whole number from 1 to 512"),
         ({"inf2.predict_timeout_s": 120}, "inf2.predict_timeout_s=120 is invalid: allowed is at most 59"),
         ({"inf2.endpoint_mode": "inference-component"}, "inf2.endpoint_mode='inference-component' is invalid"),
         ({"inf2.volume_size_gb": 1024}, "inf2.volume_size_gb=1024 is invalid: allowed is a whole number from 1 to 512"),
@@ -106,6 +112,38 @@ def test_synthesis_refuses_what_the_endpoint_cannot_hold(overrides: dict[str, An
     with pytest.raises(ConfigError) as refused:
         load_config({**SAGEMAKER, **overrides})
     assert str(refused.value).startswith(message) and "\n" not in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"inf2.tensor_parallel_degree": 1},
+            "inf2.tensor_parallel_degree=1 is invalid: facebook/opt-13b needs 23.9 GiB of fp16 weights plus 1.6 GiB "
+            "of KV cache (n_positions=512, batch_size=4), more than the 16 GiB of 1 NeuronCores (16 GiB each); "
+            "raise the degree to 2,",
+        ),
+        (
+            # Two NeuronCores hold the weights, not with the KV cache of 8 sequences of 2048.
+            {"inf2.instance_type": "ml.inf2.8xlarge", "inf2.tensor_parallel_degree": 2, "inf2.n_positions": 2048,
+             "inf2.batch_size": 8},
+            "inf2.tensor_parallel_degree=2 is invalid: facebook/opt-13b needs 23.9 GiB of fp16 weights plus 12.5 GiB "
+            "of KV cache (n_positions=2048, batch_size=8), more than the 32 GiB of 2 NeuronCores (16 GiB each); raise "
+            "the degree to 4 on ml.inf2.24xlarge or ml.inf2.48xlarge (ml.inf2.8xlarge has 2 NeuronCores), or lower",
+        ),
+        (
+            {"inf2.instance_type": "ml.inf2.xlarge", "inf2.tensor_parallel_degree": 2},
+            "inf2.instance_type='ml.inf2.xlarge' is invalid: facebook/opt-13b needs about 28.7 GiB of host memory",
+        ),
+    ],
+)  # fmt: skip
+def test_synthesis_refuses_a_degree_the_type_cannot_hold_the_model_at(overrides: dict[str, Any], message: str) -> None:
+    """The model's rules (llm_contracts/inf2.py), which the stack applies at synthesis, on the
+    ml.inf2 types: the weights and KV cache per NeuronCore, the host memory of the split copy."""
+    settings = load_config({**SAGEMAKER, **overrides}).inf2
+    (problem,) = settings_problems(settings, KNOWN_MODELS["facebook/opt-13b"], model_id="facebook/opt-13b")
+    assert problem.startswith(message) and "\n" not in problem, problem
+    assert settings_problems(load_config(SAGEMAKER).inf2, KNOWN_MODELS["facebook/opt-13b"], model_id="x") == []
 
 
 def test_the_ec2_keys_and_the_endpoint_keys_are_each_their_platform_s() -> None:

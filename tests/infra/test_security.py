@@ -31,6 +31,9 @@ VARIANTS = {
         "gptj.engine": "vllm",
     },
     "vllm-async": {"gptj.endpoint_mode": "async", "gptj.engine": "vllm"},
+    # Inf2Stack on a SageMaker ml.inf2 endpoint (the same overrides as tests/infra/test_metrics_published.py).
+    "inf2-sagemaker": {"inf2.platform": "sagemaker"},
+    "inf2-sagemaker-async": {"inf2.platform": "sagemaker", "inf2.endpoint_mode": "async"},
 }
 # Actions that AWS allows on no narrower resource than "*" (the Service Authorization Reference
 # defines no resource type for them).

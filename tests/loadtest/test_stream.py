@@ -1,9 +1,12 @@
 """--stream: InvokeEndpointWithResponseStream timed token by token, against a local AWS endpoint
-whose container streams (tests/local_aws/echo_image.py), and the figures in the report."""
+whose container streams (tests/local_aws/echo_image.py), and the figures in the report, the
+endpoint's own among them."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +21,7 @@ from loadtest.runner import LevelRun, Recorder
 from loadtest.stats import classify
 from local_aws import LocalAws
 from local_aws.runtime import HOSTING
+from tests.infra.helpers import ROOT
 from tests.loadtest.test_report import report
 from tests.local_aws.helpers import echo_endpoint, echo_launcher, endpoint_status
 
@@ -108,3 +112,25 @@ def test_a_level_that_did_not_stream_has_no_stream_figures() -> None:
     started = datetime(2026, 12, 1, tzinfo=UTC)
     level = LevelRun(1, 10.0, started, started, 1.0, [Recorder(latencies_s=[1.0])]).summary()
     assert level["stream"] is None and stream_table([level]) is None
+
+
+def test_the_endpoint_figures_are_what_sagemaker_published(aws: LocalAws, tmp_path: Path) -> None:
+    # On a local AWS on wall time, as a user runs one: the endpoint's ModelLatency and
+    # OverheadLatency of the level's window, as SageMaker publishes them for each invocation.
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"content_type": "application/json", "body": {"parts": [token("a")],
+                                                                                 "part_delay_s": 0.05}}))  # fmt: skip
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtest", "--endpoint", "echo", "--request", str(request), "--stream",
+         "--concurrency", "2", "--seconds", "2", "--metrics-wait", "0", "--warmup", "0", "--out", str(out)],
+        cwd=ROOT, env=aws.environment(), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (level,) = json.loads((out / "report.json").read_text())["levels"]
+    figures = level["endpoint"]
+    assert figures["status"] == "published", figures
+    (scope,) = figures["scopes"].values()
+    # Every invocation of the window, and the container's share of each is most of it.
+    assert scope["ModelLatency"]["samples"] >= level["successes"]
+    assert 50 <= scope["ModelLatency"]["p50"] < level["latency_ms"]["max"]

@@ -82,6 +82,7 @@ class Handler(BaseHTTPRequestHandler):
             200,
             {
                 "version": os.environ.get("ECHO_VERSION"),
+                "pid": os.getpid(),
                 "body": body,
                 "body_sha256": hashlib.sha256(data).hexdigest(),
                 "body_length": len(data),

@@ -293,3 +293,51 @@ def function_output(aws: LocalAws, group: str) -> list[str]:
         events = logs.get_log_events(logGroupName=group, logStreamName=stream["logStreamName"], startFromHead=True)
         messages += [e["message"] for e in events["events"]]
     return messages
+
+
+# --- Templates ---------------------------------------------------------------------------------------
+
+ROLE_ARN = "arn:aws:iam::123456789012:role/sagemaker"
+
+
+def resources(**bodies: dict[str, object]) -> Template:
+    return {"Resources": bodies}
+
+
+def resource(type_: str, **properties: object) -> dict[str, object]:
+    return {"Type": type_, "Properties": properties}
+
+
+def component_variant() -> dict[str, object]:
+    return {
+        "VariantName": "AllTraffic",
+        "InstanceType": "ml.g5.xlarge",
+        "InitialInstanceCount": 1,
+        "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1},
+        "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
+    }
+
+
+def component_stack(version: str) -> Template:
+    model = resource(
+        "AWS::SageMaker::Model",
+        ExecutionRoleArn=ROLE_ARN,
+        PrimaryContainer={"Image": ECHO_IMAGE, "Environment": {"ECHO_VERSION": version}},
+    )
+    config = resource(
+        "AWS::SageMaker::EndpointConfig", ProductionVariants=[component_variant()], ExecutionRoleArn=ROLE_ARN
+    )
+    endpoint = resource("AWS::SageMaker::Endpoint", EndpointConfigName={"Fn::GetAtt": ["Config", "EndpointConfigName"]})
+    component = resource(
+        "AWS::SageMaker::InferenceComponent",
+        InferenceComponentName="echo-ic",
+        EndpointName={"Fn::GetAtt": ["Endpoint", "EndpointName"]},
+        VariantName="AllTraffic",
+        Specification={
+            "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
+            "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": 1, "MinMemoryRequiredInMb": 1024},
+            "StartupParameters": {"ContainerStartupHealthCheckTimeoutInSeconds": 60},
+        },
+        RuntimeConfig={"CopyCount": 1},
+    )
+    return resources(Model=model, Config=config, Endpoint=endpoint, Component=component)

@@ -29,10 +29,13 @@ from tests.local_aws.helpers import (
     AWS_CUSTOM_RESOURCE,
     ECHO_IMAGE,
     LAMBDA_TRUST,
+    ROLE_ARN,
     Template,
     body,
     cdk_handler,
     client,
+    component_stack,
+    component_variant,
     create_stack,
     delete_stack,
     deploy_stack,
@@ -46,13 +49,14 @@ from tests.local_aws.helpers import (
     function_resources,
     outputs,
     physical_ids,
+    resource,
+    resources,
     stack_status,
     subscribed_queue,
     update_stack,
     zipped,
 )
 
-ROLE_ARN = "arn:aws:iam::123456789012:role/sagemaker"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/model:1"
 
 
@@ -67,14 +71,6 @@ class Scenario:
     #: Patches the patch builds on, reverted with it for the stock run (stock moto's own
     #: handler cannot read what they give it).
     builds_on: tuple[str, ...] = ()
-
-
-def resources(**bodies: dict[str, object]) -> Template:
-    return {"Resources": bodies}
-
-
-def resource(type_: str, **properties: object) -> dict[str, object]:
-    return {"Type": type_, "Properties": properties}
 
 
 NOTHING = resource("AWS::CloudFormation::WaitConditionHandle")
@@ -898,16 +894,6 @@ def an_error_of_the_emulator(aws: LocalAws) -> object:
 # --- Inference components and async inference ----------------------------------------------------
 
 
-def component_variant() -> dict[str, object]:
-    return {
-        "VariantName": "AllTraffic",
-        "InstanceType": "ml.g5.xlarge",
-        "InitialInstanceCount": 1,
-        "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1},
-        "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
-    }
-
-
 def config_without_model(aws: LocalAws) -> object:
     """An endpoint config for inference components (its variant names no model): whether it
     is created, and the status of an endpoint on it."""
@@ -921,31 +907,6 @@ def config_without_model(aws: LocalAws) -> object:
         return refused, None
     sm.create_endpoint(EndpointName="ic", EndpointConfigName="ic")
     return refused, endpoint_status(aws, "ic", settle=True)
-
-
-def component_stack(version: str) -> Template:
-    model = resource(
-        "AWS::SageMaker::Model",
-        ExecutionRoleArn=ROLE_ARN,
-        PrimaryContainer={"Image": ECHO_IMAGE, "Environment": {"ECHO_VERSION": version}},
-    )
-    config = resource(
-        "AWS::SageMaker::EndpointConfig", ProductionVariants=[component_variant()], ExecutionRoleArn=ROLE_ARN
-    )
-    endpoint = resource("AWS::SageMaker::Endpoint", EndpointConfigName={"Fn::GetAtt": ["Config", "EndpointConfigName"]})
-    component = resource(
-        "AWS::SageMaker::InferenceComponent",
-        InferenceComponentName="echo-ic",
-        EndpointName={"Fn::GetAtt": ["Endpoint", "EndpointName"]},
-        VariantName="AllTraffic",
-        Specification={
-            "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
-            "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": 1, "MinMemoryRequiredInMb": 1024},
-            "StartupParameters": {"ContainerStartupHealthCheckTimeoutInSeconds": 60},
-        },
-        RuntimeConfig={"CopyCount": 1},
-    )
-    return resources(Model=model, Config=config, Endpoint=endpoint, Component=component)
 
 
 def component_lifecycle(aws: LocalAws) -> object:
@@ -1025,6 +986,46 @@ def policy_run_by_its_alarm(aws: LocalAws) -> object:
         a["Description"] for a in scaling.describe_scaling_activities(ServiceNamespace="sagemaker")["ScalingActivities"]
     ]
     return variant["DesiredInstanceCount"], described
+
+
+def variant_scaled_out(aws: LocalAws) -> object:
+    """An endpoint's variant set to 2 instances: its current instance count once it settles, and
+    how many containers 20 invocations reached."""
+    echo_endpoint(aws, "scaled")
+    endpoint_status(aws, "scaled", settle=True)
+    sm, runtime = client(aws, "sagemaker"), client(aws, "sagemaker-runtime")
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName="scaled", DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": 2}]
+    )
+    endpoint_status(aws, "scaled", settle=True)
+    (variant,) = sm.describe_endpoint(EndpointName="scaled")["ProductionVariants"]
+    answered = {
+        json.loads(runtime.invoke_endpoint(EndpointName="scaled", Body=b"{}")["Body"].read()).get("pid")
+        for _ in range(20)
+    }
+    return variant.get("CurrentInstanceCount"), len(answered)
+
+
+def invocations_measured(aws: LocalAws) -> object:
+    """Two invocations of an echo endpoint, one the model answers 503: the sums SageMaker's
+    metrics of the endpoint's variant hold."""
+    echo_endpoint(aws, "measured")
+    endpoint_status(aws, "measured", settle=True)
+    runtime, cw = client(aws, "sagemaker-runtime"), client(aws, "cloudwatch")
+    runtime.invoke_endpoint(EndpointName="measured", Body=b"{}")
+    error_of(lambda: runtime.invoke_endpoint(EndpointName="measured", Body=b'{"status": 503}'))
+    dimensions = [{"Name": "EndpointName", "Value": "measured"}, {"Name": "VariantName", "Value": "AllTraffic"}]
+    found = {}
+    for name in ("Invocations", "Invocation5XXErrors", "InvocationModelErrors", "Invocation4XXErrors"):
+        stat = {"Metric": {"Namespace": "AWS/SageMaker", "MetricName": name, "Dimensions": dimensions},
+                "Period": 60, "Stat": "Sum"}  # fmt: skip
+        now = aws.clock.now()
+        (result,) = cw.get_metric_data(
+            MetricDataQueries=[{"Id": "q", "MetricStat": stat}], StartTime=now - timedelta(minutes=5),
+            EndTime=now + timedelta(minutes=1),
+        )["MetricDataResults"]  # fmt: skip
+        found[name] = sum(result["Values"])
+    return found
 
 
 def copy_count_target(aws: LocalAws) -> object:
@@ -1233,6 +1234,12 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "extended_statistics_are_computed": Scenario(
         percentiles_of_a_minute, aws=({"p99": 99.0}, [[90.0], [45.5]]), stock=(None, "500")
+    ),
+    "capacity_changes_run_containers": Scenario(variant_scaled_out, aws=(2, 2), stock=(2, 1)),
+    "sagemaker_publishes_its_metrics": Scenario(
+        invocations_measured,
+        aws={"Invocations": 2.0, "Invocation5XXErrors": 1.0, "InvocationModelErrors": 1.0, "Invocation4XXErrors": 0.0},
+        stock={"Invocations": 0, "Invocation5XXErrors": 0, "InvocationModelErrors": 0, "Invocation4XXErrors": 0},
     ),
     "alarms_are_evaluated": Scenario(breaching_metric, aws=("ALARM", ["ALARM"]), stock=("INSUFFICIENT_DATA", [])),
     "new_alarms_have_insufficient_data": Scenario(

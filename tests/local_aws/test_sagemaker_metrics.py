@@ -1,4 +1,4 @@
-"""What the local AWS's SageMaker publishes (local_aws/sagemaker_metrics.py): per endpoint mode,
+"""What the local AWS's SageMaker publishes (local_aws/sagemaker/metrics.py): per endpoint mode,
 the catalog's metrics with the catalog's dimensions (llm_contracts/sagemaker_metrics.py), and
 nothing the catalog does not list for the mode."""
 
@@ -16,15 +16,17 @@ import pytest
 from moto.cloudwatch.models import cloudwatch_backends
 
 from llm_contracts import sagemaker_metrics as catalog
-from local_aws import sagemaker_metrics as metrics
-from local_aws.sagemaker_metrics import InstanceUse, Served
+from local_aws.sagemaker import metrics
+from local_aws.sagemaker.metrics import InstanceUse, Served
 
 _accounts = itertools.count(210_000_000_000)
 
 
 @pytest.fixture
-def served() -> Iterator[dict[str, Any]]:
-    """Served's fields, in an account of the test's own (moto's backends are the process's)."""
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Served's fields, in an account of the test's own (moto's backends are the process's), and
+    the metrics published (as the patch that wires the module in lets them be)."""
+    monkeypatch.setattr(metrics, "ENABLED", True)
     account = str(next(_accounts))
     yield {"account": account, "region": "eu-west-1", "endpoint": "e", "variant": "AllTraffic",
            "instance_type": "ml.g5.xlarge"}  # fmt: skip

@@ -27,20 +27,30 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psutil
+from moto.sagemaker.models import sagemaker_backends
 
 from llm_contracts import instances
 from llm_contracts import sagemaker_metrics as catalog
+from local_aws import clock
 from local_aws.cloudwatch import publish
+from local_aws.runtime import HOSTING, Deployment
+from local_aws.sagemaker.async_inference import AsyncRequest, pending_async
+from local_aws.sagemaker.components import components
 
 log = logging.getLogger("local_aws.sagemaker.metrics")
 
 MICROSECONDS = 1_000_000
+#: Whether SageMaker's metrics are published (the patch that wires this module in sets it).
+ENABLED = False
 
 
 @dataclass(frozen=True)
@@ -63,15 +73,22 @@ class Served:
         return [{"Name": n, "Value": values[n]} for n in names]
 
 
+#: When each variant or component last served an invocation, on the local AWS's clock.
+_last_served: dict[Served, datetime] = {}
+_last_lock = threading.Lock()
+
+
 def _datum(name: str, value: float, unit: str) -> dict[str, Any]:
     return {"MetricName": name, "Value": float(value), "Unit": unit}
 
 
-def emit(served: Served, namespace: str, data: Iterable[Mapping[str, Any]]) -> list[str]:
+def emit(served: Served, namespace: str, data: Iterable[Mapping[str, Any]], at: datetime | None = None) -> list[str]:
     """Store `data` (name, value, unit; no dimensions) as SageMaker publishes them for
     `served`, each with the dimensions the catalog gives it in `served`'s mode; a datum the
     catalog does not list for the mode is left out and logged as the emulator's fault. The
-    names stored."""
+    names stored. `at`: the time they are of (default: now)."""
+    if not ENABLED:
+        return []
     kind = catalog.kind(served.instance_type)
     out, stored = [], []
     for datum in data:
@@ -80,7 +97,7 @@ def emit(served: Served, namespace: str, data: Iterable[Mapping[str, Any]]) -> l
             log.error("SageMaker does not publish %s %s for an endpoint in %s mode: not emitted", namespace,
                       datum["MetricName"], served.mode)  # fmt: skip
             continue
-        out.append({**datum, "Dimensions": served.dimensions(entry.dimensions)})
+        out.append({**datum, "Dimensions": served.dimensions(entry.dimensions), **({"Timestamp": at} if at else {})})
         stored.append(entry.name)
     publish(served.account, served.region, namespace, out)
     return stored
@@ -98,6 +115,8 @@ def invoked(
     """One invocation answered (`status`: the container's HTTP status, None for no answer),
     with `capacity` instances or copies serving, the container's time `model_s` of SageMaker's
     `total_s`, `in_flight` requests at the model then (this one among them)."""
+    with _last_lock:
+        _last_served[served] = clock.now()
     answered = status is not None and 200 <= status < 300
     per = "InvocationsPerCopy" if served.component is not None else "InvocationsPerInstance"
     data = [
@@ -123,10 +142,11 @@ def no_capacity(served: Served) -> list[str]:
     return emit(served, catalog.INVOCATIONS_NAMESPACE, [_datum("NoCapacityInvocationFailures", 1, "None")])
 
 
-def idle(served: Served) -> list[str]:
-    """A minute in which the variant or component, with capacity, served nothing."""
+def idle(served: Served, at: datetime | None = None) -> list[str]:
+    """A minute (from `at`) in which the variant or component, with capacity, served nothing."""
     per = "InvocationsPerCopy" if served.component is not None else "InvocationsPerInstance"
-    return emit(served, catalog.INVOCATIONS_NAMESPACE, [_datum("Invocations", 0, "None"), _datum(per, 0, "None")])
+    zeros = [_datum("Invocations", 0, "None"), _datum(per, 0, "None")]
+    return emit(served, catalog.INVOCATIONS_NAMESPACE, zeros, at)
 
 
 def async_processed(
@@ -148,7 +168,7 @@ def async_processed(
     )
 
 
-def backlog(served: Served, *, queued: int, oldest_s: float, instances: int) -> list[str]:
+def backlog(served: Served, *, queued: int, oldest_s: float, instances: int, at: datetime | None = None) -> list[str]:
     """The asynchronous endpoint's queue, once a minute: requests queued or in progress, per
     instance, the oldest one's age, and whether requests wait with no instance."""
     return emit(
@@ -160,6 +180,7 @@ def backlog(served: Served, *, queued: int, oldest_s: float, instances: int) -> 
             _datum("ApproximateAgeOfOldestRequest", oldest_s, "Seconds"),
             _datum("HasBacklogWithoutCapacity", bool(queued and not instances), "None"),
         ],
+        at,
     )
 
 
@@ -203,13 +224,15 @@ class InstanceUse:
         return cpu, 100.0 * rss / memory, 100.0 * held / volume
 
 
-def instance_use(served: Served, use: InstanceUse) -> list[str]:
-    """One instance's use, once a minute."""
+def instance_use(served: Served, use: InstanceUse, at: datetime | None = None) -> list[str]:
+    """One instance's use, once a minute (the minute from `at`)."""
     cpu, memory, disk = use.sample()
-    return instance(served, cpu_percent=cpu, memory_percent=memory, disk_percent=disk)
+    return instance(served, cpu_percent=cpu, memory_percent=memory, disk_percent=disk, at=at)
 
 
-def instance(served: Served, *, cpu_percent: float, memory_percent: float, disk_percent: float) -> list[str]:
+def instance(
+    served: Served, *, cpu_percent: float, memory_percent: float, disk_percent: float, at: datetime | None = None
+) -> list[str]:
     """One instance's use, once a minute (CPU as a percent of one core, over all of them)."""
     return emit(
         served,
@@ -219,4 +242,152 @@ def instance(served: Served, *, cpu_percent: float, memory_percent: float, disk_
             _datum("MemoryUtilization", memory_percent, "Percent"),
             _datum("DiskUtilization", disk_percent, "Percent"),
         ],
+        at,
     )
+
+
+# --- what the runtime serves and runs, measured --------------------------------------------------
+
+
+def served_by(key: tuple[str, str, str], variant: str) -> Served | None:
+    """What serves invocations routed to the runtime's `key` and `variant`: an endpoint's
+    variant, or an inference component (its key ``inference-component/<name>``); None once the
+    resource is gone."""
+    account, region, name = key
+    backend: Any = sagemaker_backends[account][region]
+    component = None
+    if name.startswith("inference-component/"):
+        ic = components(account, region).get(name.removeprefix("inference-component/"))
+        if ic is None:
+            return None
+        component, name, variant = ic.name, ic.endpoint_name, ic.variant_name
+    endpoint = backend.endpoints.get(name)
+    config = backend.endpoint_configs.get(endpoint.endpoint_config_name) if endpoint is not None else None
+    if config is None:
+        return None
+    described = next((v for v in config.production_variants if v["VariantName"] == variant), None)
+    if described is None:
+        return None
+    mode = "inference-component" if component else "async" if config.async_inference_config else "realtime"
+    return Served(account, region, name, variant, mode, str(described["InstanceType"]), component)
+
+
+@dataclass
+class Measured:
+    """One invocation as SageMaker measures it: from its receipt, the container's part of it."""
+
+    served: Served
+    capacity: int
+    in_flight: int
+    started: float = field(default_factory=time.monotonic)
+    status: int | None = None
+    model_started: float | None = None
+    model_s: float = 0.0
+
+    def model_begins(self) -> None:
+        self.model_started = time.monotonic()
+
+    def model_ends(self, status: int | None) -> None:
+        """The container answered `status` (None: no answer), or its stream ended."""
+        self.status = status
+        if self.model_started is not None:
+            self.model_s = time.monotonic() - self.model_started
+
+    def publish(self) -> None:
+        invoked(self.served, capacity=self.capacity, status=self.status, model_s=self.model_s,
+                total_s=time.monotonic() - self.started, in_flight=self.in_flight)  # fmt: skip
+
+
+def measure(key: tuple[str, str, str], variant: str) -> Measured | None:
+    """An invocation the runtime routed to `key`'s `variant`, to measure (None: nothing serves it)."""
+    served = served_by(key, variant)
+    hosted = HOSTING.find(key)
+    if served is None or hosted is None or hosted.live is None:
+        return None
+    return Measured(served, hosted.live.ready(variant), hosted.live.busy(variant))
+
+
+def found_no_capacity(key: tuple[str, str, str], variant: str | None) -> None:
+    """A request to `key` that found no instance (copy): counted where SageMaker counts it."""
+    hosted = HOSTING.find(key)
+    name = variant or (next(iter(hosted.live.specs)) if hosted is not None and hosted.live is not None else None)
+    served = served_by(key, name) if name else None
+    if served is not None and served.component is not None:
+        no_capacity(served)
+
+
+_uses: dict[int, InstanceUse] = {}
+
+
+def _volume_bytes(served: Served) -> int | None:
+    backend: Any = sagemaker_backends[served.account][served.region]
+    endpoint = backend.endpoints.get(served.endpoint)
+    config = backend.endpoint_configs.get(endpoint.endpoint_config_name) if endpoint is not None else None
+    for variant in config.production_variants if config is not None else []:
+        if variant["VariantName"] == served.variant and variant.get("VolumeSizeInGB"):
+            return int(variant["VolumeSizeInGB"]) * 1024**3
+    return None
+
+
+def _deployment_minute(key: tuple[str, str, str], deployment: Deployment, at: datetime, seen: set[int]) -> None:
+    """The minute before `at` of `deployment`'s variants, stamped with its start."""
+    minute = at - timedelta(minutes=1)
+    for variant in deployment.specs:
+        served = served_by(key, variant)
+        if served is None:
+            continue
+        for container in deployment.instances.get(variant, []):
+            if container.process is None or container.run_dir is None:
+                continue
+            seen.add(id(container))
+            use = _uses.setdefault(
+                id(container), InstanceUse(container.process.pid, container.run_dir, served.instance_type,
+                                           _volume_bytes(served))
+            )  # fmt: skip
+            instance_use(served, use, minute)
+        capacity = deployment.ready(variant)
+        if served.mode == "async":
+            waiting = pending_async(key)
+            oldest = min((r.received_at for r in waiting), default=at)
+            backlog(served, queued=len(waiting), oldest_s=(at - oldest).total_seconds(), instances=capacity, at=minute)
+        else:
+            with _last_lock:
+                last = _last_served.get(served)
+            if capacity and (last is None or last < minute):
+                idle(served, minute)
+
+
+@clock.every(60, "SageMaker metrics")
+def publish_minute(at: datetime) -> None:
+    """What SageMaker publishes every minute: each instance's use, each idle variant's or
+    component's zero invocations, each async endpoint's queue."""
+    if not ENABLED:
+        return
+    seen: set[int] = set()
+    for key, hosted in HOSTING.hosted():
+        if hosted.live is not None:
+            try:
+                _deployment_minute(key, hosted.live, at, seen)
+            except Exception:  # one endpoint's fault must not keep the others' metrics
+                log.exception("the metrics of endpoint %s", key[2])
+    for gone in set(_uses) - seen:
+        _uses.pop(gone, None)
+
+
+def async_answered(request: AsyncRequest, timing: Any, failed: bool, total_s: float) -> None:
+    """An asynchronous request done: the model's answer, if it got one, and the request's times."""
+    hosted = HOSTING.find(request.key)
+    variant = timing.variant or (next(iter(hosted.live.specs), None) if hosted and hosted.live else None)
+    served = served_by(request.key, variant) if variant else None
+    if served is None:
+        return
+    if timing.status is not None:
+        invoked(served, capacity=_capacity(request.key, served.variant), status=timing.status,
+                model_s=timing.model_s or 0.0, total_s=total_s, in_flight=1)  # fmt: skip
+    async_processed(served, failed=failed, queued_s=timing.queued_s, total_s=total_s, download_s=timing.download_s,
+                    upload_s=timing.upload_s)  # fmt: skip
+
+
+def _capacity(key: tuple[str, str, str], variant: str) -> int:
+    hosted = HOSTING.find(key)
+    return hosted.live.ready(variant) if hosted is not None and hosted.live is not None else 0
