@@ -20,8 +20,10 @@ from local_aws import LocalAws
 from local_aws.policies import Caller, condition_holds, evaluate, service_caller
 from tests.library.helpers import endpoint
 from tests.local_aws.helpers import (
+    AWS_CUSTOM_RESOURCE,
     ECHO_IMAGE,
     Template,
+    cdk_handler,
     client,
     create_stack,
     echo_endpoint,
@@ -418,11 +420,11 @@ def _invoke_as_caller(aws: LocalAws, template: Template) -> str | None:
     s3c = client(aws, "s3")
     s3c.create_bucket(Bucket="models")
     s3c.put_object(Bucket="models", Key="echo/model.tar.gz", Body=_model_tar())
-    # The update check's function: CloudFormation reads its code from the bootstrap bucket.
+    # The update check's function, aws-cdk-lib's handler as the CLI publishes it, which runs.
     (function,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     assets = f"cdk-hnb659fds-assets-{aws.account}-{aws.region}"
     s3c.create_bucket(Bucket=assets)
-    s3c.put_object(Bucket=assets, Key=function["Properties"]["Code"]["S3Key"], Body=_zip())
+    s3c.put_object(Bucket=assets, Key=function["Properties"]["Code"]["S3Key"], Body=cdk_handler(AWS_CUSTOM_RESOURCE))
     assert create_stack(aws, "granted", template) is None
     assert stack_status(aws, "granted") == "CREATE_COMPLETE"
     (role,) = [r["Arn"] for r in client(aws, "iam").list_roles()["Roles"] if "Caller" in r["RoleName"]]
@@ -442,16 +444,6 @@ def _invoke_as_caller(aws: LocalAws, template: Template) -> str | None:
     except ClientError as e:
         return str(e.response["Error"]["Code"])
     return None
-
-
-def _zip() -> bytes:
-    import io
-    import zipfile
-
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as archive:
-        archive.writestr("index.js", "exports.handler = async () => ({});")
-    return out.getvalue()
 
 
 def test_the_librarys_grant_invoke_lets_its_grantee_invoke(aws: LocalAws) -> None:
