@@ -21,7 +21,8 @@ from tests.infra.helpers import ROOT, make_artifacts
 #: Every variant that changes which assets a stack has, each at least once: GPT-J's engines
 #: and its payload as a prefix or a model.tar.gz, each endpoint mode of the SageMaker stacks,
 #: GPT-2's image built from its folder or given, Inf2 on EC2 with its VPC made (its
-#: default-security-group handler) or given, and on SageMaker.
+#: default-security-group handler) or given, and on SageMaker (its update check; async, whose
+#: assets hold the realtime one's).
 VARIANTS: dict[str, dict[str, str]] = {
     "defaults": {},
     "toolkit-components-existing-vpc": {
@@ -43,7 +44,6 @@ VARIANTS: dict[str, dict[str, str]] = {
         "inf2.platform": "sagemaker",
         "inf2.endpoint_mode": "async",
     },
-    "inf2-sagemaker-realtime": {"inf2.platform": "sagemaker"},
 }
 RESERVED_CONTEXT_WARNING = "reserved context key"
 
