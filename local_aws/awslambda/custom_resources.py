@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import random
 import string
 import threading
@@ -44,6 +45,8 @@ from urllib.parse import quote
 from local_aws.awslambda.functions import FunctionNotFound, find
 from local_aws.awslambda.nodejs import RuntimeUnavailable
 from local_aws.awslambda.service import LAMBDA, AsyncInvocation
+
+log = logging.getLogger("local_aws.lambda")
 
 #: CloudFormation's limit on a response (its Data and the rest).
 MAX_RESPONSE_BYTES = 4096
@@ -181,6 +184,7 @@ def request(
         event["OldResourceProperties"] = _as_strings(old_properties)
     timeout_s = float(properties.get("ServiceTimeout") or DEFAULT_SERVICE_TIMEOUT_S)
     pending = RESPONSES.expect(request_id)
+    started = time.monotonic()
     try:
         invocation = LAMBDA.invoke_async(function, event)
         response = _wait(pending, invocation, request_id, timeout_s)
@@ -189,6 +193,11 @@ def request(
         invocation.done.wait(function.timeout_s * (1 + function.async_retries))
     finally:
         RESPONSES.forget(request_id)
+        # What running the handler costs a deploy (the suite's and the demo's time are measured by it).
+        log.info(
+            "custom resource %s (%s) %s: %s in %.2f s", target.logical_id, target.resource_type, request_type,
+            (pending.response or {}).get("Status", "no response"), time.monotonic() - started,
+        )  # fmt: skip
     if pending.problem:
         raise CustomResourceFailed(pending.problem)
     if response["Status"] == "FAILED":
