@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CDK app: three stacks, configured from cdk.json context (see project_config).
+"""The CDK app: four stacks, configured from cdk.json context (see project_config).
 
 A bad setting stops synthesis with one line (the key, the value, what is allowed) and a
 non-zero exit. A problem that belongs to one stack alone (its payload not built, its image
@@ -9,8 +9,13 @@ the others can still be synthesized and deployed.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
+
+# jsii (the AWS CDK's Python runtime) prints a banner on every start under Node 20, whose support it
+# ended on 2026-10-30; the project runs there as on 22 and 24 (README: Node.js): keep our output ours.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk import App, Environment, Stack, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
@@ -20,7 +25,7 @@ from llm_inference_cdk import ImageResolutionError
 from project_config import AppConfig, ConfigError, load_config
 from stacks.inf2_ec2 import Inf2Stack
 from stacks.sagemaker_gpt2 import Gpt2Stack
-from stacks.sagemaker_gptj import GptjStack
+from stacks.sagemaker_llm import GptjStack, LlmStack
 
 #: What keeps one stack, and only that one, from being synthesized.
 STACK_PROBLEMS = (ManifestError, ImageResolutionError)
@@ -36,6 +41,7 @@ def build_app(app: App) -> tuple[AppConfig, dict[str, Stack], dict[str, str]]:
     builders: dict[str, Callable[[], Stack]] = {
         "Gpt2Stack": lambda: Gpt2Stack(app, "Gpt2Stack", settings=config.gpt2, env=env),
         "GptjStack": lambda: GptjStack(app, "GptjStack", settings=config.gptj, env=env),
+        "LlmStack": lambda: LlmStack(app, "LlmStack", settings=config.llm, env=env),
         "Inf2Stack": lambda: Inf2Stack(app, "Inf2Stack", settings=config.inf2, env=env),
     }
     stacks: dict[str, Stack] = {}

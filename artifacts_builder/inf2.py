@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from artifacts_builder.gptj import SIDE_FILES
+from artifacts_builder.hub import HubApi, hub_api, lfs_entry, select_files
 from artifacts_builder.legacy_tokenizer import TokenizerFormatError, rewrite_for_old_readers
+from artifacts_builder.payload import SIDE_FILES
 from artifacts_builder.tarball import pack_directory
 from llm_contracts.inf2 import (
     HUB_FILES,
@@ -104,36 +104,14 @@ def build_tiny_model(target: Path, *, seed: int = 0) -> None:
 #: Files of a hub repository the server reads besides the weights: the config and the tokenizer's
 #: (those the GPT-J payload ships, and a SentencePiece model).
 HUB_SMALL_FILES = (*SIDE_FILES, "tokenizer.model")
-_BIN_WEIGHTS = re.compile(r"^pytorch_model(-\d+-of-\d+)?\.bin$")
-
-
-class HubApi(Protocol):
-    """What the builder asks the Hugging Face hub (huggingface_hub's HfApi)."""
-
-    def model_info(self, repo_id: str, *, revision: str | None = ..., files_metadata: bool = ...) -> Any: ...
-
-    def hf_hub_download(self, repo_id: str, filename: str, *, revision: str | None = ...) -> str: ...
-
-
-def hub_api() -> HubApi:
-    from huggingface_hub import HfApi
-
-    return HfApi()
 
 
 def select_hub_files(names: Collection[str]) -> list[str]:
-    """The files of a hub repository the server needs: the config, the tokenizer's files and one
-    format of weights (safetensors, else PyTorch's .bin), with its index; no TensorFlow, Flax or
-    ONNX copies, no README."""
-    top = {n for n in names if "/" not in n}
-    weights = sorted(n for n in top if n.endswith(".safetensors"))
-    index = "model.safetensors.index.json"
-    if not weights:
-        weights, index = sorted(n for n in top if _BIN_WEIGHTS.match(n)), "pytorch_model.bin.index.json"
-    if "config.json" not in top or not weights:
-        raise ConfigError(f"the hub repository has {'no weights' if 'config.json' in top else 'no config.json'}: "
-                          "a Hugging Face transformers model is needed")  # fmt: skip
-    return sorted({*(n for n in HUB_SMALL_FILES if n in top), *weights, *([index] if index in top else [])})
+    """The files of a hub repository the server needs (artifacts_builder/hub.py's select_files)."""
+    try:
+        return select_files(names, HUB_SMALL_FILES)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def hub_files(model_id: str, revision: str, api: HubApi) -> dict[str, dict[str, Any]]:
@@ -147,10 +125,9 @@ def hub_files(model_id: str, revision: str, api: HubApi) -> dict[str, dict[str, 
     siblings = {sibling.rfilename: sibling for sibling in info.siblings or []}
     entries = {}
     for name in select_hub_files(siblings):
-        lfs = siblings[name].lfs
+        lfs = lfs_entry(siblings[name])
         if lfs is not None:
-            sha256, size = (lfs["sha256"], lfs["size"]) if isinstance(lfs, dict) else (lfs.sha256, lfs.size)
-            entries[name] = {"sha256": sha256, "size": size}
+            entries[name] = lfs
         else:
             entries[name] = file_entry(Path(api.hf_hub_download(model_id, name, revision=revision)))
     return entries

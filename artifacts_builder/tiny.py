@@ -50,3 +50,47 @@ def train_tokenizer(out_dir: Path, *, vocab_size: int = 512, extra_special: tupl
     )
     tokenizer.save_pretrained(out_dir)
     return tokenizer
+
+
+#: Qwen's chat template (ChatML), shortened: the tiny Qwen has one of its own, as Qwen's have.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+#: Tiny causal language models of the llm stack's tests: heads of 32 (vLLM's CPU attention takes
+#: 32, 64, 80, 96, 128, ...), grouped-query attention (2 KV heads for 4), bfloat16, 256 positions.
+#: Llama has no chat template; Qwen has ChatML's and ties its embeddings, as Qwen2.5's small ones do.
+TINY_CAUSAL_LMS: dict[str, dict[str, Any]] = {
+    "llama": {"model_type": "llama", "tie_word_embeddings": False},
+    "qwen2": {"model_type": "qwen2", "tie_word_embeddings": True, "chat_template": CHATML_TEMPLATE},
+}
+_TINY_SHAPE = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "max_position_embeddings": 256}  # fmt: skip
+
+
+def make_tiny_causal_lm(kind: str, out_dir: Path, *, seed: int = 0) -> Path:
+    """A tiny random-weight model of `kind` (:data:`TINY_CAUSAL_LMS`) with the offline tokenizer,
+    saved as a hub snapshot would be (safetensors, bfloat16)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = dict(TINY_CAUSAL_LMS[kind])
+    template = spec.pop("chat_template", None)
+    tokenizer = train_tokenizer(out_dir, extra_special=("<|im_start|>", "<|im_end|>") if template else ())
+    if template is not None:
+        tokenizer.chat_template = template
+        tokenizer.save_pretrained(out_dir)
+    eos = tokenizer.eos_token_id
+    config = AutoConfig.for_model(
+        spec.pop("model_type"), vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, **_TINY_SHAPE, **spec
+    )
+    torch.manual_seed(seed)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+    finally:
+        torch.set_default_dtype(previous)
+    model.generation_config.pad_token_id = eos
+    model.save_pretrained(out_dir)
+    return out_dir

@@ -8,7 +8,7 @@ absent from a table is not checked against it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: ``ml.<family>.<size>``.
 SAGEMAKER_INSTANCE = re.compile(r"^ml\.([a-z][a-z0-9-]*)\.([0-9]*xlarge|large|medium|small|metal)$")
@@ -21,7 +21,7 @@ SAGEMAKER_INSTANCE = re.compile(r"^ml\.([a-z][a-z0-9-]*)\.([0-9]*xlarge|large|me
 NVME_FAMILIES = frozenset(
     {
         "c5d", "c6id", "g4dn", "g5", "g6", "g6e", "m5d", "m6id", "p3dn",
-        "p4d", "p4de", "p5", "p5e", "r5d", "r6id", "trn1",
+        "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "r5d", "r6id", "trn1",
     }
 )  # fmt: skip
 
@@ -32,37 +32,86 @@ BURSTABLE_FAMILIES = frozenset({"t2", "t3"})
 @dataclass(frozen=True)
 class GpuFamily:
     gpu: str
-    #: Memory of one GPU, GiB.
+    #: Memory of one GPU, GiB: the card's nominal size (CUDA reports a few percent less).
     gpu_memory_gib: int
     #: Sizes of the family and how many GPUs each has.
     gpus_per_size: dict[str, int]
     #: Sizes and (vCPUs, memory GiB) of each.
     host_per_size: dict[str, tuple[int, int]]
+    #: The GPU's CUDA compute capability (NVIDIA's CUDA GPUs table): what a kernel, a dtype or a
+    #: quantization needs (bfloat16 from 8.0).
+    compute_capability: tuple[int, int] = (0, 0)
+    #: The GPU's architecture, by NVIDIA's name.
+    architecture: str = ""
+    #: On-demand price of one instance of each size for SageMaker real-time inference in
+    #: us-east-1, USD per hour (:data:`PRICE_SOURCE`); a size without a price is not in the sources.
+    usd_per_hour: dict[str, float] = field(default_factory=dict)
 
 
 _G4DN_HOST = {"xlarge": (4, 16), "2xlarge": (8, 32), "4xlarge": (16, 64), "8xlarge": (32, 128),
               "12xlarge": (48, 192), "16xlarge": (64, 256)}  # fmt: skip
 _G5_HOST = {**_G4DN_HOST, "24xlarge": (96, 384), "48xlarge": (192, 768)}
 _G6E_HOST = {size: (cpus, memory * 2) for size, (cpus, memory) in _G5_HOST.items()}
+_G5_GPUS = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4, "24xlarge": 4,
+            "48xlarge": 8}  # fmt: skip
 
-#: Families with NVIDIA GPUs.
+#: Where the prices are from: AWS's Price List API (``AmazonSageMaker`` offer, us-east-1, the
+#: ``USE1-Host:ml.<type>`` rows of real-time inference), as copied by aws-samples/
+#: foundation-model-benchmarking-tool (``fmbench/configs/pricing_fallback.yml``, 2025: g4dn, g5,
+#: g6, p3.2xlarge, p4d, p5) and by public cost notes quoting the same offer (2026: g6.xlarge,
+#: g6.4xlarge, g6.8xlarge, g6e, g5.16xlarge); p3.8xlarge and p3.16xlarge from
+#: aws.amazon.com/sagemaker/pricing as tabulated in goerlitz/nlp-classification. Not rechecked
+#: since (this project is built offline): a price here is for choosing between types, not a bill.
+PRICE_SOURCE = "SageMaker real-time inference, on-demand, us-east-1 (AWS Price List API, USE1-Host rows)"
+
+#: Families with NVIDIA GPUs, from EC2's instance type pages (aws.amazon.com/ec2/instance-types/
+#: g4, g5, g6, g6e, p3, p4, p5, p6: GPUs, GPU memory and host of each size) and NVIDIA's CUDA GPUs
+#: table (compute capability). tests/llm/test_instances.py checks every type against botocore's
+#: list of SageMaker hosting instance types (ProductionVariantInstanceType), which has no p3dn.
 GPU_FAMILIES: dict[str, GpuFamily] = {
     "g4dn": GpuFamily("T4", 16, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 4, "16xlarge": 1},
-                      _G4DN_HOST),
-    **{
-        family: GpuFamily(gpu, memory, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
-                                        "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}, host)
-        for family, gpu, memory, host in (("g5", "A10G", 24, _G5_HOST), ("g6", "L4", 24, _G5_HOST),
-                                          ("g6e", "L40S", 48, _G6E_HOST))
-    },
+                      _G4DN_HOST, (7, 5), "Turing",
+                      {"xlarge": 0.7364, "2xlarge": 0.94, "4xlarge": 1.505, "8xlarge": 2.72, "12xlarge": 4.89,
+                       "16xlarge": 5.44}),
+    "g5": GpuFamily("A10G", 24, _G5_GPUS, _G5_HOST, (8, 6), "Ampere",
+                    {"xlarge": 1.4084, "2xlarge": 1.515, "4xlarge": 2.03, "8xlarge": 3.06, "16xlarge": 5.12,
+                     "12xlarge": 7.09, "24xlarge": 10.18, "48xlarge": 20.36}),
+    "g6": GpuFamily("L4", 24, _G5_GPUS, _G5_HOST, (8, 9), "Ada Lovelace",
+                    {"xlarge": 1.1267, "2xlarge": 1.222, "4xlarge": 1.654, "8xlarge": 2.518, "16xlarge": 4.246,
+                     "12xlarge": 5.752, "24xlarge": 8.344, "48xlarge": 16.688}),
+    "g6e": GpuFamily("L40S", 48, _G5_GPUS, _G6E_HOST, (8, 9), "Ada Lovelace",
+                     {"xlarge": 2.6054, "2xlarge": 2.8026, "4xlarge": 3.7553, "8xlarge": 5.6607, "12xlarge": 13.1158,
+                      "24xlarge": 18.832, "48xlarge": 37.664}),
     "p3": GpuFamily("V100", 16, {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8},
-                    {"2xlarge": (8, 61), "8xlarge": (32, 244), "16xlarge": (64, 488)}),
-    "p3dn": GpuFamily("V100", 32, {"24xlarge": 8}, {"24xlarge": (96, 768)}),
-    "p4d": GpuFamily("A100", 40, {"24xlarge": 8}, {"24xlarge": (96, 1152)}),
-    "p4de": GpuFamily("A100", 80, {"24xlarge": 8}, {"24xlarge": (96, 1152)}),
-    "p5": GpuFamily("H100", 80, {"48xlarge": 8}, {"48xlarge": (192, 2048)}),
-    "p5e": GpuFamily("H200", 141, {"48xlarge": 8}, {"48xlarge": (192, 2048)}),
+                    {"2xlarge": (8, 61), "8xlarge": (32, 244), "16xlarge": (64, 488)}, (7, 0), "Volta",
+                    {"2xlarge": 3.825, "8xlarge": 14.688, "16xlarge": 28.152}),
+    "p4d": GpuFamily("A100", 40, {"24xlarge": 8}, {"24xlarge": (96, 1152)}, (8, 0), "Ampere", {"24xlarge": 37.688}),
+    "p4de": GpuFamily("A100", 80, {"24xlarge": 8}, {"24xlarge": (96, 1152)}, (8, 0), "Ampere"),
+    "p5": GpuFamily("H100", 80, {"4xlarge": 1, "48xlarge": 8}, {"4xlarge": (16, 256), "48xlarge": (192, 2048)},
+                    (9, 0), "Hopper", {"48xlarge": 113.068}),
+    "p5e": GpuFamily("H200", 141, {"48xlarge": 8}, {"48xlarge": (192, 2048)}, (9, 0), "Hopper"),
+    "p5en": GpuFamily("H200", 141, {"48xlarge": 8}, {"48xlarge": (192, 2048)}, (9, 0), "Hopper"),
+    "p6-b200": GpuFamily("B200", 180, {"48xlarge": 8}, {"48xlarge": (192, 2048)}, (10, 0), "Blackwell"),
 }  # fmt: skip
+#: GPU families of botocore's hosting instance types that the table above does not describe (no
+#: source for their GPUs here): a stack that needs GPU facts refuses them by name.
+UNDESCRIBED_GPU_FAMILIES = frozenset({"g7", "g7e", "p2", "p6-b300", "p6e-gb200"})
+
+
+def gpu_family(instance_type: str) -> GpuFamily | None:
+    """The GPU facts of `instance_type`'s family; None for a family without NVIDIA GPUs here."""
+    return GPU_FAMILIES.get(family(instance_type))
+
+
+def price_per_hour(instance_type: str) -> float | None:
+    """USD per hour of one instance (:data:`PRICE_SOURCE`); None where the sources give none."""
+    fam, size = split(instance_type)
+    return GPU_FAMILIES[fam].usd_per_hour.get(size) if fam in GPU_FAMILIES else None
+
+
+def gpu_instance_types() -> list[str]:
+    """Every ``ml.`` type of :data:`GPU_FAMILIES`."""
+    return [f"ml.{name}.{size}" for name, gpu in GPU_FAMILIES.items() for size in gpu.gpus_per_size]
 
 
 def host(instance_type: str) -> tuple[int, int] | None:
@@ -71,8 +120,9 @@ def host(instance_type: str) -> tuple[int, int] | None:
     return GPU_FAMILIES[fam].host_per_size.get(size) if fam in GPU_FAMILIES else None
 
 
-#: Families TensorRT 10 still supports (Volta, the p3 families, was dropped in 10.5).
-TENSORRT_FAMILIES = frozenset(GPU_FAMILIES) - {"p3", "p3dn"}
+#: Families TensorRT 10 still supports (Volta, the p3 families, was dropped in 10.5) and the GPT-2
+#: recipe was checked for.
+TENSORRT_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e"})
 
 
 def split(instance_type: str) -> tuple[str, str]:

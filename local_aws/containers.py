@@ -392,6 +392,21 @@ class Gpt2Container(Container):
         return env
 
 
+def cpu_binding(degree: str | None, cores: int | None = None) -> str:
+    """vLLM's CPU build's VLLM_CPU_OMP_THREADS_BIND for a tensor-parallel `degree`: the cores
+    split into as many ranges, one per rank, ``|``-separated (vllm/v1/worker/cpu_worker.py reads one
+    range a rank); a rank of its own for each needs as many cores as ranks."""
+    cores = cores or os.cpu_count() or 1
+    ranks = int(degree) if degree and degree.isdigit() else 1
+    if ranks > cores:
+        raise ContainerError(
+            f"SM_VLLM_TENSOR_PARALLEL_SIZE={ranks}: vLLM's CPU build binds each rank to cores of its own, and this "
+            f"host has {cores}"
+        )
+    share = cores // ranks
+    return "|".join(f"{r * share}-{(r + 1) * share - 1}" if share > 1 else str(r * share) for r in range(ranks))
+
+
 class VllmContainer(Container):
     """AWS's vLLM image for SageMaker: local_aws/vllm_entrypoint.py (the image's entrypoint,
     and how it differs) starts ``vllm.entrypoints.openai.api_server`` under ``.venv-vllm``, the
@@ -421,9 +436,10 @@ class VllmContainer(Container):
                 "HF_HUB_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1",
                 # What stands in for the GPU's memory fraction on the CPU build, and every core
-                # (its default binds one of two cores here).
+                # (its default binds one of two cores here), shared out among the ranks of a
+                # tensor-parallel engine.
                 "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
-                "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(0, (os.cpu_count() or 1) - 1)}",
+                "VLLM_CPU_OMP_THREADS_BIND": cpu_binding(self.environment.get("SM_VLLM_TENSOR_PARALLEL_SIZE")),
                 # vLLM names its processes (VLLM::EngineCore, VLLM::Worker) with setproctitle,
                 # which overwrites /proc/PID/environ unless this is set (setproctitle's README):
                 # without it running_containers() and tests/leaks.py cannot see the engine.

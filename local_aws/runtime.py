@@ -22,12 +22,13 @@ What SageMaker does, done on this host with the image's own server code (local_a
   stays down until the endpoint is updated or deleted (docs/LOCAL_AWS.md);
 * deleting the endpoint, or stopping the local AWS, stops its containers.
 
-Which local server runs an image: the Hugging Face PyTorch inference DLC runs the toolkit's model
-server under ``.venv-hf``; AWS's vLLM image runs its entrypoint's vLLM server under ``.venv-vllm``
-(the CPU build of the image's vLLM version); DJL Serving's LMI neuronx image runs the bundle's
-handler behind a stand-in for DJL's front end under ``.venv-lmi`` (local_aws/lmi_container.py); any
-other image is taken for this project's GPT-2 image (the only image it builds; the local AWS
-cannot pull images), run from ``serving/gpt2``.
+Which local server runs a model is read from the model, as llm_contracts/engines.py says a model
+names its engine (its ``SM_VLLM_*`` or toolkit variables, else its image's repository): the Hugging
+Face toolkit's model server under ``.venv-hf``, or AWS's vLLM image's entrypoint and vLLM server
+under ``.venv-vllm`` (the CPU build of the image's vLLM version), whatever image URI the model
+names; DJL Serving's LMI neuronx image runs the bundle's handler behind a stand-in for DJL's front
+end under ``.venv-lmi`` (local_aws/lmi_container.py); any other model is taken for this project's
+GPT-2 image (the only image it builds; the local AWS cannot pull images), run from ``serving/gpt2``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_contracts.engines import engine_of_model
 from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 from local_aws.faults import FAULTS
 from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
@@ -54,9 +56,8 @@ log = logging.getLogger("local_aws.runtime")
 DEFAULT_STARTUP_TIMEOUT_S = 600
 #: SageMaker's limit on one invocation.
 INVOCATION_TIMEOUT_S = 60
-HUGGING_FACE_REPOSITORY = "/huggingface-pytorch-inference:"
-#: AWS's vLLM images (llm_inference_cdk.dlc.vllm_sagemaker).
-VLLM_REPOSITORY = "/vllm:"
+#: The local server of each engine a model may name (llm_contracts/engines.py).
+ENGINE_CONTAINERS: dict[str, type[Container]] = {"vllm": VllmContainer, "hf-toolkit": HuggingFaceContainer}
 
 
 class EndpointNotFound(LookupError):
@@ -80,13 +81,11 @@ class Unhealthy(RuntimeError):
 
 
 def container_for(image: str, model_data: Callable[[Path], None], environment: Mapping[str, str]) -> Container:
-    """The local server of `image` (see the module's docstring)."""
-    kind: type[Container] = Gpt2Container
-    if HUGGING_FACE_REPOSITORY in image:
-        kind = HuggingFaceContainer
-    elif VLLM_REPOSITORY in image:
-        kind = VllmContainer
-    elif is_lmi_neuronx(image):
+    """The local server of the model's engine, read from the model (its environment, else its
+    image's repository: llm_contracts/engines.py), or of the LMI neuronx image; any other model is
+    taken for this project's GPT-2 image (see the module's docstring)."""
+    kind = ENGINE_CONTAINERS.get(engine_of_model(image, environment) or "", Gpt2Container)
+    if kind is Gpt2Container and is_lmi_neuronx(image):
         kind = LmiContainer
     return kind(model_data, environment=environment)
 

@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from llm_contracts.aws import ECR_IMAGE
-from project_config import gpt2, gptj, inf2, project
+from project_config import gpt2, gptj, inf2, llm, project
+from project_config.engines import HfToolkitEngine, VllmEngine
 from project_config.gpt2 import Gpt2Settings
-from project_config.gptj import GptjSettings, HuggingFaceImage
+from project_config.gptj import GptjSettings
 from project_config.inf2 import Inf2Settings, ModelServerSettings
+from project_config.llm import LlmSettings
 from project_config.project import ProjectSettings
 from project_config.reader import PROJECT_ROOT, ConfigError, Section, parse_context_pairs, parse_value
 
-SECTIONS = ("project", "gpt2", "gptj", "inf2")
+SECTIONS = ("project", "gpt2", "gptj", "llm", "inf2")
 _SECTION_LIKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 __all__ = [
@@ -43,10 +45,12 @@ __all__ = [
     "ConfigError",
     "Gpt2Settings",
     "GptjSettings",
-    "HuggingFaceImage",
+    "HfToolkitEngine",
     "Inf2Settings",
+    "LlmSettings",
     "ModelServerSettings",
     "ProjectSettings",
+    "VllmEngine",
     "from_cdk_json",
     "load_config",
     "parse_context_pairs",
@@ -59,13 +63,19 @@ __all__ = [
 class AppConfig:
     project: ProjectSettings
     gpt2: Gpt2Settings
-    gptj: GptjSettings
+    gptj: LlmSettings
+    llm: LlmSettings
     inf2: Inf2Settings
 
 
 def load_config(context: Mapping[str, Any]) -> AppConfig:
     """Parse every section of `context` (``app.node.get_all_context()``): the sections of
     cdk.json and the dotted overrides (``gptj.instance_type``) given with ``-c``."""
+    return _read(context)[0]
+
+
+def _read(context: Mapping[str, Any]) -> tuple[AppConfig, dict[str, Section]]:
+    """The configuration, and each section as read (which keys it read)."""
     for key in context:
         head, dot, _ = key.partition(".")
         # A key that looks like ours but names no section is a typo (`gtpj.max_capacity`) or a
@@ -85,13 +95,16 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
             )
             raise ConfigError(f"{key}={context[key]!r} is invalid: allowed is {allowed}")
 
+    sections: dict[str, Section] = {}
+
     def section(name: str) -> Section:
         raw = context.get(name)
         if isinstance(raw, str):
             raw = parse_value(raw)
         prefix = f"{name}."
         overrides = {k.removeprefix(prefix): v for k, v in context.items() if k.startswith(prefix)}
-        return Section(name, raw, overrides)
+        sections[name] = Section(name, raw, overrides)
+        return sections[name]
 
     settings = project.read(section("project"))
     artifacts = settings.artifacts_dir
@@ -99,11 +112,12 @@ def load_config(context: Mapping[str, Any]) -> AppConfig:
         project=settings,
         gpt2=gpt2.read(section("gpt2"), artifacts),
         gptj=gptj.read(section("gptj"), artifacts),
+        llm=llm.read_section(section("llm"), artifacts),
         inf2=inf2.read(section("inf2"), artifacts),
     )
     _check_zone_in_region(config)
     _check_images_in_region(config)
-    return config
+    return config, sections
 
 
 def _check_zone_in_region(config: AppConfig) -> None:
@@ -124,7 +138,8 @@ def _check_images_in_region(config: AppConfig) -> None:
     region = config.project.region
     if region is None:
         return
-    for key, uri in (("gpt2.image_uri", config.gpt2.image_uri), ("gptj.image_uri", config.gptj.image_uri)):
+    images = (("gpt2", config.gpt2.image_uri), ("gptj", config.gptj.image_uri), ("llm", config.llm.image_uri))
+    for key, uri in ((f"{section}.image_uri", uri) for section, uri in images):
         match = ECR_IMAGE.match(uri) if uri is not None else None
         if match is not None and match["region"] != region:
             raise ConfigError(
@@ -136,20 +151,7 @@ def _check_images_in_region(config: AppConfig) -> None:
 
 def settings_of(section: str) -> set[str]:
     """The keys a section reads (with nothing given: every key is read once)."""
-    found: set[str] = set()
-    original = Section.done
-
-    def record(self: Section) -> None:
-        if self.name == section:
-            found.update(self._read)
-        original(self)
-
-    Section.done = record  # type: ignore[method-assign]
-    try:
-        load_config({})
-    finally:
-        Section.done = original  # type: ignore[method-assign]
-    return found
+    return _read({})[1][section].keys_read
 
 
 def from_cdk_json(overrides: Mapping[str, Any] | None = None, *, path: Path = PROJECT_ROOT / "cdk.json") -> AppConfig:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,6 +65,11 @@ class Section:
         self._raw = dict(raw)
         self._overrides = dict(overrides or {})
         self._read: set[str] = set()
+
+    @property
+    def keys_read(self) -> set[str]:
+        """The keys read so far (what :meth:`done` allows)."""
+        return set(self._read)
 
     def key(self, key: str) -> str:
         return f"{self.name}.{key}"
@@ -131,8 +138,18 @@ class Section:
             )
 
 
-def _reads_as_text(field: dataclasses.Field[Any]) -> bool:
-    return str(field.type) in ("str", "str | None", "Path", "Path | None")
+def _classes(hint: Any) -> set[Any]:
+    """The classes a resolved field type admits: ``Path | None`` -> {Path, NoneType}."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return set(typing.get_args(hint))
+    return {hint}
+
+
+def field_classes(cls: type) -> dict[str, set[Any]]:
+    """Each field of `cls` and the classes its type admits, from the resolved annotations (the
+    modules use ``from __future__ import annotations``: a field's ``type`` is only its text)."""
+    hints = typing.get_type_hints(cls)
+    return {field.name: _classes(hints[field.name]) for field in dataclasses.fields(cls)}
 
 
 def read_props(
@@ -154,21 +171,22 @@ def read_props(
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     wanted = set(names if only is None else only) - set(given)
     values = dict(given)
-    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if field.name not in wanted:
+    for name, classes in field_classes(cls).items():
+        if name not in wanted:
             continue
-        key = keys.get(field.name, field.name)
-        value = section.get(key, as_text=_reads_as_text(field))
+        key = keys.get(name, name)
+        # A string setting stays text even where it parses as JSON (a version such as 4.51).
+        value = section.get(key, as_text=bool(classes - {type(None)}) and classes - {type(None)} <= {str, Path})
         if value is None:
-            if field.name in defaults:
-                values[field.name] = defaults[field.name]
+            if name in defaults:
+                values[name] = defaults[name]
             continue
-        if "Path" in str(field.type):
+        if Path in classes:
             section.check(
                 key, value, isinstance(value, str) and bool(value), "a path, absolute or relative to the project root"
             )
             value = PROJECT_ROOT / value
-        values[field.name] = value
+        values[name] = value
     try:
         return cls(**values)
     except PropError as exc:

@@ -54,8 +54,11 @@ NEEDS = {
     # An AWS CLI call, a CDK CLI command that calls CloudFormation, or boto3.
     "AWS": re.compile(r"\baws [a-z0-9-]+ [a-z0-9-]+|\bcdk (?:bootstrap|deploy|destroy|diff)\b|\bboto3\b"),
     "a GPU": re.compile(r"nvidia-smi|--gpu\b|-m gpu\b|tensorrt|CUDA_VISIBLE_DEVICES"),
-    # The builder downloads the real model unless it builds a tiny one or is given a folder.
-    "the hub": re.compile(r"artifacts_builder(?:\.\w+)? (?!.*--(?:tiny|model|model-dir|random-weights)\b)"),
+    # The builder downloads the real model unless it builds a tiny one or is given a folder (a
+    # path or a placeholder; a hub id such as owner/name is downloaded).
+    "the hub": re.compile(
+        r"artifacts_builder(?:\.\w+)? (?!.*--(?:tiny|model-dir|random-weights)\b)(?!.*--model (?:[./~]|\S*<))"
+    ),
 }
 #: The words a command of a block without a marker starts with, each a kind this module runs.
 RUNNABLE = ("export ", ".venv/bin/python -c ", ".venv/bin/python -m pytest ")

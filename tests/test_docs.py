@@ -242,7 +242,7 @@ def test_a_page_on_both_engines_describes_the_default_first() -> None:
     """GptjStack's engines: where a page gives each a heading, the default engine's comes first."""
     from project_config import load_config
 
-    default = load_config({}).gptj.engine
+    default = load_config({}).gptj.engine.name
     other = {"vllm": "hf-toolkit", "hf-toolkit": "vllm"}[default]
     words = {"vllm": ("vllm", "vLLM"), "hf-toolkit": ("hf-toolkit", "toolkit")}
     for page in PAGES:

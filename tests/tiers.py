@@ -26,10 +26,12 @@ TIERS: dict[str, frozenset[str]] = {
             "tiny_model",
             "gptj_build",
             "builder_cli",
+            "llm_build",
+            "tiny_sources",
         }
     ),
     # CDK synthesis of the app (the jsii runtime: seconds per app), or the CDK CLI
     "synth": frozenset({"synth", "synth_some", "synthesize_at", "full_app", "synth_inf2", "tiny_template", "cdk_cli"}),
     # imports or runs something slow that is none of the above (the SageMaker SDK)
-    "slow": frozenset({"sdk_image_uris", "qemu_haswell"}),
+    "slow": frozenset({"sdk_image_uris", "qemu_haswell", "vllm_quantization"}),
 }

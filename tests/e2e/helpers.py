@@ -21,7 +21,8 @@ from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import file_entry, sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import NO_CHANGES, Cdk
-from local_aws.containers import ContainerProcess, running_containers
+from local_aws.containers import Container, ContainerProcess, running_containers
+from local_aws.runtime import HOSTING
 from project_config import AppConfig, load_config
 from tests.infra.helpers import ROOT, cdk_context, synthesize
 from tests.leaks import MARKER, marked
@@ -74,6 +75,30 @@ def invoke(aws: LocalAws, stack: str, request: Any, **kwargs: Any) -> Any:
         **{"ContentType": "application/json", "Accept": "application/json", **kwargs},
     )
     return json.loads(answer["Body"].read())
+
+
+def stream(aws: LocalAws, stack: str, request: dict[str, Any]) -> dict[str, Any]:
+    """InvokeEndpointWithResponseStream on the stack's endpoint, as a client in AWS calls it."""
+    answer: dict[str, Any] = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
+        EndpointName=aws.stack_outputs(stack)["EndpointName"],
+        ContentType="application/json",
+        Body=json.dumps({**request, "stream": True}),
+    )
+    return answer
+
+
+def server_sent_events(parts: list[bytes]) -> list[bytes]:
+    """The ``data:`` of each server-sent event the parts carry, in order."""
+    lines = b"".join(parts).split(b"\n")
+    return [line.removeprefix(b"data:").strip() for line in lines if line.startswith(b"data:")]
+
+
+def endpoint_container(aws: LocalAws, stack: str) -> Container:
+    """The stack's endpoint's container in the local runtime (bench/gpt2_endpoint.py's container_port)."""
+    hosted = HOSTING.find((aws.account, aws.region, aws.stack_outputs(stack)["EndpointName"]))
+    assert hosted is not None and hosted.live is not None
+    (container,) = hosted.live.containers.values()
+    return container
 
 
 def loadtest(aws: LocalAws, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -158,7 +183,8 @@ def assembly_of(root: Path, aws: LocalAws, artifacts: Path, **overrides: Any) ->
         **QUICK_UPDATES,
         **overrides,
     }
-    synthesized = synthesize(root, artifacts, **settings)
+    # `all --tiny` builds no llm payload (tests/e2e/test_llm_stack.py deploys LlmStack).
+    synthesized = synthesize(root, artifacts, may_leave_out=("LlmStack",), **settings)
     return Assembly(path=synthesized.outdir, config=load_config(cdk_context(**settings)))
 
 

@@ -14,7 +14,7 @@ from llm_inference_cdk import SageMakerEndpointProps, huggingface_inference
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.containers import running_containers
-from project_config import AppConfig
+from project_config import AppConfig, HfToolkitEngine
 from tests.e2e.helpers import (
     Assembly,
     alarms_reach_the_topic,
@@ -37,15 +37,16 @@ def expected_container(stack: str, config: AppConfig, aws: LocalAws) -> tuple[st
     """The image URI and (part of) the environment the stack's settings call for."""
     if stack == "Gpt2Stack":
         return gpt2_image(aws), config.gpt2.container_environment()
-    hf = config.gptj.hf_image
+    hf = config.gptj.engine
+    assert isinstance(hf, HfToolkitEngine)
     dlc = huggingface_inference(
         transformers_version=hf.transformers_version, pytorch_version=hf.pytorch_version, py_version=hf.py_version
     )
     image = f"{dlc.registries[aws.region]}.dkr.ecr.{aws.region}.amazonaws.com/{dlc.repository}:{dlc.tag}"
     return image, {
         "SAGEMAKER_PROGRAM": "inference.py",
-        "SAGEMAKER_MODEL_SERVER_WORKERS": str(config.gptj.model_server_workers),
-        "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": str(config.gptj.model_server_timeout_s),
+        "SAGEMAKER_MODEL_SERVER_WORKERS": str(hf.model_server_workers),
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": str(hf.model_server_timeout_s),
     }
 
 

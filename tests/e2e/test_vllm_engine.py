@@ -19,7 +19,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -27,16 +26,18 @@ from botocore.exceptions import ClientError
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.containers import VLLM_VENV, Container, _group_members, running_containers
-from local_aws.runtime import HOSTING
 from project_config import load_config
 from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (
     FUZZ_EXAMPLES,
     VLLM_KEYS,
     Assembly,
+    endpoint_container,
     fuzz_target,
     invoke,
     remove_unusable,
+    server_sent_events,
+    stream,
     unusable_endpoints,
 )
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
@@ -65,7 +66,9 @@ def vllm_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
     )
     make_artifacts(artifacts, ("gpt2", "inf2"))
     settings = {"project.artifacts_dir": str(artifacts), "gptj.engine": "vllm", "gptj.max_model_len": "256"}
-    synthesized = synthesize(tmp_path_factory.mktemp("cdk.out-vllm"), artifacts, **settings)
+    synthesized = synthesize(
+        tmp_path_factory.mktemp("cdk.out-vllm"), artifacts, may_leave_out=("LlmStack",), **settings
+    )
     return Assembly(path=synthesized.outdir, config=load_config(cdk_context(**settings)))
 
 
@@ -119,11 +122,21 @@ def test_the_seed_request_in_the_completion_shape_is_answered_as_documented(depl
 def test_the_engine_got_the_stacks_flags_through_the_images_entrypoint(deployed: Cdk, local_aws: LocalAws) -> None:
     """SM_VLLM_* variables of the model's environment became the server's flags, the model the
     stand-in for /opt/ml/model (local_aws/vllm_entrypoint.py does what the image's does)."""
-    container = endpoint_container(local_aws)
+    container = endpoint_container(local_aws, "GptjStack")
     arguments = re.search(r"vLLM server arguments: (\[.*\])", container.log_tail(500_000))
     assert arguments is not None, container.log_tail()
     assert "'--max-num-seqs', '8'" in arguments[1] and "'--max-model-len', '256'" in arguments[1]
     assert f"'--model', '{container.model_dir}'" in arguments[1]
+
+
+def test_the_chat_body_without_a_chat_template_is_the_servers_400(deployed: Cdk, local_aws: LocalAws) -> None:
+    """GPT-J has no chat template: OpenAI's messages body gets vLLM's 400 (synthesis warned; gptj.chat_template
+    gives one, as tests/e2e/test_llm_stack.py shows for the tiny Llama)."""
+    with pytest.raises(ClientError) as raised:
+        invoke(local_aws, "GptjStack", {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4})
+    response = raised.value.response
+    assert response["Error"]["Code"] == "ModelError" and response.get("OriginalStatusCode") == 400, response
+    assert "chat template" in str(response.get("OriginalMessage")), response
 
 
 def test_the_toolkits_body_is_a_model_error_with_the_servers_4xx(deployed: Cdk, local_aws: LocalAws) -> None:
@@ -135,30 +148,6 @@ def test_the_toolkits_body_is_a_model_error_with_the_servers_4xx(deployed: Cdk, 
     assert 400 <= response.get("OriginalStatusCode", 0) < 500, response
 
 
-def stream(aws: LocalAws, request: dict[str, Any]) -> dict[str, Any]:
-    """InvokeEndpointWithResponseStream on GptjStack's endpoint, as a client in AWS calls it."""
-    answer: dict[str, Any] = aws.client("sagemaker-runtime").invoke_endpoint_with_response_stream(
-        EndpointName=aws.stack_outputs("GptjStack")["EndpointName"],
-        ContentType="application/json",
-        Body=json.dumps({**request, "stream": True}),
-    )
-    return answer
-
-
-def server_sent_events(parts: list[bytes]) -> list[bytes]:
-    """The ``data:`` of each server-sent event the parts carry, in order."""
-    lines = b"".join(parts).split(b"\n")
-    return [line.removeprefix(b"data:").strip() for line in lines if line.startswith(b"data:")]
-
-
-def endpoint_container(aws: LocalAws) -> Container:
-    """The endpoint's container in the local runtime (bench/gpt2_endpoint.py's container_port)."""
-    hosted = HOSTING.find((aws.account, aws.region, aws.stack_outputs("GptjStack")["EndpointName"]))
-    assert hosted is not None and hosted.live is not None
-    (container,) = hosted.live.containers.values()
-    return container
-
-
 def metric(container: Container, name: str) -> float:
     """The sum of a Prometheus sample of the vLLM server's /metrics (every label set)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{container.port}/metrics", timeout=10) as answer:
@@ -168,7 +157,7 @@ def metric(container: Container, name: str) -> float:
 
 def test_a_completion_streams_through_invoke_endpoint_with_response_stream(deployed: Cdk, local_aws: LocalAws) -> None:
     request = {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 16, "temperature": 0}
-    answer = stream(local_aws, {**request, "stream_options": {"include_usage": True}})
+    answer = stream(local_aws, "GptjStack", {**request, "stream_options": {"include_usage": True}})
     assert answer["ContentType"].startswith("text/event-stream"), answer["ContentType"]
     parts = [event["PayloadPart"]["Bytes"] for event in answer["Body"]]
     assert len(parts) > 1, parts
@@ -206,10 +195,10 @@ def test_the_load_tester_streams_the_engines_answers(deployed: Cdk, local_aws: L
 
 
 def test_a_caller_that_goes_away_mid_stream_stops_its_generation(deployed: Cdk, local_aws: LocalAws) -> None:
-    container = endpoint_container(local_aws)
+    container = endpoint_container(local_aws, "GptjStack")
     max_tokens = 240  # within max_model_len 256 with the seed prompt
     generated = metric(container, "vllm:generation_tokens_total")
-    answer = stream(local_aws, {"prompt": SEED_GPTJ_PROMPT, "max_tokens": max_tokens})
+    answer = stream(local_aws, "GptjStack", {"prompt": SEED_GPTJ_PROMPT, "max_tokens": max_tokens})
     events = iter(answer["Body"])
     next(events), next(events)
     answer["Body"].close()
@@ -244,7 +233,7 @@ def test_the_runtimes_fuzz_gets_what_aws_answers_and_leaves_the_engine_answering
     assert any(o.startswith("ModelError 4") for o in outcomes["InvokeEndpoint"]), outcomes
     answer = invoke(local_aws, "GptjStack", seeds[0])
     assert answer["usage"]["completion_tokens"] == 4, answer
-    container = endpoint_container(local_aws)
+    container = endpoint_container(local_aws, "GptjStack")
     deadline = time.monotonic() + 30
     while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -256,7 +245,7 @@ def test_a_documented_body_is_answered_by_vllm(deployed: Cdk, local_aws: LocalAw
     """Every request body README and docs/ give for GPT-J on its default engine (and the load
     tester's request files for it) gets vLLM's answer, not an error (tests/docs_pages.py)."""
     if body.streamed:
-        answer = stream(local_aws, body.body)
+        answer = stream(local_aws, "GptjStack", body.body)
         events = server_sent_events([event["PayloadPart"]["Bytes"] for event in answer["Body"]])
         assert events[-1] == b"[DONE]" and len(events) > 1, (body.where, events[-3:])
     else:
@@ -270,7 +259,7 @@ def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_runn
     """Last: it kills the engine. vLLM V1 runs the engine in a process of its own
     (``VLLM::EngineCore``); when it dies the API server shuts down and exits, and the local
     runtime (local_aws/runtime.py) finds the container exited at the next invocation."""
-    container = endpoint_container(local_aws)
+    container = endpoint_container(local_aws, "GptjStack")
     assert container.process is not None and container.run_dir is not None
     run_dir, group = str(container.run_dir), container.process.pid
     (engine,) = [

@@ -45,7 +45,7 @@ def test_payload_reads_the_same_under_the_image_interpreter(model_dir: Path) -> 
     assert proc.returncode == 0, proc.stderr[-3000:]
     there = json.loads(proc.stdout.strip().splitlines()[-1])
     assert there["python"] == [3, 12]
-    assert there["transformers"] == from_cdk_json({"gptj.engine": "hf-toolkit"}).gptj.hf_image.transformers_version
+    assert there["transformers"] == from_cdk_json({"gptj.engine": "hf-toolkit"}).gptj.engine.transformers_version
     assert there["tokenizers"].startswith("0.21.")
 
     from transformers import AutoConfig, AutoTokenizer

@@ -62,7 +62,7 @@ def _text(response: dict[str, Any]) -> str:
 
 
 def test_served_under_the_container_versions(served: dict[str, Any]) -> None:
-    image = from_cdk_json({"gptj.engine": "hf-toolkit"}).gptj.hf_image
+    image = from_cdk_json({"gptj.engine": "hf-toolkit"}).gptj.engine
     assert served["versions"]["transformers"] == image.transformers_version
     assert served["load_error"] is None
 

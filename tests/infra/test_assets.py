@@ -90,7 +90,7 @@ def test_every_asset_source_outlives_the_app(variant: str, tmp_path: Path, cdk_c
 
     sources = _sources(out)
     stacks = {m.name.removesuffix(".assets.json") for m in out.glob("*.assets.json")}
-    assert stacks == {"Gpt2Stack", "GptjStack", "Inf2Stack"}
+    assert stacks == {"Gpt2Stack", "GptjStack", "LlmStack", "Inf2Stack"}
     # Each stack publishes its template and its handlers or payloads at least.
     assert len(sources) > len(stacks)
     problems = [f"{asset_id}: {why}" for asset_id, path, kind in sources if (why := _empty(path, kind))]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from project_config import PROJECT_ROOT, ConfigError, load_config
+from project_config import PROJECT_ROOT, ConfigError, VllmEngine, load_config
 from project_config.inf2 import hub_model
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts
 
@@ -30,7 +30,7 @@ def test_defaults_are_the_documented_ones() -> None:
     cfg = config()
     assert cfg.gpt2.endpoint.instance_type == "ml.g5.xlarge"
     # GPT-J on the vllm engine (docs/BENCHMARKS.md says why) and what it needs: an A10G, CUDA 13's AMI.
-    assert cfg.gptj.engine == "vllm" and cfg.gptj.hf_image is None and cfg.gptj.vllm is not None
+    assert isinstance(cfg.gptj.engine, VllmEngine) and cfg.gptj.engine.name == "vllm"
     assert cfg.gptj.endpoint.instance_type == "ml.g5.xlarge"
     assert cfg.gptj.endpoint.inference_ami_version == "al2023-ami-sagemaker-inference-gpu-4-1"
     assert toolkit().gptj.endpoint.instance_type == "ml.g4dn.xlarge"
@@ -55,7 +55,7 @@ def test_cli_overrides_arrive_as_text_and_win_over_cdk_json() -> None:
     assert cfg.gptj.endpoint.autoscaling.max_capacity == 3
     assert cfg.gptj.endpoint.instance_type == "ml.g5.2xlarge"
     # A version stays text even though "4.51" parses as a JSON number.
-    assert cfg.gptj.hf_image.transformers_version == "4.51"
+    assert cfg.gptj.engine.transformers_version == "4.51"
 
 
 def test_volume_size_defaults_for_types_without_nvme() -> None:
@@ -246,7 +246,7 @@ def test_a_sagemaker_image_of_another_region_than_the_pinned_one_is_refused(sect
 
 def test_one_gptj_worker_per_gpu() -> None:
     cfg = toolkit(**{"gptj.instance_type": "ml.g5.12xlarge", "gptj.model_server_workers": 4})
-    assert cfg.gptj.model_server_workers == 4
+    assert cfg.gptj.engine.model_server_workers == 4
     with pytest.raises(
         ConfigError, match=r"^gptj.model_server_workers=5 is invalid: allowed is at most 4: ml.g5.12xlarge has 4 GPUs"
     ):
@@ -314,8 +314,9 @@ def test_one_stack_synthesizes_with_only_its_payload_built(tmp_path: Path, cdk_c
     assert (out / "GptjStack.template.json").is_file()
     assert not (out / "Gpt2Stack.template.json").exists() and not (out / "Inf2Stack.template.json").exists()
     left_out = [line for line in result.stderr.splitlines() if "is left out of this synthesis" in line]
-    assert [line.split()[0] for line in left_out] == ["Gpt2Stack", "Inf2Stack"], result.stderr
+    assert [line.split()[0] for line in left_out] == ["Gpt2Stack", "LlmStack", "Inf2Stack"], result.stderr
     assert "python -m artifacts_builder gpt2" in left_out[0]
+    assert "python -m artifacts_builder llm --model <hub id or folder>" in left_out[1]
 
 
 EXISTING_VPC = {

@@ -17,15 +17,19 @@ from aws_cdk.assertions import Match
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import write_manifest
 from project_config import ConfigError, load_config
-from project_config.gptj import check_vllm_payload
-from tests.infra.helpers import GPTJ_CONFIG, Synthesized, cdk_context, regional_dlc_image, resources_of, synthesize
+from project_config.llm import check_payload
+from tests.infra.helpers import (
+    ENDPOINT_MODES,
+    GPTJ_CONFIG,
+    Synthesized,
+    cdk_context,
+    regional_dlc_image,
+    resources_of,
+    synthesize,
+)
 
 VLLM = {"gptj.engine": "vllm"}
-MODES = {
-    "realtime": {},
-    "inference-component": {"gptj.endpoint_mode": "inference-component", "gptj.min_copies": "0"},
-    "async": {"gptj.endpoint_mode": "async"},
-}
+MODES = ENDPOINT_MODES
 
 
 def vllm_settings(artifacts: Path, **overrides: Any):  # type: ignore[no-untyped-def]
@@ -109,12 +113,12 @@ SETTING_ERRORS = [
     ({**VLLM, "gptj.max_num_seqs": "0"}, "gptj.max_num_seqs=0 is invalid: allowed is a whole number from 1 to 1024"),
     (
         {**VLLM, "gptj.dtype": "int8"},
-        "gptj.dtype='int8' is invalid: allowed is one of float16, bfloat16, float32, auto",
+        "gptj.dtype='int8' is invalid: allowed is one of auto, float16, bfloat16, float32",
     ),
     (
         {**VLLM, "gptj.instance_type": "ml.g4dn.xlarge", "gptj.dtype": "bfloat16"},
-        "gptj.dtype='bfloat16' is invalid: allowed is float16, float32 or auto on ml.g4dn.xlarge: its T4 has no "
-        "bfloat16",
+        "gptj.dtype='bfloat16' is invalid: allowed is float16, float32 or auto on ml.g4dn.xlarge: its T4 (Turing) has "
+        "no bfloat16, which needs Ampere or later",
     ),
     (
         {**VLLM, "gptj.instance_type": "ml.p3.2xlarge", "gptj.max_num_seqs": "1"},
@@ -181,7 +185,7 @@ def test_settings_reach_the_environment(artifacts: Path) -> None:
 
 
 def test_the_defaults_fit_their_gpu(artifacts: Path) -> None:
-    check_vllm_payload(vllm_settings(artifacts))
+    check_payload(vllm_settings(artifacts))
 
 
 MEMORY_ERRORS = [
@@ -189,9 +193,11 @@ MEMORY_ERRORS = [
     (
         {"gptj.instance_type": "ml.g4dn.xlarge"},
         r"^gptj.max_num_seqs=8 is invalid: allowed is at most 1: on ml.g4dn.xlarge \(T4, 16 GiB\) "
-        r"gpu_memory_utilization 0.9 gives 14.4 GiB for the weights \(6.05e9 parameters x 2 bytes = 11.3 GiB\), "
-        r"the engine's overhead \(2 GiB\) and a KV cache of 448 KiB a token \(2 x 28 layers x 4096 x 2 bytes\), "
-        r"which leaves 2643 tokens, fewer than max_model_len x max_num_seqs = 2048 x 8; lower",
+        r"gpu_memory_utilization 0.9 gives 14.4 GiB a GPU for the weights \(6.05e9 parameters as float16: 11.3 GiB\), "
+        r"the engine's overhead \(2 GiB\) and a KV cache of 448 KiB a token \(2 x 28 layers x 16 KV heads x 256 x 2 "
+        r"bytes\), which leaves 2643 tokens, fewer than max_model_len x max_num_seqs = 2048 x 8; the cheapest type "
+        r"that holds it is ml.g6.xlarge \(1 x L4, 24 GiB each, tensor_parallel_size 1; \$1.13 an hour on demand in "
+        r"us-east-1\)$",
     ),
     (
         {"gptj.instance_type": "ml.g4dn.xlarge", "gptj.max_num_seqs": "1", "gptj.gpu_memory_utilization": "0.85"},
@@ -200,7 +206,8 @@ MEMORY_ERRORS = [
     ),
     (
         {"gptj.dtype": "float32"},
-        r"^gptj.instance_type='ml.g5.xlarge' is invalid: allowed is a GPU that holds the model: .*x 4 bytes = 22.5 GiB",
+        r"^gptj.instance_type='ml.g5.xlarge' is invalid: allowed is a GPU instance type that holds the model: .*"
+        r"parameters as float32: 22.5 GiB.*the cheapest type that holds it is ml.g6e.xlarge",
     ),
     (
         {"gptj.max_model_len": "4096"},
@@ -212,23 +219,23 @@ MEMORY_ERRORS = [
 @pytest.mark.parametrize(("overrides", "pattern"), MEMORY_ERRORS, ids=[json.dumps(o) for o, _ in MEMORY_ERRORS])
 def test_a_model_the_gpu_cannot_hold_is_refused(artifacts: Path, overrides: dict[str, str], pattern: str) -> None:
     with pytest.raises(ConfigError, match=pattern):
-        check_vllm_payload(vllm_settings(artifacts, **overrides))
+        check_payload(vllm_settings(artifacts, **overrides))
 
 
 def test_max_model_len_unset_leaves_the_flag_out_and_is_checked_as_the_models(artifacts: Path) -> None:
     """vLLM's own default, the model's n_positions, so that any payload synthesizes as it is (the
     tiny one has 256 positions); the memory check counts n_positions tokens a sequence."""
     settings = vllm_settings(artifacts)
-    assert settings.vllm.max_model_len is None
+    assert settings.engine.max_model_len is None
     assert "SM_VLLM_MAX_MODEL_LEN" not in settings.container_environment()
     with pytest.raises(ConfigError, match=r"max_model_len x max_num_seqs = 2048 x 8"):
-        check_vllm_payload(vllm_settings(artifacts, **{"gptj.instance_type": "ml.g4dn.xlarge"}))
+        check_payload(vllm_settings(artifacts, **{"gptj.instance_type": "ml.g4dn.xlarge"}))
 
 
 def test_what_fits_on_a_t4_passes(artifacts: Path) -> None:
-    check_vllm_payload(vllm_settings(artifacts, **{"gptj.instance_type": "ml.g4dn.xlarge", "gptj.max_num_seqs": "1"}))
+    check_payload(vllm_settings(artifacts, **{"gptj.instance_type": "ml.g4dn.xlarge", "gptj.max_num_seqs": "1"}))
     small = {"gptj.instance_type": "ml.g4dn.xlarge", "gptj.max_model_len": "512", "gptj.max_num_seqs": "5"}
-    check_vllm_payload(vllm_settings(artifacts, **small))
+    check_payload(vllm_settings(artifacts, **small))
 
 
 def test_the_memory_check_fails_synthesis(tmp_path: Path, artifacts: Path) -> None:
@@ -249,11 +256,13 @@ def test_a_payload_without_safetensors_is_refused(tmp_path: Path, artifacts: Pat
     files = [p for p in payload.rglob("*") if p.is_file() and p.name != PAYLOAD_MANIFEST]
     write_manifest(payload, "gptj-payload", {str(p.relative_to(payload)): p for p in files}, name=PAYLOAD_MANIFEST)
     with pytest.raises(ConfigError, match=r"allowed is a payload with safetensors weights with gptj.engine=vllm"):
-        check_vllm_payload(vllm_settings(tmp_path / "artifacts"))
+        check_payload(vllm_settings(tmp_path / "artifacts"))
 
 
-def test_a_payload_config_that_is_not_gptj_is_refused(tmp_path: Path, artifacts: Path) -> None:
+def test_a_payload_config_without_layers_is_refused(tmp_path: Path, artifacts: Path) -> None:
     payload = _payload_copy(tmp_path, artifacts)
     (payload / "config.json").write_text(json.dumps({**GPTJ_CONFIG, "n_layer": None}))
-    with pytest.raises(ConfigError, match=re.escape("allowed is a GPT-J payload whose config.json has n_layer")):
-        check_vllm_payload(vllm_settings(tmp_path / "artifacts"))
+    with pytest.raises(
+        ConfigError, match=re.escape("allowed is a causal language model's payload: config.json gives no layer")
+    ):
+        check_payload(vllm_settings(tmp_path / "artifacts"))

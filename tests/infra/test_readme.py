@@ -16,12 +16,12 @@ import pytest
 from llm_inference_cdk.endpoint_props import MODES
 from project_config import PROJECT_ROOT, ConfigError, inf2_sagemaker, load_config, settings_of
 from project_config.endpoint import ALARM_KEYS, ASYNC_KEYS, COMPONENT_KEYS, DEPLOYMENT_KEYS, mode_keys
-from project_config.gptj import ENGINE_KEYS
+from project_config.engines import engine_keys
 from tests.infra.helpers import ROOT
 
 #: The configuration reference, and the sections whose table it keeps in the `| key | default ... |` form.
 REFERENCE = ROOT / "docs" / "CONFIGURATION.md"
-TABLES = {"project": ["project"], "gpt2` and `gptj": ["gpt2", "gptj", "inf2"], "inf2": ["inf2"]}
+TABLES = {"project": ["project"], "gpt2`, `gptj` and `llm": ["gpt2", "gptj", "llm", "inf2"], "inf2": ["inf2"]}
 
 
 def rows() -> dict[str, dict[str, tuple[str, str]]]:
@@ -51,6 +51,8 @@ def code_default(settings: Any, key: str) -> Any:
     # Keys named otherwise than their prop (the modes' props share names: one map at a time).
     names = {v: k for keys in (ALARM_KEYS, DEPLOYMENT_KEYS, COMPONENT_KEYS, ASYNC_KEYS) for k, v in keys.items()}
     name = names.get(key, "mode" if key == "endpoint_mode" else key)
+    if key == "engine":
+        return settings.engine.name  # a typed choice, named by its value
     todo = [settings]
     while todo:
         node = todo.pop(0)
@@ -64,12 +66,12 @@ def code_default(settings: Any, key: str) -> Any:
 def in_mode_of(section: str, key: str) -> dict[str, Any]:
     """The context that reads `key`: an endpoint mode's own settings exist only in that mode, an
     engine's only with that engine."""
-    if section == "gptj" and key in ENGINE_KEYS["hf-toolkit"]:
+    if section == "gptj" and key in set(engine_keys("hf-toolkit")) - set(engine_keys("vllm")):
         return {section: {"engine": "hf-toolkit"}}
     if section == "inf2" and key in inf2_sagemaker.endpoint_keys() - {"instance_type", "volume_size_gb"}:
         return {section: {"platform": "sagemaker", **({"endpoint_mode": "async"} if key in mode_keys("async") else {})}}
     for mode in MODES[1:]:
-        if section in ("gpt2", "gptj") and key in mode_keys(mode) - mode_keys("realtime"):
+        if section in ("gpt2", "gptj", "llm") and key in mode_keys(mode) - mode_keys("realtime"):
             return {section: {"endpoint_mode": mode}}
     return {}
 
@@ -100,7 +102,7 @@ def test_readme_default_is_the_codes(section: str, key: str, cell: str) -> None:
         assert documented(cell, value), f"{REFERENCE.name}: {section}.{key} defaults to {cell}; the code: {value!r}"
 
 
-@pytest.mark.parametrize("section", ["project", "gpt2", "gptj", "inf2"])
+@pytest.mark.parametrize("section", ["project", "gpt2", "gptj", "llm", "inf2"])
 def test_every_setting_of_a_section_is_in_its_table(section: str) -> None:
     """The keys the configuration reads are the keys the reference lists: a setting missing from the
     table would be one nobody finds, one missing from the code a promise it does not keep."""

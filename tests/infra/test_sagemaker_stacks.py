@@ -589,5 +589,5 @@ def assert_left_out(
     """`stack` alone is left out of the synthesis, for `reason`; the others are synthesized."""
     synthesized, left_out = synth_some(tmp_path / "out", artifacts, **overrides)
     assert list(left_out) == [stack] and re.search(reason, left_out[stack]), left_out
-    assert set(synthesized.stacks) == {"Gpt2Stack", "GptjStack", "Inf2Stack"} - {stack}
+    assert set(synthesized.stacks) == {"Gpt2Stack", "GptjStack", "LlmStack", "Inf2Stack"} - {stack}
     assert not (tmp_path / "out" / f"{stack}.template.json").exists()

@@ -17,6 +17,6 @@ def snapshot_json(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     return snapshot.use_extension(JSONSnapshotExtension)
 
 
-@pytest.mark.parametrize("stack", ["Gpt2Stack", "GptjStack", "Inf2Stack"])
+@pytest.mark.parametrize("stack", ["Gpt2Stack", "GptjStack", "LlmStack", "Inf2Stack"])
 def test_template_snapshot(synth: Callable[..., Synthesized], snapshot_json: SnapshotAssertion, stack: str) -> None:
     assert normalized(synth().template_json(stack)) == snapshot_json

@@ -1,0 +1,449 @@
+"""A causal language model on a SageMaker endpoint, and the ``llm`` section: any model the vLLM
+engine serves (a hub id at a pinned revision, or a folder), built into a payload by
+``python -m artifacts_builder llm`` and checked at synthesis from that payload (its architecture
+against the pinned vLLM's registry, its weights from the safetensors headers, its KV cache from
+config.json, against the instance type's GPUs: :func:`check_payload`).
+
+GPT-J (the ``gptj`` section, project_config/gptj.py) is this same code path with GPT-J's defaults
+(:class:`ModelProfile`), and the seed's second engine, the Hugging Face toolkit."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_contracts import aws, instances
+from llm_contracts.causal_lm import (
+    DTYPE_BYTES,
+    ENGINE_OVERHEAD_GIB,
+    ModelFacts,
+    PayloadError,
+    architecture_problem,
+    describe_price,
+    engine_problem,
+    plan,
+    resolved_dtype,
+    smallest_fit,
+)
+from llm_contracts.inf2 import COMMIT
+from llm_contracts.manifest import PAYLOAD_MANIFEST, ManifestError, read_manifest
+from llm_inference_cdk.dlc import cuda_of
+from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
+from llm_inference_cdk.props import Check, instance_of, optional, prop, text, validate
+from project_config.endpoint import (
+    ALARM_EMAIL,
+    TOPIC_ARN,
+    check_environment,
+    check_family,
+    check_notifications,
+    read_endpoint,
+)
+from project_config.engines import FIXED_ENVIRONMENT, Engine, HfToolkitEngine, VllmEngine, read_engine
+from project_config.gpt2 import ECR_URI
+from project_config.reader import PROJECT_ROOT, ConfigError, Section, read_props
+
+#: A Hugging Face model id: ``owner/name``.
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+#: The vllm engine's endpoint needs: the image's CUDA 13.0 wants an AMI with driver 580
+#: (botocore's ProductionVariant.InferenceAmiVersion documentation); the default AMI's is older.
+VLLM_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
+#: The endpoint's defaults for a model of a few billion parameters (GPT-J 6B's): a minute or more
+#: per answer under load, a start that downloads GBs.
+ENDPOINT_DEFAULTS = {
+    "instance_type": "ml.g4dn.xlarge",
+    "max_capacity": 2,
+    "target_invocations_per_instance": 20,
+    "startup_health_check_timeout_s": 900,
+    "model_data_download_timeout_s": 1200,
+    "latency_ms": 15_000,
+    # An inference component: a copy per GPU, with room for the worker beside the weights.
+    "max_copies": 2,
+    "target_invocations_per_copy": 20,
+    "cpu_cores": 2,
+    "memory_mb": 8192,
+    "async_max_instances": 2,
+}
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """What one section's model brings: its name, engines, defaults and payload."""
+
+    #: The cdk.json section and the artifacts builder's component.
+    section: str
+    #: The engines it may run on, the first the default.
+    engines: tuple[str, ...]
+    #: The endpoint's defaults, and those of each engine where they differ.
+    endpoint_defaults: Mapping[str, Any]
+    engine_endpoint_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Each engine's settings' defaults where they differ from the engine's own.
+    engine_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The instance families allowed (None: every family of llm_contracts.instances.GPU_FAMILIES).
+    families: frozenset[str] | None = None
+    families_reason: str = ""
+    #: Whether the section names its model (``model``, ``revision``) or its payload (``model_data``).
+    names_model: bool = False
+
+
+def _engine_check() -> Check:
+    return Check(lambda v: isinstance(v, VllmEngine | HfToolkitEngine), "a VllmEngine or an HfToolkitEngine")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlmSettings:
+    """One causal language model's stack: its section, endpoint, engine and payload."""
+
+    #: The cdk.json section these settings come from (for the names in messages).
+    section_name: str = prop(check=text())
+    endpoint: SageMakerEndpointProps = prop(check=instance_of(SageMakerEndpointProps))
+    #: The serving engine and its settings.
+    engine: Engine = prop(check=_engine_check())
+    #: The payload folder (shipped uncompressed under an S3 prefix) or a model.tar.gz.
+    model_data: Path = prop(check=instance_of(Path))
+    #: The model the payload must have been built from: a hub id or a folder (None: whatever
+    #: the payload holds).
+    model: str | None = prop(None, check=optional(text()))
+    #: The hub commit of `model` (40 hex digits; None for a folder).
+    revision: str | None = prop(None, check=optional(text(COMMIT, what="a commit of 40 hex digits")))
+    #: An explicit image URI that replaces the engine's resolved image (None: resolve).
+    image_uri: str | None = prop(None, check=ECR_URI)
+    #: An SNS topic the alarms notify, on ALARM and OK (None: the stack's own encrypted topic).
+    alarm_topic_arn: str | None = prop(None, check=TOPIC_ARN)
+    #: An e-mail address subscribed to the stack's own alarm topic (None: no subscription).
+    alarm_email: str | None = prop(None, check=ALARM_EMAIL)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def key(self, name: str) -> str:
+        return f"{self.section_name}.{name}"
+
+    @property
+    def gpus(self) -> int:
+        return instances.gpus(self.endpoint.instance_type)
+
+    def container_environment(self) -> dict[str, str]:
+        """The engine's environment on the endpoint's instance type."""
+        return self.engine.container_environment(gpus=self.gpus)
+
+
+def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSettings:
+    """`section`'s settings, with `profile`'s defaults."""
+    image_uri_set = section.has("image_uri")
+    engine = read_engine(section, profile.engines, profile.engine_defaults, image_uri_set=image_uri_set)
+    endpoint = read_endpoint(
+        section,
+        {**profile.endpoint_defaults, **profile.engine_endpoint_defaults.get(engine.name, {})},
+        framework="vllm" if isinstance(engine, VllmEngine) else None,
+    )
+    if profile.families is not None:
+        check_family(section, endpoint, profile.families, profile.families_reason)
+    else:
+        check_family(
+            section,
+            endpoint,
+            frozenset(instances.GPU_FAMILIES),
+            "NVIDIA GPUs this project describes (llm_contracts/instances.py)",
+        )
+    _check_gpus(section, endpoint, engine)
+    if isinstance(engine, VllmEngine):
+        _check_vllm(section, endpoint, engine, image_uri_set=image_uri_set)
+    given: dict[str, Any] = {"section_name": section.name, "endpoint": endpoint, "engine": engine}
+    read = ["image_uri", "alarm_topic_arn", "alarm_email"]
+    if profile.names_model:
+        given.update(_model_source(section, artifacts))
+    else:
+        read.append("model_data")
+    settings = read_props(
+        section, LlmSettings, defaults={"model_data": artifacts / profile.section / "model"}, only=read, **given
+    )
+    if isinstance(engine, VllmEngine) and settings.model_data.name.endswith(".tar.gz"):
+        raise section.fail(
+            "model_data",
+            str(settings.model_data),
+            f"a payload folder with {section.key('engine')}=vllm (shipped uncompressed under an S3 prefix; "
+            "synthesis reads its config.json and safetensors headers to check that the GPUs hold the model)",
+        )
+    check_environment(section, endpoint.environment, FIXED_ENVIRONMENT[engine.name])
+    check_notifications(section, settings.alarm_topic_arn, settings.alarm_email)
+    section.done()
+    return settings
+
+
+def _check_gpus(section: Section, endpoint: SageMakerEndpointProps, engine: Engine) -> None:
+    """What the engine spreads over GPUs fits the instance type's GPUs."""
+    gpus = instances.gpus(endpoint.instance_type)
+    have = f"{endpoint.instance_type} has {gpus} GPU{'s' if gpus != 1 else ''}"
+    if isinstance(engine, HfToolkitEngine):
+        section.check(
+            "model_server_workers",
+            engine.model_server_workers,
+            engine.model_server_workers <= max(1, gpus),
+            f"at most {max(1, gpus)}: {have}, and each worker loads its own copy of the weights onto a GPU of its own",
+        )
+    elif engine.tensor_parallel_size is not None:
+        section.check(
+            "tensor_parallel_size",
+            engine.tensor_parallel_size,
+            engine.tensor_parallel_size <= gpus,
+            f"at most {gpus}: {have}",
+        )
+
+
+def _model_source(section: Section, artifacts: Path) -> dict[str, Any]:
+    """``model`` and ``revision``, and the payload they point at: a folder holding a built payload
+    is the payload; otherwise the builder's output under the artifacts folder, built from them."""
+    model = section.get("model", as_text=True)
+    revision = section.get("revision", as_text=True)
+    payload = artifacts / section.name / "model"
+    if model is None:
+        section.check("revision", revision, revision is None, f"unset while {section.key('model')} is unset")
+        return {"model_data": payload}
+    folder = PROJECT_ROOT / str(model)
+    if folder.is_dir():
+        section.check(
+            "revision",
+            revision,
+            revision is None,
+            f"unset: {section.key('model')} is a folder, which no revision names",
+        )
+        return {"model": str(folder), "model_data": folder if (folder / PAYLOAD_MANIFEST).is_file() else payload}
+    section.check(
+        "model",
+        model,
+        isinstance(model, str) and bool(HUB_ID.match(model)),
+        "a Hugging Face model id (owner/name) or a model folder that exists",
+    )
+    section.check(
+        "revision",
+        revision,
+        isinstance(revision, str) and bool(COMMIT.match(revision)),
+        f"the commit of {model} on the Hugging Face hub (40 hex digits) that its payload is built from: a branch "
+        "or tag can move to other files",
+    )
+    return {"model": model, "revision": revision, "model_data": payload}
+
+
+def _check_vllm(section: Section, endpoint: SageMakerEndpointProps, engine: VllmEngine, *, image_uri_set: bool) -> None:
+    """The GPU runs the dtype and the image's CUDA, and the AMI's CUDA runs the image's."""
+    gpu = instances.gpu_family(endpoint.instance_type)
+    assert gpu is not None
+    section.check(
+        "dtype",
+        engine.dtype,
+        not (engine.dtype == "bfloat16" and gpu.compute_capability < (8, 0)),
+        f"float16, float32 or auto on {endpoint.instance_type}: its {gpu.gpu} ({gpu.architecture}) has no bfloat16, "
+        "which needs Ampere or later",
+    )
+    if image_uri_set:
+        return
+    image = engine.image()
+    needed, amis = cuda_of(image), aws.inference_ami_versions()
+    if needed is None:
+        return
+    if _version(needed) >= (13,):
+        section.check(
+            "instance_type",
+            endpoint.instance_type,
+            gpu.compute_capability >= (7, 5),
+            f"a GPU that the vllm image's CUDA {needed} runs on (Turing or newer: T4, A10G, L4, L40S, A100, H100, "
+            f"H200, B200); CUDA 13 dropped the {gpu.gpu}",
+        )
+    fits = [name for name, cuda in amis.items() if cuda is not None and _version(cuda) >= _version(needed)]
+    ami = endpoint.inference_ami_version
+    section.check(
+        "inference_ami_version",
+        ami,
+        ami in fits,
+        f"an AMI whose CUDA runs the vllm image's {needed} ({image.repository}:{image.tag}): " + ", ".join(fits),
+    )
+
+
+def _version(value: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in value.split("."))
+
+
+# --- synthesis: the payload against the settings ---------------------------------------------------
+
+
+def payload_facts(settings: LlmSettings) -> ModelFacts:
+    """The model's facts, read from its payload (ConfigError naming the key that set it)."""
+    key = "model" if settings.model is not None else "model_data"
+    value = settings.model if settings.model is not None else str(settings.model_data)
+    manifest = read_manifest(settings.model_data, PAYLOAD_MANIFEST)
+    if not any(name.endswith(".safetensors") for name in manifest["files"]):
+        raise ConfigError(
+            f"{settings.key(key)}={value!r} is invalid: allowed is a payload with safetensors weights with "
+            f"{settings.key('engine')}=vllm (vLLM loads no torch.save pickle): rebuild it with --format safetensors"
+        )
+    try:
+        return ModelFacts.from_payload(settings.model_data, manifest["files"])
+    except PayloadError as exc:
+        raise ConfigError(
+            f"{settings.key(key)}={value!r} is invalid: allowed is a causal language model's payload: {exc}"
+        ) from None
+
+
+def check_source(settings: LlmSettings) -> None:
+    """The payload was built from the model the settings name (the builder's manifest says what
+    from): ManifestError (the stack is left out) when it was not built, ConfigError when it was
+    built from another model."""
+    if settings.model is None or settings.model_data == Path(settings.model):
+        return
+    command = f"python -m artifacts_builder {settings.section_name} --model {settings.model}" + (
+        f" --revision {settings.revision}" if settings.revision else ""
+    )
+    manifest = read_manifest(settings.model_data.parent, fix=f"build it: {command}")
+    record = manifest.get("model")
+    built: dict[str, Any] = record if isinstance(record, dict) else {}
+    source, revision = built.get("source"), built.get("revision")
+    if source != settings.model or (settings.revision is not None and revision != settings.revision):
+        what = f"{source} at {revision}" if revision else str(source)
+        raise ConfigError(
+            f"{settings.key('model')}={settings.model!r} is invalid: allowed is the model {settings.model_data} was "
+            f"built from ({what}); rebuild it: {command}"
+        )
+
+
+def check_payload(settings: LlmSettings) -> None:
+    """ConfigError, in one line naming the key, unless the vllm engine can serve the payload on the
+    endpoint's instance type: an architecture the pinned vLLM serves, a quantization and a dtype
+    the GPU runs, a tensor-parallel degree that divides the heads, ``max_model_len`` within the
+    model's, and each GPU's memory, up to ``gpu_memory_utilization``, holding its share of the
+    weights, the engine's overhead and the KV cache of ``max_num_seqs`` sequences of
+    ``max_model_len`` tokens (llm_contracts/causal_lm.py says how each is counted). vLLM
+    allocates its cache in blocks as sequences grow, so this is the worst case, every sequence at
+    full length at once; a model that does not fit is refused with the cheapest instance type that
+    holds it, and its price."""
+    engine = settings.engine
+    if not isinstance(engine, VllmEngine):
+        return
+    facts = payload_facts(settings)
+    _check_serves(settings, engine, facts)
+    _check_memory(settings, engine, facts)
+
+
+def _fit_hint(facts: ModelFacts, engine: VllmEngine, tokens: int) -> str:
+    """The cheapest instance type that holds the model and `tokens` tokens of KV cache, in words."""
+    found = smallest_fit(facts, dtype_setting=engine.dtype, utilization=engine.gpu_memory_utilization, tokens=tokens)
+    if found is None:
+        return "no SageMaker GPU instance type in llm_contracts/instances.py holds it"
+    name, best = found
+    fam = instances.gpu_family(name)
+    assert fam is not None
+    return (
+        f"the cheapest type that holds it is {name} ({instances.gpus(name)} x {fam.gpu}, {fam.gpu_memory_gib} GiB "
+        f"each, tensor_parallel_size {best.degree}; {describe_price(name)})"
+    )
+
+
+def _length(engine: VllmEngine, facts: ModelFacts) -> int:
+    return engine.max_model_len if engine.max_model_len is not None else facts.max_model_len
+
+
+def _check_serves(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) -> None:
+    """The architecture, the GPU, the tensor-parallel degree and the length."""
+    source_key = "model" if settings.model is not None else "model_data"
+    source = settings.model if settings.model is not None else str(settings.model_data)
+    problem = architecture_problem(facts.architecture)
+    if problem is not None:
+        raise ConfigError(
+            f"{settings.key(source_key)}={source!r} is invalid: allowed is a model vLLM "
+            f"{engine.vllm_version} serves: {problem}"
+        )
+    instance_type = settings.endpoint.instance_type
+    gpu = instances.gpu_family(instance_type)
+    assert gpu is not None
+    problem = engine_problem(facts, gpu, instance_type)
+    if problem is not None:
+        raise ConfigError(
+            f"{settings.key('instance_type')}={instance_type!r} is invalid: allowed is a GPU that runs the model: "
+            f"{problem}; {_fit_hint(facts, engine, _length(engine, facts) * engine.max_num_seqs)}"
+        )
+    degree = engine.tensor_parallel_size or settings.gpus
+    problem = facts.parallel_problem(degree)
+    if problem is not None:
+        degrees = ", ".join(str(d) for d in facts.parallel_degrees(settings.gpus))
+        value = engine.tensor_parallel_size if engine.tensor_parallel_size is not None else f"unset ({degree} GPUs)"
+        raise ConfigError(
+            f"{settings.key('tensor_parallel_size')}={value!r} is invalid: allowed is a degree the model splits into "
+            f"on {instance_type}: {degrees}: {problem}"
+        )
+    if engine.max_model_len is not None and engine.max_model_len > facts.max_model_len:
+        raise ConfigError(
+            f"{settings.key('max_model_len')}={engine.max_model_len} is invalid: allowed is at most "
+            f"{facts.max_model_len} ({facts.max_len_key} in {settings.model_data / 'config.json'})"
+        )
+
+
+def _check_memory(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) -> None:
+    """Each GPU holds its share of the weights, the overhead and the KV cache of every sequence."""
+    instance_type = settings.endpoint.instance_type
+    gpu = instances.gpu_family(instance_type)
+    assert gpu is not None
+    dtype = resolved_dtype(engine.dtype, facts.config_dtype, gpu.compute_capability)
+    degree = engine.tensor_parallel_size or settings.gpus
+    length = _length(engine, facts)
+    wanted = length * engine.max_num_seqs
+    memory = plan(facts, instance_type, degree=degree, dtype=dtype, utilization=engine.gpu_memory_utilization)
+    tokens = memory.tokens
+    if tokens >= wanted:
+        return
+    gib = 2**30
+    dtype_bytes = DTYPE_BYTES[dtype]
+    on = f"{degree} x " if degree > 1 else ""
+    share = f"1/{degree} of " if degree > 1 else ""
+    why = (
+        f"on {instance_type} ({on}{gpu.gpu}, {gpu.gpu_memory_gib} GiB) gpu_memory_utilization "
+        f"{engine.gpu_memory_utilization} gives {memory.budget / gib:.1f} GiB a GPU for {share}the weights "
+        f"({facts.parameters() / 1e9:.2f}e9 parameters as {dtype}: {facts.weight_bytes(dtype_bytes) / gib:.1f} GiB), "
+        f"the engine's overhead ({ENGINE_OVERHEAD_GIB:g} GiB) and a KV cache of "
+        f"{memory.kv_per_token / 1024:g} KiB a token ({facts.kv_formula(dtype_bytes, degree)}), which leaves "
+        f"{tokens} tokens, fewer than max_model_len x max_num_seqs = {length} x {engine.max_num_seqs}; "
+        f"{_fit_hint(facts, engine, wanted)}"
+    )
+    value: object
+    if tokens < 16:  # the smallest max_model_len
+        key, value, allowed = "instance_type", instance_type, "a GPU instance type that holds the model"
+    elif tokens < length:
+        key, allowed = "max_model_len", f"at most {tokens}"
+        value = (
+            engine.max_model_len
+            if engine.max_model_len is not None
+            else f"unset (the model's {facts.max_len_key}, {length})"
+        )
+    else:
+        key, value, allowed = "max_num_seqs", engine.max_num_seqs, f"at most {tokens // length}"
+    raise ConfigError(f"{settings.key(key)}={value!r} is invalid: allowed is {allowed}: {why}")
+
+
+#: The ``llm`` section's defaults: GPT-J's endpoint (a 7B model's needs are alike) on the vllm
+#: engine alone, on an A10G, any GPU family, the model named by ``model`` and ``revision``.
+LLM = ModelProfile(
+    section="llm",
+    engines=("vllm",),
+    endpoint_defaults={**ENDPOINT_DEFAULTS, "instance_type": "ml.g5.xlarge", "inference_ami_version": VLLM_AMI},
+    names_model=True,
+)
+
+
+def read_section(section: Section, artifacts: Path) -> LlmSettings:
+    """The ``llm`` section."""
+    return read(section, artifacts, LLM)
+
+
+__all__ = [
+    "LLM",
+    "VLLM_AMI",
+    "LlmSettings",
+    "ManifestError",
+    "ModelProfile",
+    "check_payload",
+    "check_source",
+    "payload_facts",
+    "read",
+    "read_section",
+]
