@@ -156,11 +156,11 @@ demo: setup
 	@$(PARALLEL) artifacts .venv-hf/.installed
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
-# Lint first: a style or type error fails the same command CI runs. The linters and the image
-# environments are made side by side, the longest (vLLM's 2.4 GB, mypy) started first, then every
-# test runs.
-test: setup
-	@$(PARALLEL) .venv-vllm/.installed lint-mypy $(filter-out .venv-vllm/.installed,$(IMAGE_ENVS)) lint-mypy-images lint-ruff lint-hadolint
+# Lint first: a style or type error fails the same command CI runs. The environments, node_modules
+# and the linters are made side by side from the start (an image environment waits only for uv, a
+# linter only for .venv), the longest path (uv, .venv, mypy) first; then every test runs.
+test: system-deps
+	@$(PARALLEL) lint-mypy node_modules/.installed $(IMAGE_ENVS) lint-mypy-images lint-ruff lint-hadolint
 	$(BIN)/python -m pytest
 
 # GptjStack on the vllm engine, deployed on the local AWS, one GPT-J answer streamed token by token;
@@ -177,21 +177,21 @@ test-fast: setup .venv-hf/.installed
 
 lint: lint-ruff lint-mypy lint-mypy-images lint-hadolint
 
-lint-ruff: setup
+lint-ruff: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-lint-mypy: setup
+lint-mypy: $(VENV)/.installed
 	$(BIN)/mypy stacks project_config artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
 
 # The serving code, each under the Python of the image it runs in, and the inf2 host's Neuron
 # metrics under the DLAMI's /usr/bin/python3 (3.10): the runs of one interpreter share its cache.
-lint-mypy-images: setup
+lint-mypy-images: $(VENV)/.installed
 	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
 	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py
 	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py llm_inference_cdk/inf2/neuron_metrics.py
 
-lint-hadolint: setup
+lint-hadolint: $(VENV)/.installed
 	$(BIN)/hadolint serving/gpt2/Dockerfile
 
 serve-gpt2: setup
