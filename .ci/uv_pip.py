@@ -13,6 +13,7 @@ timeout and the CA bundle. A UV_* variable already set wins.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -30,25 +31,20 @@ SETTINGS = {
 }
 #: The later wins: pip reads [global], then [install], and the PIP_* variables over every file.
 PRECEDENCE = ("global", "install", ":env:")
-ITEM = re.compile(r"(?P<section>[^.]*)\.(?P<key>[a-z-]+)='(?P<value>.*)")
+ITEM = re.compile(r"(?P<section>[^.]*)\.(?P<key>[a-z-]+)=(?P<value>.*)")
 
 
 def pip_config(python: str) -> dict[str, str]:
-    """pip's settings as `pip config list` prints them (a value may run over several lines)."""
+    """pip's settings as `pip config list` prints them (key=repr(value), one a line)."""
     listing = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True).stdout
-    items: list[list[str]] = []
-    for line in listing.splitlines():
-        match = ITEM.match(line)
-        if match:
-            items.append([match["section"], match["key"], match["value"]])
-        elif items:
-            items[-1][2] += "\n" + line
     chosen: dict[str, tuple[int, str]] = {}
-    for section, key, value in items:
-        if section in PRECEDENCE and value.endswith("'"):
-            rank = PRECEDENCE.index(section)
-            if key not in chosen or rank >= chosen[key][0]:
-                chosen[key] = (rank, value[:-1])
+    for line in listing.splitlines():
+        match = ITEM.fullmatch(line)
+        if not match or match["section"] not in PRECEDENCE:
+            continue
+        rank = PRECEDENCE.index(match["section"])
+        if match["key"] not in chosen or rank >= chosen[match["key"]][0]:
+            chosen[match["key"]] = (rank, str(ast.literal_eval(match["value"])))
     return {key: value for key, (_, value) in chosen.items()}
 
 
