@@ -83,7 +83,9 @@ def make_model(kind: str, folder: Path) -> Path:
 
     tokenizer = train_tokenizer(folder)
     eos = tokenizer.eos_token_id
-    config = AutoConfig.for_model(kind, vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, **MODELS[kind])
+    config = AutoConfig.for_model(
+        kind, vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, **MODELS[kind]
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)  # type: ignore[no-untyped-call]
     model.save_pretrained(folder)

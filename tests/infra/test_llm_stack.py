@@ -136,7 +136,8 @@ def test_an_architecture_the_pinned_vllm_does_not_serve(tmp_path: Path, synthesi
 def test_a_model_too_large_names_the_cheapest_type_that_holds_it(
     tmp_path: Path, synthesize_at: Callable[..., Any]
 ) -> None:
-    """Llama 3.1 8B at 8192 tokens: 15 GiB of weights leave a T4 nothing; an L4 holds it."""
+    """Llama 3.1 8B at 8192 tokens: 15 GiB of weights leave a T4 nothing; a 24 GiB A10G or L4 holds
+    the weights but not the KV cache of max_num_seqs (8) sequences at full length; an L40S does."""
     artifacts = make_artifacts(tmp_path / "artifacts")
     payload_of(artifacts / "llm" / "model", LLAMA_8B)
     with pytest.raises(ConfigError) as raised:
