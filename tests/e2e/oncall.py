@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import sys
 import threading
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from local_aws import LocalAws
+from local_aws.runtime import HOSTING
 
 
 @dataclass
@@ -26,6 +28,14 @@ class Oncall:
     queue: str
     #: Every notification received so far: (alarm name, new state, the notification).
     notices: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    def forget(self) -> None:
+        """Every notification so far received and forgotten: `heard` finds only later ones."""
+        sqs = self.aws.client("sqs")
+        while messages := sqs.receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10).get("Messages", []):
+            for m in messages:
+                sqs.delete_message(QueueUrl=self.queue, ReceiptHandle=m["ReceiptHandle"])
+        self.notices.clear()
 
     def heard(self, alarm: str, state: str = "ALARM", timeout_s: float = 10) -> dict[str, Any]:
         """CloudWatch's notification of `alarm` going into `state` (CloudWatch runs an alarm's
@@ -127,3 +137,91 @@ def djl_serving(ping: int = 200) -> Iterator[StandIn]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def stack_alarms(aws: LocalAws, stack: str) -> dict[str, str]:
+    """The stack's metric alarms: construct id (``DiskAlarm``, ``Errors5xxAlarm``...) -> name."""
+    summaries = aws.client("cloudformation").list_stack_resources(StackName=stack)["StackResourceSummaries"]
+    names = {s["PhysicalResourceId"] for s in summaries if s["ResourceType"] == "AWS::CloudWatch::Alarm"}
+    # Each name ends with its construct id (llm_inference_cdk/endpoint_alarms.py).
+    return {name.rsplit("-", 1)[-1]: name for name in names}
+
+
+def state_of(aws: LocalAws, alarm: str) -> str:
+    (found,) = aws.client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
+    return str(found["StateValue"])
+
+
+def minutes_until(aws: LocalAws, alarm: str, state: str, most: int = 2) -> int:
+    """CloudWatch's clock moved a minute at a time, at most `most`, until `alarm` is in `state`
+    (an alarm of one 60 s period is evaluated on the minute after its data); the minutes taken."""
+    for minute in range(1, most + 1):
+        aws.clock.advance(60)
+        if state_of(aws, alarm) == state:
+            return minute
+    raise AssertionError(f"{alarm} not in {state} after {most} minutes: {state_of(aws, alarm)}")
+
+
+def _variant(aws: LocalAws, stack: str) -> tuple[str, dict[str, Any]]:
+    """The stack's endpoint and its variant's config."""
+    sagemaker = aws.client("sagemaker")
+    name = aws.stack_outputs(stack)["EndpointName"]
+    config = sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    (variant,) = sagemaker.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"]
+    return name, variant
+
+
+def fill_the_volume(aws: LocalAws, stack: str, percent: float) -> Path:
+    """A sparse file (no real disk used) in the folder of the stack's one instance, which its ML
+    storage volume holds, making the volume fuller than `percent` (DiskUtilization, measured)."""
+    name, variant = _variant(aws, stack)
+    hosted = HOSTING.find((aws.account, aws.region, name))
+    assert hosted is not None and hosted.live is not None
+    (container,) = hosted.live.instances[variant["VariantName"]]
+    assert container.run_dir is not None
+    folder = Path(container.run_dir)
+    volume = variant["VolumeSizeInGB"] * 1024**3 if variant.get("VolumeSizeInGB") else shutil.disk_usage(folder).total
+    filler = folder / "volume-filler"
+    with filler.open("wb") as sparse:
+        sparse.truncate(int(volume * (percent + 5) / 100))
+    return filler
+
+
+def gpu_memory_above(aws: LocalAws, alarm: str) -> None:
+    """GPUMemoryUtilization above the alarm's threshold, put as SageMaker would put it for the
+    alarm's endpoint and variant (no GPU here: the one instance metric tests feed)."""
+    cloudwatch = aws.client("cloudwatch")
+    (described,) = cloudwatch.describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
+    assert described["MetricName"] == "GPUMemoryUtilization", described
+    cloudwatch.put_metric_data(
+        Namespace=described["Namespace"],
+        MetricData=[
+            {
+                "MetricName": described["MetricName"],
+                "Dimensions": described["Dimensions"],
+                "Value": described["Threshold"] + 1,
+                "Unit": "Percent",
+            }
+        ],
+    )
+
+
+def capacity_faults_fire_and_clear(aws: LocalAws, stack: str, topic: Oncall, faulted: list[str]) -> None:
+    """With the `faulted` alarms' faults already driven (model errors, say), the stack's instance
+    volume filled and, where it has a GPU memory alarm, GPU memory put above it: each alarm in
+    ALARM, heard by `topic` (which forgot what it heard while they were OK); the volume emptied,
+    each back to OK, heard."""
+    alarms, cloudwatch = stack_alarms(aws, stack), aws.client("cloudwatch")
+    (disk,) = cloudwatch.describe_alarms(AlarmNames=[alarms["DiskAlarm"]])["MetricAlarms"]
+    filler = fill_the_volume(aws, stack, float(disk["Threshold"]))
+    faulted = [*faulted, "DiskAlarm"]
+    if "GpuMemoryAlarm" in alarms:  # no GPU here: the test puts what SageMaker would
+        gpu_memory_above(aws, alarms["GpuMemoryAlarm"])
+        faulted.append("GpuMemoryAlarm")
+    minutes_until(aws, alarms["DiskAlarm"], "ALARM")  # the last: the volume is measured at the minute's end
+    for alarm in faulted:
+        assert topic.heard(alarms[alarm], "ALARM")["NewStateReason"]
+    filler.unlink()
+    minutes_until(aws, alarms["DiskAlarm"], "OK")
+    for alarm in faulted:
+        assert topic.heard(alarms[alarm], "OK")

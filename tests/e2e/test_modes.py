@@ -1,12 +1,14 @@
 """The endpoint modes deployed with the real CDK CLI on the local AWS: GPT-J as an inference
 component that may scale to zero answers through InferenceComponentName, and GPT-2 as an async
-endpoint answers an InvokeEndpointAsync through S3 and its success topic. What only AWS can
-show (the copies going to zero and coming back) is checked here as deployed policies and alarms."""
+endpoint answers an InvokeEndpointAsync through S3 and its success topic. Each scales in to zero
+when idle and back out on the request that finds no capacity, through its deployed policies and
+alarms; the alarms that notify go into ALARM on their faults and reach an SQS subscriber."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.containers import running_containers
 from tests.e2e.helpers import assembly_of, loadtest, resources_of_stack, update_check
+from tests.e2e.oncall import capacity_faults_fire_and_clear, minutes_until, oncall, stack_alarms
 from tests.e2e.test_invoke_endpoint import SEED_GPTJ_PROMPT
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +35,36 @@ def load_test(aws: LocalAws, tmp_path: Path, request: dict[str, Any], *args: str
     for level in report["levels"]:
         assert level["successes"] > 0 and level["errors"] == {}, level
     return report
+
+
+def instances(aws: LocalAws, endpoint: str) -> tuple[int, int]:
+    """The endpoint's (desired, current) instance count."""
+    (variant,) = aws.client("sagemaker").describe_endpoint(EndpointName=endpoint)["ProductionVariants"]
+    return int(variant["DesiredInstanceCount"]), int(variant["CurrentInstanceCount"])
+
+
+def copies(aws: LocalAws, component: str) -> tuple[int, int]:
+    """The inference component's (desired, current) copy count."""
+    described = aws.client("sagemaker").describe_inference_component(InferenceComponentName=component)
+    return int(described["RuntimeConfig"]["DesiredCopyCount"]), int(described["RuntimeConfig"]["CurrentCopyCount"])
+
+
+def until(done: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
+    """Real time, for the containers to follow a count."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.2)
+
+
+def minutes_while(aws: LocalAws, going: Callable[[], bool], what: str, most: int) -> int:
+    """CloudWatch's clock moved a minute at a time while `going`, at most `most`; the minutes."""
+    for minute in range(most):
+        if not going():
+            return minute
+        aws.clock.advance(60)
+    assert not going(), f"{what}: not within {most} minutes"
+    return most
 
 
 def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
@@ -68,6 +101,37 @@ def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
         # The load tester drives the component by its name.
         report = load_test(local_aws, tmp_path, request, "--endpoint", endpoint, "--inference-component", component)
         assert report["target"] == {"endpoint": endpoint, "inference_component": component}
+        # Requests the copy refuses (its 400) put the model-error alarm in ALARM, which the
+        # on-call queue subscribed to the alarm topic hears.
+        alarms = stack_alarms(local_aws, "GptjStack")
+        with oncall(local_aws, "GptjStack") as topic:
+            minutes_until(local_aws, alarms["ModelErrorsAlarm"], "OK", most=3)
+            topic.forget()
+            cloudwatch = local_aws.client("cloudwatch")
+            (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
+            for _ in range(int(errors["Threshold"])):
+                with pytest.raises(ClientError):
+                    runtime.invoke_endpoint(EndpointName=endpoint, InferenceComponentName=component,
+                                            Body=b'{"parameters": {}}', ContentType="application/json")  # fmt: skip
+            minutes_until(local_aws, alarms["ModelErrorsAlarm"], "ALARM")
+            assert topic.heard(alarms["ModelErrorsAlarm"])["NewStateReason"]
+        # Idle, the component scales in to zero copies (target tracking on InvocationsPerCopy);
+        # a request then finds no copy (NoCapacityInvocationFailures), whose alarm's step policy
+        # adds one back, which answers.
+        minutes_while(local_aws, lambda: copies(local_aws, component)[0] > 0, "the scale-in to zero", most=30)
+        until(lambda: copies(local_aws, component) == (0, 0), "the copy stopped")
+        with pytest.raises(ClientError):
+            runtime.invoke_endpoint(EndpointName=endpoint, InferenceComponentName=component,
+                                    Body=json.dumps(request).encode(), ContentType="application/json")  # fmt: skip
+        minutes_while(local_aws, lambda: copies(local_aws, component)[0] == 0, "the scale-out from zero", most=3)
+        until(lambda: copies(local_aws, component) == (1, 1), "the copy started", timeout_s=180)
+        answer = runtime.invoke_endpoint(
+            EndpointName=endpoint,
+            InferenceComponentName=component,
+            Body=json.dumps(request).encode(),
+            ContentType="application/json",
+        )
+        assert json.loads(answer["Body"].read())[0]["generated_text"].startswith(SEED_GPTJ_PROMPT)
         # Scale to zero and the way back, as deployed: copies from 0, instances from 0, and the
         # alarm on requests that found no copy whose action is the step policy adding one.
         scaling = local_aws.client("application-autoscaling")
@@ -114,6 +178,27 @@ def subscribed_queue(aws: LocalAws, topic_arn: str) -> str:
     return str(queue)
 
 
+def async_alarms_fire_on_their_faults(aws: LocalAws, bucket: str, endpoint: str) -> None:
+    """Each notifying alarm of the async endpoint into ALARM on its fault, heard by an SQS queue
+    subscribed to the alarm topic, and back to OK: queued requests that fail (InvocationFailures,
+    the model-error alarm of this mode), the ML storage volume filling up, GPU memory (fed)."""
+    alarms, cloudwatch = stack_alarms(aws, "Gpt2Stack"), aws.client("cloudwatch")
+    with oncall(aws, "Gpt2Stack") as topic:
+        for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
+            minutes_until(aws, alarms[alarm], "OK", most=3)
+        topic.forget()
+        (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
+        assert errors["MetricName"] == "InvocationFailures"
+        runtime = aws.client("sagemaker-runtime")
+        for _ in range(int(errors["Threshold"])):
+            failed = runtime.invoke_endpoint_async(
+                EndpointName=endpoint, InputLocation=f"s3://{bucket}/input/broken.json", ContentType="application/json"
+            )
+            url, _ = wait_for_object(aws, failed["OutputLocation"], failed["FailureLocation"])
+            assert url == failed["FailureLocation"]
+        capacity_faults_fire_and_clear(aws, "Gpt2Stack", topic, ["ModelErrorsAlarm"])
+
+
 def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
     bootstrapped: Cdk, local_aws: LocalAws, tmp_path: Path, e2e_artifacts: Path
 ) -> None:
@@ -154,12 +239,23 @@ def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
         assert all(level["latency_ms"]["p50"] > 0 for level in report["levels"])
         refused = loadtest(local_aws, "--endpoint", endpoint, "--request", str(tmp_path / "request.json"))
         assert refused.returncode == 2 and "is asynchronous: pass --async" in refused.stderr
+        async_alarms_fire_on_their_faults(local_aws, bucket, endpoint)
         # Scaling on the backlog from zero instances, and the alarm that starts the first one.
         scaling = local_aws.client("application-autoscaling")
         (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
         assert target["MinCapacity"] == 0
         alarms = local_aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
         assert any(a["MetricName"] == "HasBacklogWithoutCapacity" for a in alarms)
+        # Idle, the endpoint scales in to zero instances, its container stopped; a request then
+        # queued with no instance (HasBacklogWithoutCapacity, two minutes) starts one, which answers.
+        minutes_while(local_aws, lambda: instances(local_aws, endpoint)[0] > 0, "the scale-in to zero", most=30)
+        until(lambda: instances(local_aws, endpoint) == (0, 0), "the container stopped")
+        waiting = runtime.invoke_endpoint_async(
+            EndpointName=endpoint, InputLocation=f"s3://{bucket}/input/seed.json", ContentType="application/json"
+        )
+        minutes_while(local_aws, lambda: instances(local_aws, endpoint)[0] == 0, "the scale-out from zero", most=5)
+        url, _ = wait_for_object(local_aws, waiting["OutputLocation"], waiting["FailureLocation"])
+        assert url == waiting["OutputLocation"] and instances(local_aws, endpoint) == (1, 1)
         deployed = resources_of_stack(local_aws, "Gpt2Stack")
     finally:
         bootstrapped.destroy(assembly.path, ["Gpt2Stack"])
