@@ -1,6 +1,6 @@
 """A newcomer's first hour, timed: README's commands on a fresh clone with empty caches.
 
-Clones this repository's HEAD into a new folder, gives pip and npm caches of their own that
+Clones this repository's HEAD into a new folder, gives pip, uv and npm caches of their own that
 start empty (the Debian packages, pyenv's Pythons and the torch wheel on disk stay as the machine
 has them), then runs, one after another and as README gives them:
 
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTEST", "LLM_INFERENCE_"))}
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if str(ROOT) not in p)
     env["PIP_CACHE_DIR"] = str(work / "pip-cache")
+    env["UV_CACHE_DIR"] = str(work / "uv-cache")
     env["npm_config_cache"] = str(work / "npm-cache")
     env["MYPY_CACHE_DIR"] = str(clone / ".mypy_cache")
     results = []

@@ -22,8 +22,8 @@ from moto.moto_api._internal.models import moto_api_backend
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
+from local_aws import awslambda, patches
 from local_aws import clock as clocks
-from local_aws import patches
 from local_aws.runtime import HOSTING
 
 #: The account moto answers as; every ARN the emulator returns names it.
@@ -99,6 +99,7 @@ class LocalAws:
         check_moto_version()
         patches.apply()
         HOSTING.stop_all()  # a fresh account hosts nothing
+        awslambda.stop_all()
         # AWS-managed policies exist in every account; roles attach them by ARN
         # (ManagedPolicyArns), which moto refuses for a policy it has not loaded.
         default_user_config.setdefault("iam", {})["load_aws_managed_policies"] = self.aws_managed_policies
@@ -117,8 +118,9 @@ class LocalAws:
         return self
 
     def stop(self) -> None:
-        # The endpoints' containers first: they are processes of this host, not of the server.
+        # The endpoints' containers and functions first: processes of this host, not of the server.
         HOSTING.stop_all()
+        awslambda.stop_all()
         server, self._server = self._server, None
         if server is not None:
             server.stop()
@@ -130,6 +132,7 @@ class LocalAws:
         """Forget every resource: a fresh, empty account, as after :meth:`start`."""
         self.port  # noqa: B018 -- raises unless started: there is nothing to reset
         HOSTING.stop_all()
+        awslambda.stop_all()
         _reset_backends()
 
     def __enter__(self) -> LocalAws:

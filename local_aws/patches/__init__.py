@@ -8,9 +8,12 @@ differently. They reach into moto's internals, which change between releases: th
 AWS refuses to start on any moto but :data:`MOTO_VERSION` (see ``server.check_moto_version``).
 """
 
+from local_aws import awslambda as lambda_service
+
 # Importing a service's module registers its patches, in this order.
 from local_aws.patches import (
     applicationautoscaling,
+    awslambda,
     cloudformation,
     cloudtrail,
     cloudwatch,
@@ -18,6 +21,7 @@ from local_aws.patches import (
     iam,
     inputs,
     kms,
+    logs,
     protocol,
     s3,
     sagemaker,
@@ -26,7 +30,13 @@ from local_aws.patches import (
     ssm,
 )
 from local_aws.patches.base import MOTO_VERSION, PATCHES, Patch, apply, patch, without
-from local_aws.patches.cloudformation import set_endpoint
+
+
+def set_endpoint(url: str, access_key: str, secret_key: str) -> None:
+    """The local AWS listens at `url`: the functions it runs call it there (signed with their
+    role's credentials, not the account's `access_key` and `secret_key`)."""
+    lambda_service.set_endpoint(url)
+
 
 __all__ = [
     "MOTO_VERSION",
@@ -34,6 +44,7 @@ __all__ = [
     "Patch",
     "applicationautoscaling",
     "apply",
+    "awslambda",
     "cloudformation",
     "cloudtrail",
     "cloudwatch",
@@ -41,6 +52,7 @@ __all__ = [
     "iam",
     "inputs",
     "kms",
+    "logs",
     "patch",
     "protocol",
     "s3",

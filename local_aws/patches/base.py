@@ -240,7 +240,7 @@ class EmulatedResource(CloudFormationModel):
 def register_types(*types: type[EmulatedResource]) -> None:
     """Make moto's CloudFormation create, update and delete resources of ``types`` while the
     patch being installed is (reverting it turns them off again). Custom:: types are found
-    through ``cloudformation.aws_custom_resources_make_their_calls``' mapping, the others
+    through ``cloudformation.custom_resources_invoke_their_function``' mapping, the others
     through moto's type map, which the first patch to register a type makes follow the
     enabled types."""
     for model in types:

@@ -1,23 +1,24 @@
-"""CloudFormation: change sets, stack parameters, replacement on update, and CDK's custom
-resources (AwsCustomResource's Custom::AWS, a Vpc's Custom::VpcRestrictDefaultSG), where moto's
-CloudFormation differs from AWS's."""
+"""CloudFormation: change sets, stack parameters, replacement on update, rollback, deletion order,
+and Lambda-backed custom resources (run by local_aws/awslambda), where moto's CloudFormation
+differs from AWS's."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
-from typing import Any, ClassVar
+from typing import Any
 
 from moto.cloudformation import models as cfn_models
 from moto.cloudformation import parsing as cfn_parsing
 from moto.cloudformation import responses as cfn_responses
 from moto.cloudformation.exceptions import CloudFormationError
 from moto.core.responses import ActionResult, EmptyResult
+from werkzeug.exceptions import HTTPException
 
+from local_aws.awslambda import RESPONSES, LambdaBackedCustomResource
 from local_aws.patches.applicationautoscaling import ScalableTarget, ScalingPolicy
-from local_aws.patches.base import EmulatedResource, enabled_types, patch, register_types, replace
+from local_aws.patches.base import enabled_types, patch, register_types, replace
 from local_aws.patches.cloudwatch import MetricAlarm
 from local_aws.patches.sns import Subscription, TopicPolicy
 
@@ -192,8 +193,8 @@ def unmodifiable_resources_are_replaced() -> None:
         if updated is not None:
             # A custom resource whose update gave it a new physical id was replaced.
             if (
-                isinstance(updated, AwsSdkCallResource)
-                and isinstance(old, AwsSdkCallResource)
+                isinstance(updated, LambdaBackedCustomResource)
+                and isinstance(old, LambdaBackedCustomResource)
                 and updated.physical_id != old.physical_id
             ):
                 _replaced(resources_map, logical_id, old, updated, resource_json)
@@ -229,6 +230,8 @@ def _references(node: Any) -> set[str]:
 def _replaced_on_update(resource_json: dict[str, Any]) -> bool:
     if resource_json["Type"] in _ALWAYS_REPLACED:
         return True
+    if _custom_resource_class(resource_json["Type"]) is LambdaBackedCustomResource:
+        return True  # its response may name a new physical id, or change its Data
     model = cfn_parsing.resource_class_from_type(resource_json["Type"])
     return model is not None and hasattr(model.update_from_cloudformation_json, "__isabstractmethod__")
 
@@ -272,6 +275,15 @@ class RolledBack(Exception):
     def __init__(self, logical_id: str, resource_type: str, reason: str) -> None:
         super().__init__(f"{logical_id}: {reason}")
         self.logical_id, self.resource_type, self.reason = logical_id, resource_type, reason
+
+
+def _reason(exc: Exception) -> str:
+    """The status reason CloudFormation gives a resource whose service refused a call: the
+    service's message, as its resource handler returns it."""
+    message = getattr(exc, "message", None)
+    if isinstance(exc, HTTPException) and message:
+        return f'Resource handler returned message: "{message} (Status Code: {exc.code})"'
+    return str(exc) or type(exc).__name__
 
 
 class _Update(threading.local):
@@ -373,19 +385,12 @@ def _clean_up(resources_map: Any, removed: list[str], before: dict[str, Any]) ->
     """After a successful update: delete what it replaced, then what it removed."""
     for _logical_id, old, _new, resource_json in _update.replaced:
         resources_map._delete_resource(old, resource_json)
-    pending = list(removed)
-    for _ in range(cfn_parsing.MAX_UPDATE_ATTEMPTS):
-        for logical_id in list(pending):
-            resource = resources_map._parsed_resources.get(logical_id)
-            try:
-                if resource is not None and not isinstance(resource, str | dict | list):
-                    resources_map._delete_resource(resource, before["resources"][logical_id])
-            except Exception:  # noqa: S112 -- a dependency still in place: next pass
-                continue
-            resources_map._parsed_resources.pop(logical_id, None)
-            pending.remove(logical_id)
-    if pending:
-        log.warning("the update could not delete %s", pending)
+    try:
+        delete_in_dependency_order(
+            resources_map, list(removed), before["resources"], attempts=cfn_parsing.MAX_UPDATE_ATTEMPTS
+        )
+    except Exception:
+        log.warning("the update could not delete every resource it removed", exc_info=True)
 
 
 @patch(
@@ -394,9 +399,11 @@ def _clean_up(resources_map: Any, removed: list[str], before: dict[str, Any]) ->
     it updated in place are updated back to the previous template, and the stack ends in
     UPDATE_ROLLBACK_COMPLETE (ROLLBACK_COMPLETE for a creation) with a *_FAILED event naming the
     resource and the reason, which the CDK CLI reports; ExecuteChangeSet itself succeeds. What an
-    update replaces or removes is deleted only in the cleanup after it succeeded. Stock moto
-    leaves the stack half-updated and answers ExecuteChangeSet with the resource's error (or
-    HTTP 500), having deleted removed resources first."""
+    update adds is created after what it depends on (DependsOn too: a custom resource after the
+    policy that lets its function make its call); what it replaces or removes is deleted only in
+    the cleanup after it succeeded, each after what needs it. Stock moto leaves the stack
+    half-updated and answers ExecuteChangeSet with the resource's error (or HTTP 500), having
+    deleted removed resources first, and creates added ones in the template's order."""
 )
 def failed_updates_roll_back() -> None:
     def update(self: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:
@@ -418,7 +425,7 @@ def failed_updates_roll_back() -> None:
         try:
             current = ""
             try:
-                for current in diff["Add"]:
+                for current in creation_order(diff["Add"], template["Resources"]):
                     _ = self[current]  # moto's map creates a resource when it is first read
                     added.append(current)
                 for current in diff["Modify"]:
@@ -428,7 +435,7 @@ def failed_updates_roll_back() -> None:
             except Exception as exc:
                 failed_type = template["Resources"][current]["Type"]
                 _roll_back(self, before, [a for a in added if a in self._parsed_resources])
-                raise RolledBack(current, failed_type, str(exc) or type(exc).__name__) from exc
+                raise RolledBack(current, failed_type, _reason(exc)) from exc
             _clean_up(self, diff["Remove"], before)
         finally:
             _update.end()
@@ -450,215 +457,133 @@ def missing_resource_types_exist() -> None:
     register_types(ScalableTarget, ScalingPolicy, MetricAlarm, Subscription, TopicPolicy)
 
 
-# --- CDK's AwsCustomResource ------------------------------------------------------------
-
-#: Where the emulated custom resources send their SDK calls: the local AWS itself
-#: (set by ``LocalAws.start``).
-_endpoint: dict[str, str] = {}
+# --- Lambda-backed custom resources ------------------------------------------------------------
 
 
-def set_endpoint(url: str, access_key: str, secret_key: str) -> None:
-    _endpoint.update(url=url, access_key=access_key, secret_key=secret_key)
-
-
-def _snake(action: str) -> str:
-    # AwsCustomResource takes SDK v3 names ("copyObject" or "CopyObjectCommand"); boto3 snake_case.
-    name = action.removesuffix("Command")
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _sdk_call(call: dict[str, Any], region_name: str) -> dict[str, Any]:
-    import boto3
-
-    service = call["service"].removeprefix("@aws-sdk/client-").lower()
-    client = boto3.client(
-        service,
-        endpoint_url=_endpoint["url"],
-        region_name=call.get("region") or region_name,
-        aws_access_key_id=_endpoint["access_key"],
-        aws_secret_access_key=_endpoint["secret_key"],
-    )
-    response = getattr(client, _snake(call["action"]))(**call.get("parameters", {}))
-    response.pop("ResponseMetadata", None)
-    return dict(response)
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """The provider's flattening of a response: nested keys joined by dots, list items by index."""
-    items: list[tuple[str, Any]]
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, list):
-        items = [(str(i), v) for i, v in enumerate(value)]
-    else:
-        return {prefix: value if isinstance(value, str) else json.dumps(value, default=str)}
-    flat: dict[str, Any] = {}
-    for key, item in items:
-        flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
-
-
-def _physical_id(call: dict[str, Any], fallback: str) -> str:
-    given = call.get("physicalResourceId") or {}
-    return str(given.get("id") or fallback)
-
-
-class AwsSdkCallResource(EmulatedResource):
-    """Custom::AWS, the resource of CDK's ``AwsCustomResource``: its Create, Update and Delete
-    SDK calls, made against the local AWS as its Lambda function makes them against AWS, and
-    the call's response as its attributes. Not emulated: IAM (moto does not check the
-    function's role), so tests/infra checks the role's scope."""
-
-    TYPE: ClassVar[str] = "Custom::AWS"
-
-    def __init__(
-        self, physical_id: str, delete_call: dict[str, Any] | None, region_name: str, data: dict[str, Any] | None = None
-    ) -> None:
-        self.physical_id = physical_id
-        self.delete_call = delete_call
-        self.region_name = region_name
-        #: The call's response, flattened as the provider returns it (Fn::GetAtt reads it).
-        self.data = data or {}
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return True  # any field of the response
-
-    def get_cfn_attribute(self, attribute_name: str) -> Any:
-        return self.data.get(attribute_name)
-
-    @property
-    def physical_resource_id(self) -> str:
-        return self.physical_id
-
-    @classmethod
-    def _from_properties(cls, which: str, properties: dict[str, Any], fallback_id: str, region_name: str) -> Any:
-        # As the provider: a create without a Create call makes the Update call; an update
-        # without an Update call makes none and keeps the physical id.
-        raw = properties.get("Create") or properties.get("Update") if which == "Create" else properties.get("Update")
-        call = json.loads(raw) if raw else None
-        data = _flatten(_sdk_call(call, region_name)) if call is not None else {}
-        if call is not None and call.get("outputPaths"):
-            data = {k: v for k, v in data.items() if any(k.startswith(p) for p in call["outputPaths"])}
-        delete = json.loads(properties["Delete"]) if properties.get("Delete") else None
-        return cls(_physical_id(call or {}, fallback_id), delete, region_name, data)
-
-    @classmethod
-    def create(cls, name: str, properties: dict[str, Any], account_id: str, region_name: str) -> Any:
-        return cls._from_properties("Create", properties, name, region_name)
-
-    @classmethod
-    def update_from_cloudformation_json(
-        cls,
-        original_resource: AwsSdkCallResource,
-        new_resource_name: str,
-        cloudformation_json: dict[str, Any],
-        account_id: str,
-        region_name: str,
-    ) -> AwsSdkCallResource:
-        properties = cloudformation_json["Properties"]
-        # A new physical id means a new resource: CloudFormation deletes the old one after the
-        # update (unmodifiable_resources_are_replaced does).
-        return cls._from_properties("Update", properties, original_resource.physical_id, region_name)  # type: ignore[no-any-return]
-
-    def delete(self, account_id: str, region_name: str) -> None:
-        if self.delete_call is not None:
-            _sdk_call(self.delete_call, self.region_name)
+def _custom_resource_class(resource_type: str) -> type[Any] | None:
+    # A custom type the local AWS answers in process (its patch says why) comes first.
+    for model in enabled_types():
+        if resource_type == model.TYPE:
+            return model
+    if resource_type.startswith("Custom::") or resource_type == "AWS::CloudFormation::CustomResource":
+        return LambdaBackedCustomResource
+    return None
 
 
 @patch(
-    """Custom::AWS (CDK's AwsCustomResource) makes its Create, Update and Delete SDK calls
-    (GptjStack copies its model files under one S3 prefix this way). Stock moto invokes the
-    provider's Lambda function, which needs a Docker engine, and has no update or delete for
-    custom resources; the calls run here in process, against the local AWS. (Other Custom::
-    types are emulated through the same mapping once their own patch registers them.)"""
+    """A custom resource (Custom::<name>, AWS::CloudFormation::CustomResource) whose ServiceToken is a
+    Lambda function is created, updated and deleted by invoking that function for real
+    (local_aws/awslambda: Node.js, the AWS SDK for JavaScript v3, the function's role) with
+    CloudFormation's request event, and waiting for the response it PUTs to the event's ResponseURL
+    (with the resource's ServiceTimeout, or until the invocation and Lambda's retries ended without
+    one); a FAILED response, a bad one or none fails the resource and rolls the stack back, and a
+    failed creation gets CloudFormation's Delete. CDK's AwsCustomResource (Custom::AWS) and a Vpc's
+    Custom::VpcRestrictDefaultSG run their aws-cdk-lib handlers this way (a custom type whose own
+    patch answers it in process comes first: Custom::S3AutoDeleteObjects). Stock moto invokes the
+    function only in a Docker engine, answers a Create alone (no Update or Delete request is ever
+    sent) and ignores a FAILED response."""
 )
-def aws_custom_resources_make_their_calls() -> None:
+def custom_resources_invoke_their_function() -> None:
     original = cfn_parsing.resource_class_from_type
 
     def resource_class_from_type(resource_type: str) -> Any:
-        # moto maps every Custom:: type to its own model, which invokes the handler's function.
-        for model in enabled_types():
-            if resource_type == model.TYPE:
-                return model
-        return original(resource_type)
+        return _custom_resource_class(resource_type) or original(resource_type)
 
     replace(cfn_parsing, "resource_class_from_type", resource_class_from_type)
-    register_types(AwsSdkCallResource)
+
+    def process_cfn_response(self: Any) -> Any:
+        status, message = RESPONSES.deliver(self.body if isinstance(self.body, bytes) else self.body.encode())
+        return status, {"status": status}, message
+
+    replace(cfn_responses.CloudFormationResponse, "process_cfn_response", process_cfn_response)
 
 
-# --- CDK's restrict_default_security_group ------------------------------------------------
+# --- Deleting a stack ------------------------------------------------------------------------
 
 
-# The two rules AWS gives a VPC's default security group, as the handler writes them: all
-# traffic from the group itself in, all traffic out.
-def _default_ingress(group_id: str, account: str) -> dict[str, Any]:
-    itself = {"GroupId": group_id, "UserId": account}
-    return {"GroupId": group_id, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [itself]}]}
+def _dependencies(resources: dict[str, Any]) -> dict[str, set[str]]:
+    """Each resource's logical id -> the resources it needs (Ref, Fn::GetAtt, Fn::Sub, DependsOn)."""
+    found = {}
+    for name, body in resources.items():
+        needs = _references(body) | _substituted(body)
+        depends = body.get("DependsOn", []) if isinstance(body, dict) else []
+        needs |= {depends} if isinstance(depends, str) else set(depends)
+        found[name] = needs & set(resources) - {name}
+    return found
 
 
-def _default_egress(group_id: str) -> dict[str, Any]:
-    return {"GroupId": group_id, "IpPermissions": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]}
+def _substituted(node: Any) -> set[str]:
+    """Logical ids a template fragment names in Fn::Sub's ${Name} or ${Name.Attribute}."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Fn::Sub":
+                text = value[0] if isinstance(value, list) else value
+                found |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", str(text))}
+            found |= _substituted(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _substituted(item)
+    return found
 
 
-def _ec2_call(action: str, parameters: dict[str, Any], region_name: str, *, unless: str) -> None:
-    """One EC2 call of the handler, which succeeds if it fails with error code `unless`."""
-    import botocore.exceptions
+def creation_order(names: list[str], resources: dict[str, Any]) -> list[str]:
+    """`names` ordered so that each comes after the resources of `names` it needs, DependsOn
+    included (moto's map creates what a resource refers to on demand, but not what it depends on)."""
+    needs = _dependencies(resources)
+    ordered: list[str] = []
+    pending = list(names)
+    while pending:
+        ready = [n for n in pending if not (needs.get(n, set()) & (set(pending) - {n}))]
+        ready = ready or pending[:1]  # a cycle (an invalid template): keep going
+        ordered += ready
+        pending = [n for n in pending if n not in ready]
+    return ordered
 
-    try:
-        _sdk_call({"service": "EC2", "action": action, "parameters": parameters}, region_name)
-    except botocore.exceptions.ClientError as e:
-        if e.response["Error"]["Code"] != unless:
-            raise
 
-
-class RestrictedDefaultSecurityGroup(EmulatedResource):
-    """Custom::VpcRestrictDefaultSG, what CDK's Vpc makes for ``restrict_default_security_group``:
-    its handler's EC2 calls (aws-cdk-lib, custom-resource-handlers/aws-ec2/
-    restrict-default-security-group-handler) against the local AWS. Create revokes the default
-    group's two default rules (a missing one is fine), Delete authorizes them again, an Update
-    that names another group does both."""
-
-    TYPE: ClassVar[str] = "Custom::VpcRestrictDefaultSG"
-
-    def __init__(self, group_id: str, account: str, region_name: str) -> None:
-        self.group_id, self.account, self.region_name = group_id, account, region_name
-
-    @property
-    def physical_resource_id(self) -> str:
-        return f"restrict-{self.group_id}"
-
-    @classmethod
-    def create(cls, name: str, properties: dict[str, Any], account_id: str, region_name: str) -> Any:
-        made = cls(properties["DefaultSecurityGroupId"], str(properties["Account"]), region_name)
-        # As the handler: a rule that is not there is fine (moto gives no default group the
-        # ingress rule from itself that AWS gives).
-        for action, rule in (
-            ("revokeSecurityGroupEgress", _default_egress(made.group_id)),
-            ("revokeSecurityGroupIngress", _default_ingress(made.group_id, made.account)),
-        ):
-            _ec2_call(action, rule, region_name, unless="InvalidPermission.NotFound")
-        return made
-
-    def replaced_by(self, properties: dict[str, Any]) -> bool:
-        return bool(properties["DefaultSecurityGroupId"] != self.group_id)
-
-    def delete(self, account_id: str, region_name: str) -> None:
-        # moto deletes a stack's resources in no particular order, where CloudFormation deletes
-        # this one before the VPC it names: a group already gone with its VPC gets nothing back.
-        for action, rule in (
-            ("authorizeSecurityGroupIngress", _default_ingress(self.group_id, self.account)),
-            ("authorizeSecurityGroupEgress", _default_egress(self.group_id)),
-        ):
-            _ec2_call(action, rule, self.region_name, unless="InvalidGroup.NotFound")
+def delete_in_dependency_order(
+    resources_map: Any, names: list[str], templates: dict[str, Any], *, attempts: int
+) -> list[str]:
+    """Delete the resources `names` of `resources_map`, each after every resource that needs it;
+    a resource whose deletion fails stays (and so do those it needs) and is tried again, up to
+    `attempts` passes that delete nothing. Returns the names left; raises the last failure when
+    some are left."""
+    needs = _dependencies(templates)
+    pending, last_error, idle = list(names), None, 0
+    while pending and idle < attempts:
+        progressed, failed = False, False
+        for name in sorted(pending):
+            if any(name in needs.get(other, ()) for other in pending if other != name):
+                continue  # something still standing needs it
+            resource = resources_map._parsed_resources.get(name)
+            try:
+                if resource is not None and not isinstance(resource, str | dict | list):
+                    resources_map._delete_resource(resource, templates[name])
+            except Exception as exc:
+                last_error, failed = exc, True
+                continue
+            resources_map._parsed_resources.pop(name, None)
+            pending.remove(name)
+            progressed = True
+        if not progressed and not failed:
+            break  # what is left needs itself (an invalid template)
+        idle = 0 if progressed else idle + 1
+    if pending and last_error is not None:
+        raise last_error
+    return pending
 
 
 @patch(
-    """Custom::VpcRestrictDefaultSG (a CDK Vpc's restrict_default_security_group) leaves the VPC's
-    default security group without rules, and gives them back when it is deleted. Stock moto
-    invokes the provider's Lambda function, which needs Docker, and has no update or delete for
-    custom resources: the group keeps its rules. (Runs through the Custom:: types that
-    aws_custom_resources_make_their_calls maps.)"""
+    """A stack's resources are deleted in the reverse order of their dependencies (Ref, Fn::GetAtt,
+    Fn::Sub, DependsOn), as CloudFormation deletes them: a custom resource before the function, role
+    and policy its request needs, a route before its gateway. Resources with DeletionPolicy Retain
+    stay. Stock moto deletes them in the order of a set, and tries failed ones again: a custom
+    resource's Delete can find its function already gone."""
 )
-def default_security_groups_are_restricted() -> None:
-    register_types(RestrictedDefaultSecurityGroup)
+def stack_resources_are_deleted_in_dependency_order() -> None:
+    def delete(self: Any) -> None:
+        templates = self._resource_json_map
+        names = [name for name, body in templates.items() if body.get("DeletionPolicy") != "Retain"]
+        delete_in_dependency_order(self, names, templates, attempts=cfn_parsing.MAX_UPDATE_ATTEMPTS)
+
+    replace(cfn_parsing.ResourceMap, "delete", delete)

@@ -45,8 +45,10 @@ def non_empty_buckets_are_not_deleted() -> None:
 class AutoDeleteObjects(EmulatedResource):
     """Custom::S3AutoDeleteObjects, the resource of CDK's ``auto_delete_objects=True``: its
     provider function empties the bucket when the resource is deleted (on stack deletion,
-    before the bucket), and the old bucket when an update names another. The local AWS runs
-    no Lambda function: the same S3 calls are made in process."""
+    before the bucket), and the old bucket when an update names another. Answered in process,
+    where every other Lambda-backed custom resource runs its function: that function's role may
+    act on the bucket through the bucket's policy alone, and the local AWS deploys no
+    AWS::S3::BucketPolicy (above), so the real handler would be denied."""
 
     TYPE: ClassVar[str] = "Custom::S3AutoDeleteObjects"
 
@@ -76,8 +78,8 @@ class AutoDeleteObjects(EmulatedResource):
 @patch(
     restores="""CDK's auto-delete-objects resource (Custom::S3AutoDeleteObjects) empties its bucket
     when deleted, so that the stack deletion can delete the bucket (an async endpoint's
-    requests and answers). Stock moto would invoke the provider's Lambda function, which it
-    cannot run here: the resource fails and the bucket, with its objects, stays."""
+    requests and answers). Stock moto would invoke the provider's Lambda function in a Docker
+    engine: the resource fails and the bucket, with its objects, stays."""
 )
 def auto_deleted_buckets_are_emptied() -> None:
     register_types(AutoDeleteObjects)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -411,6 +412,38 @@ def this_sessions_containers() -> list[ContainerProcess]:
     return [c for c in running_containers() if ours is None or c.pid in ours]
 
 
+def handler_output(aws: LocalAws, stack: str) -> dict[str, list[str]]:
+    """Each Lambda function of the stack (logical id) -> what its invocations logged, in its log
+    group: its LoggingConfig's, else /aws/lambda/<name>."""
+    template = aws.client("cloudformation").get_template(StackName=stack)["TemplateBody"]
+    template = json.loads(template) if isinstance(template, str) else template
+    resources = resources_of_stack(aws, stack)
+    logs = aws.client("logs")
+    found = {}
+    for logical_id, (kind, name) in resources.items():
+        if kind != "AWS::Lambda::Function":
+            continue
+        group = template["Resources"][logical_id]["Properties"].get("LoggingConfig", {}).get("LogGroup")
+        group = resources[group["Ref"]][1] if isinstance(group, dict) else group or f"/aws/lambda/{name}"
+        messages: list[str] = []
+        for log_stream in logs.describe_log_streams(logGroupName=group)["logStreams"]:
+            events = logs.get_log_events(logGroupName=group, logStreamName=log_stream["logStreamName"])["events"]
+            messages += [e["message"] for e in events]
+        found[logical_id] = messages
+    return found
+
+
+def assert_handlers_ran(aws: LocalAws, stack: str) -> None:
+    """Every function of the stack ran its handler for real on the stack's creation (its log
+    shows the Create request it logged), and no invocation failed or timed out."""
+    ran = handler_output(aws, stack)
+    assert ran, f"{stack} has no Lambda function"
+    for function, messages in ran.items():
+        assert any(re.search(r'"RequestType": ?"Create"', m) for m in messages), (function, messages)
+        reports = [m for m in messages if m.startswith("REPORT RequestId")]
+        assert reports and not [r for r in reports if "Status:" in r], (function, reports)
+
+
 def deploy_update_destroy(
     cdk: Cdk, stack: str, base: Assembly, updated: Assembly, check: Callable[[Assembly], dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -418,6 +451,7 @@ def deploy_update_destroy(
     update), destroy; ``check`` inspects the stack after each deploy. Returns both checks."""
     cdk.deploy(base.path, [stack])
     first = check(base)
+    assert_handlers_ran(cdk.aws, stack)
     deploy_reports_no_changes(cdk, base.path, stack)
     cdk.deploy(updated.path, [stack])
     assert stack_of(cdk.aws, stack)["StackStatus"] == "UPDATE_COMPLETE"

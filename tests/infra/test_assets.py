@@ -19,9 +19,10 @@ import pytest
 from tests.infra.helpers import ROOT, make_artifacts
 
 #: Every variant that changes which assets a stack has, each at least once: GPT-J's engines
-#: and its payload as a prefix or a model.tar.gz, each endpoint mode of both SageMaker stacks,
-#: GPT-2's image built from its folder or given, Inf2's VPC made (its default-security-group
-#: handler) or given.
+#: and its payload as a prefix or a model.tar.gz, each endpoint mode of the SageMaker stacks,
+#: GPT-2's image built from its folder or given, Inf2 on EC2 with its VPC made (its
+#: default-security-group handler) or given, and on SageMaker (its update check; async, whose
+#: assets hold the realtime one's).
 VARIANTS: dict[str, dict[str, str]] = {
     "defaults": {},
     "toolkit-components-existing-vpc": {
@@ -35,11 +36,13 @@ VARIANTS: dict[str, dict[str, str]] = {
         "inf2.subnet_id": "subnet-0a1b2c3d",
         "inf2.availability_zone": "us-east-1a",
     },
-    "async-tarball": {
+    "async-tarball-inf2-sagemaker": {
         "gptj.engine": "hf-toolkit",
         "gptj.endpoint_mode": "async",
         "gpt2.endpoint_mode": "async",
         "gptj.model_data": "<tarball>",
+        "inf2.platform": "sagemaker",
+        "inf2.endpoint_mode": "async",
     },
 }
 RESERVED_CONTEXT_WARNING = "reserved context key"

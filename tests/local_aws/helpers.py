@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import io
 import json
 import re
 import sys
+import tarfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -210,6 +214,85 @@ def endpoint_status(aws: LocalAws, name: str, *, settle: bool = False, timeout_s
         if not settle or status not in ("Creating", "Updating") or time.monotonic() > deadline:
             return status
         time.sleep(0.1)
+
+
+# --- Lambda functions ------------------------------------------------------------------------------
+
+#: The trust policy of a Lambda function's execution role.
+LAMBDA_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
+_HANDLERS = "package/custom-resource-handlers/dist"
+#: aws-cdk-lib's handler of AwsCustomResource (Custom::AWS), as its asset holds it.
+AWS_CUSTOM_RESOURCE = {"index.js": f"{_HANDLERS}/custom-resources/aws-custom-resource-handler/index.js"}
+#: aws-cdk-lib's handler of a Vpc's Custom::VpcRestrictDefaultSG, behind its provider's entry point.
+RESTRICT_DEFAULT_SG = {
+    "__entrypoint__.js": f"{_HANDLERS}/core/nodejs-entrypoint-handler/index.js",
+    "index.js": f"{_HANDLERS}/aws-ec2/restrict-default-security-group-handler/index.js",
+}
+
+
+def zipped(files: Mapping[str, str | bytes]) -> bytes:
+    """A deployment package holding `files` (name -> content)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def cdk_handler(files: Mapping[str, str]) -> bytes:
+    """A deployment package of aws-cdk-lib's own handler code (file name -> its path in the
+    aws-cdk-lib package that the venv's jsii bundle holds): what CDK publishes for it."""
+    # Found, not imported: importing aws_cdk starts a jsii runtime.
+    spec = importlib.util.find_spec("aws_cdk")
+    assert spec is not None and spec.submodule_search_locations
+    (bundle,) = (Path(spec.submodule_search_locations[0]) / "_jsii").glob("aws-cdk-lib@*.jsii.tgz")
+    with tarfile.open(bundle) as tar:
+        return zipped({name: tar.extractfile(member).read() for name, member in files.items()})  # type: ignore[union-attr]
+
+
+def function_resources(
+    code: tuple[str, str], *, handler: str = "index.handler", statements: Sequence[Mapping[str, Any]] = (),
+    timeout: int = 30, log_group: str | None = None, **properties: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """A role (with `statements`, and the writing of its log group) and a Node.js function, whose
+    code is the object `code` (bucket, key), logging to `log_group` (default: a group of the
+    stack's, logical id Logs): logical ids Role, Fn."""
+    logs = {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"}
+    policy = {"PolicyName": "calls", "PolicyDocument": {"Version": "2012-10-17", "Statement": [logs, *statements]}}
+    group: dict[str, Any] = {"Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {}}} if log_group is None else {}
+    return {
+        "Role": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {"AssumeRolePolicyDocument": LAMBDA_TRUST, "Policies": [policy]},
+        },
+        **group,
+        "Fn": {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {
+                "Runtime": "nodejs24.x",
+                "Handler": handler,
+                "Timeout": timeout,
+                "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+                "Code": {"S3Bucket": code[0], "S3Key": code[1]},
+                "LoggingConfig": {"LogGroup": log_group or {"Ref": "Logs"}},
+                **properties,
+            },
+        },
+    }
+
+
+def function_output(aws: LocalAws, group: str) -> list[str]:
+    """The messages of every log event of the log group, oldest stream (invocation) first."""
+    logs = client(aws, "logs")
+    streams = logs.describe_log_streams(logGroupName=group)["logStreams"]
+    messages = []
+    for stream in sorted(streams, key=lambda s: s["creationTime"]):
+        events = logs.get_log_events(logGroupName=group, logStreamName=stream["logStreamName"], startFromHead=True)
+        messages += [e["message"] for e in events["events"]]
+    return messages
 
 
 # --- Templates ---------------------------------------------------------------------------------------

@@ -26,10 +26,13 @@ from local_aws import LocalAws, patches
 from local_aws.containers import running_containers
 from local_aws.patches.base import Patch, find, replace
 from tests.local_aws.helpers import (
+    AWS_CUSTOM_RESOURCE,
     ECHO_IMAGE,
+    LAMBDA_TRUST,
     ROLE_ARN,
     Template,
     body,
+    cdk_handler,
     client,
     component_stack,
     component_variant,
@@ -42,6 +45,8 @@ from tests.local_aws.helpers import (
     endpoint_status,
     error_of,
     failures,
+    function_output,
+    function_resources,
     outputs,
     physical_ids,
     resource,
@@ -49,6 +54,7 @@ from tests.local_aws.helpers import (
     stack_status,
     subscribed_queue,
     update_stack,
+    zipped,
 )
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/model:1"
@@ -168,64 +174,67 @@ def dependent_of_replaced(aws: LocalAws) -> object:
 
 
 def custom_resource_call(aws: LocalAws) -> object:
-    """CDK's AwsCustomResource putting an object into a bucket on create and deleting it on
-    delete: whether the creation fails, and the bucket's keys after each. (Its provider
-    function is not deployed here: stock moto would invoke it, which needs Docker.)"""
+    """CDK's AwsCustomResource, its function made of aws-cdk-lib's handler, putting an object into
+    a bucket on create and deleting it on delete: whether the creation fails, the stack's status,
+    and (once it is complete) the bucket's keys after the creation and after the deletion."""
     s3 = client(aws, "s3")
     s3.create_bucket(Bucket="bucket")
+    s3.create_bucket(Bucket="code")
+    s3.put_object(Bucket="code", Key="fn.zip", Body=cdk_handler(AWS_CUSTOM_RESOURCE))
+    objects = {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": "arn:aws:s3:::bucket/*"}
     put = {"service": "S3", "action": "putObject", "parameters": {"Bucket": "bucket", "Key": "k", "Body": "x"}}
     delete = {"service": "S3", "action": "deleteObject", "parameters": {"Bucket": "bucket", "Key": "k"}}
     call = resource(
         "Custom::AWS",
-        ServiceToken="arn:aws:lambda:us-east-1:123456789012:function:provider",
+        ServiceToken=get_att("Fn", "Arn"),
         Create=json.dumps({**put, "physicalResourceId": {"id": "k"}}),
         Delete=json.dumps(delete),
     )
+    template = resources(**function_resources(("code", "fn.zip"), statements=[objects], timeout=10), Call=call)
 
     def keys() -> list[str]:
         return [o["Key"] for o in s3.list_objects_v2(Bucket="bucket").get("Contents", [])]
 
-    failed = create_stack(aws, "stack", resources(Call=call))
+    failed = create_stack(aws, "stack", template)
+    status = stack_status(aws, "stack")
+    if status != "CREATE_COMPLETE":
+        return failed, status
     created = keys()
     delete_stack(aws, "stack")
-    return failed, created, keys()
+    return failed, status, created, keys()
 
 
-def default_security_group_rules(aws: LocalAws) -> tuple[list[object], list[object]]:
-    """(ingress, egress) of the default security group of the one VPC that is not the default VPC."""
-    ec2 = client(aws, "ec2")
-    (vpc,) = [v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"] if not v["IsDefault"]]
-    filters = [{"Name": "vpc-id", "Values": [vpc]}, {"Name": "group-name", "Values": ["default"]}]
-    (group,) = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
-
-    def rules(permissions: list[dict[str, Any]]) -> list[object]:
-        return sorted(
-            (p["IpProtocol"], [r["CidrIp"] for r in p.get("IpRanges", [])], [g["GroupId"] == group["GroupId"]
-             for g in p.get("UserIdGroupPairs", [])])
-            for p in permissions
-        )  # fmt: skip
-
-    return rules(group["IpPermissions"]), rules(group["IpPermissionsEgress"])
-
-
-def default_security_group_restricted(aws: LocalAws) -> object:
-    """CDK's restrict_default_security_group on a VPC (Custom::VpcRestrictDefaultSG): whether the
-    creation fails, the default group's (ingress, egress) rules then, and once an update has
-    removed the custom resource. (Its provider function is not deployed here: stock moto would
-    invoke it, which needs Docker.)"""
-    vpc = resource("AWS::EC2::VPC", CidrBlock="10.0.0.0/16")
-    restrict = resource(
-        "Custom::VpcRestrictDefaultSG",
-        ServiceToken="arn:aws:lambda:us-east-1:123456789012:function:provider",
-        DefaultSecurityGroupId=get_att("Vpc", "DefaultSecurityGroup"),
-        Account="123456789012",
-    )
-    failed = create_stack(aws, "stack", resources(Vpc=vpc, Restrict=restrict))
-    restricted = default_security_group_rules(aws)
-    if failed:
-        return failed, restricted
-    update_stack(aws, "stack", resources(Vpc=vpc))
-    return failed, restricted, default_security_group_rules(aws)
+def deletion_order(aws: LocalAws) -> object:
+    """A stack of custom resources, each depending on the one before: whether its deletion sends
+    them their Delete requests last first (their function logs each)."""
+    handler = """
+const https = require('https');
+exports.handler = async (event) => {
+  console.log('request', event.RequestType, event.LogicalResourceId);
+  const body = JSON.stringify({ Status: 'SUCCESS', PhysicalResourceId: event.LogicalResourceId,
+    StackId: event.StackId, RequestId: event.RequestId, LogicalResourceId: event.LogicalResourceId });
+  const target = new URL(event.ResponseURL);
+  await new Promise((resolve, reject) => {
+    const request = https.request({ hostname: target.hostname, path: target.pathname + target.search,
+      method: 'PUT', headers: { 'content-length': Buffer.byteLength(body) } }, resolve);
+    request.on('error', reject);
+    request.end(body);
+  });
+};"""
+    client(aws, "logs").create_log_group(logGroupName="order")
+    s3 = client(aws, "s3")
+    s3.create_bucket(Bucket="code")
+    s3.put_object(Bucket="code", Key="fn.zip", Body=zipped({"index.js": handler}))
+    chain = [f"R{i}" for i in range(8)]
+    bodies: dict[str, Any] = function_resources(("code", "fn.zip"), timeout=10, log_group="order")
+    for before, name in zip([None, *chain], chain, strict=False):
+        bodies[name] = {"Type": "Custom::Link", "Properties": {"ServiceToken": get_att("Fn", "Arn")}}
+        if before is not None:
+            bodies[name]["DependsOn"] = before
+    create_stack(aws, "stack", resources(**bodies))
+    delete_stack(aws, "stack")
+    deleted = [m.split()[-1] for m in function_output(aws, "order") if "\tINFO\trequest Delete " in m]
+    return deleted == list(reversed(chain))
 
 
 # --- Resource types stock moto lacks ----------------------------------------------------------
@@ -606,18 +615,63 @@ def lookup_events(aws: LocalAws) -> object:
 
 def unpermitted_read(aws: LocalAws) -> object:
     """An object read with credentials of sts:AssumeRole for a role with no policy."""
-    s3, iam = client(aws, "s3"), client(aws, "iam")
+    s3 = client(aws, "s3")
     s3.create_bucket(Bucket="bucket")
     s3.put_object(Bucket="bucket", Key="key", Body=b"x")
+    (reader,) = assumed_role(aws, "s3")
+    return error_of(lambda: reader.get_object(Bucket="bucket", Key="key"))
+
+
+def assumed_role(aws: LocalAws, *services: str) -> list[Any]:
+    """Clients of `services` signed with credentials of sts:AssumeRole for a role with no policy."""
     trust = {"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Principal": {"AWS": "123456789012"}, "Action": "sts:AssumeRole"}]}  # fmt: skip
+    iam = client(aws, "iam")
     role = iam.create_role(RoleName="nothing", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-    creds = client(aws, "sts").assume_role(RoleArn=role, RoleSessionName="reader")["Credentials"]
-    reader = boto3.client(
-        "s3", endpoint_url=aws.endpoint, region_name=aws.region, aws_access_key_id=creds["AccessKeyId"],
-        aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"],
-    )  # fmt: skip
-    return error_of(lambda: reader.get_object(Bucket="bucket", Key="key"))
+    creds = client(aws, "sts").assume_role(RoleArn=role, RoleSessionName="caller")["Credentials"]
+    keys = {
+        "aws_access_key_id": creds["AccessKeyId"],
+        "aws_secret_access_key": creds["SecretAccessKey"],
+        "aws_session_token": creds["SessionToken"],
+    }
+    return [boto3.client(s, endpoint_url=aws.endpoint, region_name=aws.region, **keys) for s in services]
+
+
+def unpermitted_rule_change_and_description(aws: LocalAws) -> object:
+    """An assumed role with no policy revoking a rule of a security group, then describing an
+    endpoint: the errors (CDK's restrict-default-security-group and update-check handlers' calls)."""
+    group = client(aws, "ec2").create_security_group(GroupName="g", Description="g")["GroupId"]
+    ec2, sagemaker = assumed_role(aws, "ec2", "sagemaker")
+    rule = [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]
+    revoked = error_of(lambda: ec2.revoke_security_group_egress(GroupId=group, IpPermissions=rule))
+    return revoked, error_of(lambda: sagemaker.describe_endpoint(EndpointName="e"))
+
+
+def function_from(aws: LocalAws, code: bytes) -> object:
+    """A Node.js function created from `code`: the error, if CreateFunction fails."""
+    role = client(aws, "iam").create_role(RoleName="fn", AssumeRolePolicyDocument=json.dumps(LAMBDA_TRUST))
+    function = {"Runtime": "nodejs24.x", "Role": role["Role"]["Arn"], "Handler": "index.handler"}
+    return error_of(lambda: client(aws, "lambda").create_function(FunctionName="f", Code={"ZipFile": code}, **function))
+
+
+def function_invoked(aws: LocalAws) -> object:
+    """A Node.js function invoked with {"n": 1}, whose handler answers n + 1: the function error
+    Lambda reports, and the answer when there is none."""
+    function_from(aws, zipped({"index.js": "exports.handler = async (e) => ({ n: e.n + 1 });"}))
+    answer = client(aws, "lambda").invoke(FunctionName="f", Payload=b'{"n": 1}')
+    error = answer.get("FunctionError")
+    return error, None if error else json.loads(answer["Payload"].read())
+
+
+def log_group_arn(aws: LocalAws) -> object:
+    """A stack whose SSM parameter holds its log group's Fn::GetAtt Arn: whether it names the
+    group's streams (":*")."""
+    template = resources(
+        Logs=resource("AWS::Logs::LogGroup", LogGroupName="group"),
+        Arn=resource("AWS::SSM::Parameter", Name="/arn", Type="String", Value=get_att("Logs", "Arn")),
+    )
+    create_stack(aws, "stack", template)
+    return client(aws, "ssm").get_parameter(Name="/arn")["Parameter"]["Value"].endswith(":log-group:group:*")
 
 
 def breaching_metric(aws: LocalAws) -> object:
@@ -1082,14 +1136,10 @@ SCENARIOS: dict[str, Scenario] = {
         aws=((1, 1, 5), [("e", "FILL(m, 0)"), ("m", "Up")], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
         stock=((0, 0, 0), [], [], (0, 0, 0)),
     ),
-    "aws_custom_resources_make_their_calls": Scenario(
-        custom_resource_call, aws=(None, ["k"], []), stock=("ResourceNotFoundException", [], [])
+    "custom_resources_invoke_their_function": Scenario(
+        custom_resource_call, aws=(None, "CREATE_COMPLETE", ["k"], []), stock=(None, "CREATE_IN_PROGRESS")
     ),
-    "default_security_groups_are_restricted": Scenario(
-        default_security_group_restricted,
-        aws=(None, ([], []), ([("-1", [], [True])], [("-1", ["0.0.0.0/0"], [])])),
-        stock=("ResourceNotFoundException", ([], [("-1", ["0.0.0.0/0"], [])])),
-    ),
+    "stack_resources_are_deleted_in_dependency_order": Scenario(deletion_order, aws=True, stock=False),
     "resource_properties_are_validated": Scenario(
         apostrophe_in_a_rule_description,
         aws=("ROLLBACK_COMPLETE", "InvalidParameterValue"),
@@ -1153,6 +1203,16 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "lookup_events_answers": Scenario(lookup_events, aws=[], stock="500"),
     "assumed_roles_are_evaluated_by_s3": Scenario(unpermitted_read, aws="AccessDenied", stock=None),
+    "assumed_roles_are_evaluated_by_ec2_and_sagemaker": Scenario(
+        unpermitted_rule_change_and_description,
+        aws=("UnauthorizedOperation", "AccessDeniedException"),
+        stock=(None, "ValidationException"),
+    ),
+    "log_group_arns_name_their_streams": Scenario(log_group_arn, aws=True, stock=False),
+    "functions_need_a_non_empty_zip": Scenario(
+        lambda aws: function_from(aws, zipped({})), aws="InvalidParameterValueException", stock=None
+    ),
+    "functions_run_their_code": Scenario(function_invoked, aws=(None, {"n": 2}), stock=("Handled", None)),
     "hosting_arns_are_lower_cased": Scenario(
         mixed_case_endpoint,
         aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),
@@ -1212,7 +1272,11 @@ SCENARIOS: dict[str, Scenario] = {
         stock=([("response.json", "!"), ("response.json", "!")], []),
     ),
     "auto_deleted_buckets_are_emptied": Scenario(
-        auto_deleted_bucket, aws=(None, None, []), stock=("ResourceNotFoundException", "BucketNotEmpty", ["results"])
+        # Without it, the local AWS invokes the provider's function (custom_resources_invoke_their_function),
+        # which this stack does not have: the creation fails.
+        auto_deleted_bucket,
+        aws=(None, None, []),
+        stock=("500 Internal Server Error", "BucketNotEmpty", ["results"]),
     ),
     "non_empty_buckets_are_not_deleted": Scenario(
         non_empty_bucket, aws=("BucketNotEmpty", ["bucket"]), stock=(None, ["bucket"])

@@ -20,8 +20,10 @@ from local_aws import LocalAws
 from local_aws.policies import Caller, condition_holds, evaluate, service_caller
 from tests.library.helpers import endpoint
 from tests.local_aws.helpers import (
+    AWS_CUSTOM_RESOURCE,
     ECHO_IMAGE,
     Template,
+    cdk_handler,
     client,
     create_stack,
     echo_endpoint,
@@ -418,11 +420,11 @@ def _invoke_as_caller(aws: LocalAws, template: Template) -> str | None:
     s3c = client(aws, "s3")
     s3c.create_bucket(Bucket="models")
     s3c.put_object(Bucket="models", Key="echo/model.tar.gz", Body=_model_tar())
-    # The update check's function: CloudFormation reads its code from the bootstrap bucket.
+    # The update check's function, aws-cdk-lib's handler as the CLI publishes it, which runs.
     (function,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     assets = f"cdk-hnb659fds-assets-{aws.account}-{aws.region}"
     s3c.create_bucket(Bucket=assets)
-    s3c.put_object(Bucket=assets, Key=function["Properties"]["Code"]["S3Key"], Body=_zip())
+    s3c.put_object(Bucket=assets, Key=function["Properties"]["Code"]["S3Key"], Body=cdk_handler(AWS_CUSTOM_RESOURCE))
     assert create_stack(aws, "granted", template) is None
     assert stack_status(aws, "granted") == "CREATE_COMPLETE"
     (role,) = [r["Arn"] for r in client(aws, "iam").list_roles()["Roles"] if "Caller" in r["RoleName"]]
@@ -442,16 +444,6 @@ def _invoke_as_caller(aws: LocalAws, template: Template) -> str | None:
     except ClientError as e:
         return str(e.response["Error"]["Code"])
     return None
-
-
-def _zip() -> bytes:
-    import io
-    import zipfile
-
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as archive:
-        archive.writestr("index.js", "exports.handler = async () => ({});")
-    return out.getvalue()
 
 
 def test_the_librarys_grant_invoke_lets_its_grantee_invoke(aws: LocalAws) -> None:
@@ -484,3 +476,47 @@ def test_a_grant_formatted_from_the_mixed_case_endpoint_name_is_denied(aws: Loca
                     statement["Resource"], changed = formatted, changed + 1
     assert changed == 1
     assert _invoke_as_caller(aws, template) == "AccessDeniedException"
+
+
+def test_a_copy_needs_the_read_of_its_source_and_the_write_of_its_target(aws: LocalAws) -> None:
+    """CopyObject (GptjStack's copies of its payload) is s3:PutObject on the target and
+    s3:GetObject on the source (Amazon S3 API Reference, CopyObject: "you must have read access to
+    the source object and write access to the destination bucket")."""
+    aws.reset()
+    s3 = client(aws, "s3")
+    for bucket in ("assets", "models"):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket="assets", Key="weights", Body=b"w")
+    write = {"Effect": "Allow", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::models/*"}
+    read = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::assets/weights"}
+    copy = {"Bucket": "models", "Key": "copy", "CopySource": "assets/weights"}
+    writer = _as(aws, "s3", _assumed(aws, [write]))
+    with pytest.raises(writer.exceptions.ClientError, match="s3:GetObject on resource: arn:aws:s3:::assets/weights"):
+        writer.copy_object(**copy)
+    client(aws, "iam").delete_role_policy(RoleName="caller", PolicyName="grants")
+    client(aws, "iam").delete_role(RoleName="caller")
+    copier = _as(aws, "s3", _assumed(aws, [write, read]))
+    copier.copy_object(**copy)
+    assert s3.get_object(Bucket="models", Key="copy")["Body"].read() == b"w"
+
+
+def test_deleting_objects_in_one_request_needs_the_delete_of_each(aws: LocalAws) -> None:
+    """DeleteObjects is s3:DeleteObject on each object it names."""
+    aws.reset()
+    s3 = client(aws, "s3")
+    s3.create_bucket(Bucket="answers")
+    for key in ("output/a", "input/a"):
+        s3.put_object(Bucket="answers", Key=key, Body=b"x")
+    deleter = _as(
+        aws,
+        "s3",
+        _assumed(aws, [{"Effect": "Allow", "Action": "s3:DeleteObject", "Resource": "arn:aws:s3:::answers/output/*"}]),
+    )
+    outputs = {"Objects": [{"Key": "output/a"}]}
+    both = {"Objects": [{"Key": "output/a"}, {"Key": "input/a"}]}
+    with pytest.raises(
+        deleter.exceptions.ClientError, match="s3:DeleteObject on resource: arn:aws:s3:::answers/input/a"
+    ):
+        deleter.delete_objects(Bucket="answers", Delete=both)
+    deleter.delete_objects(Bucket="answers", Delete=outputs)
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="answers")["Contents"]] == ["input/a"]

@@ -1,0 +1,107 @@
+"""Lambda: functions made from a non-empty zip, whose invocations run their code under Node.js
+(local_aws/awslambda holds the emulation; these patches wire it into moto's Lambda)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from moto.awslambda.exceptions import InvalidParameterValueException, LambdaClientError
+from moto.awslambda.models import LambdaFunction
+
+from local_aws.awslambda import LAMBDA, CodeError, Function, RuntimeUnavailable, check_zip
+from local_aws.patches.base import patch, replace
+
+# Lambda's InvokeFunction returns the last 4 KB of the invocation's log with LogType=Tail.
+_LOG_TAIL = 4096
+
+
+class InvalidRuntimeException(LambdaClientError):
+    code = 502
+
+    def __init__(self, message: str) -> None:
+        super().__init__("InvalidRuntimeException", message)
+
+
+@patch(
+    """CreateFunction, UpdateFunctionCode and CloudFormation's AWS::Lambda::Function refuse a
+    deployment package that is an empty zip (InvalidParameterValueException, "Uploaded file must
+    be a non-empty zip"; what a CDK asset published from a folder that no longer exists becomes,
+    aws/aws-cdk#18459) or no zip ("Could not unzip uploaded file..."), given inline or in S3, and
+    a stack creating such a function rolls back. Stock moto stores any bytes as the code."""
+)
+def functions_need_a_non_empty_zip() -> None:
+    stock = LambdaFunction._set_function_code
+
+    def set_function_code(self: Any, updated_spec: dict[str, Any]) -> None:
+        stock(self, updated_spec)
+        if getattr(self, "package_type", "Zip") != "Zip" or updated_spec.get("DryRun"):
+            return
+        try:
+            check_zip(self.code_bytes)
+        except CodeError as refused:
+            raise InvalidParameterValueException(str(refused)) from None
+
+    replace(LambdaFunction, "_set_function_code", set_function_code)
+
+
+def _invoke(self: Any, body: str, request_headers: Any, response_headers: dict[str, str]) -> bytes:
+    event = json.loads(body) if body else {}
+    function = Function.of(self)
+    kind = request_headers.get("X-Amz-Invocation-Type") or "RequestResponse"
+    response_headers["X-Amz-Executed-Version"] = "$LATEST"
+    try:
+        if kind == "DryRun":
+            LAMBDA.runtime.check(function)
+            return b""
+        if kind == "Event":
+            LAMBDA.runtime.check(function)
+            LAMBDA.invoke_async(function, event)
+            return b""
+        invocation = LAMBDA.invoke(function, event)
+    except RuntimeUnavailable as unavailable:
+        raise InvalidRuntimeException(str(unavailable)) from None
+    log_tail = "\n".join(message for _, message in invocation.events)[-_LOG_TAIL:]
+    response_headers["x-amz-log-result"] = base64.b64encode(log_tail.encode()).decode()
+    if not invocation.ok:
+        response_headers["x-amz-function-error"] = "Unhandled"
+        return json.dumps(invocation.error_document()).encode()
+    return json.dumps(invocation.payload).encode()
+
+
+@patch(
+    """Invoking a function runs its handler as Lambda's Node.js runtime does (local_aws/awslambda):
+    the deployment package unpacked, this machine's node with the AWS SDK for JavaScript v3 of
+    Lambda's runtimes, the execution role's credentials from STS, Lambda's environment and
+    timeout; RequestResponse answers with the handler's result or Lambda's error document
+    (X-Amz-Function-Error: Unhandled, errorType Runtime.ImportModuleError, Sandbox.Timedout, ...),
+    Event runs it in the background with Lambda's two retries. Its output goes to the log group of
+    the function's LoggingConfig (else /aws/lambda/<name>), as its role may write it. Stock moto
+    runs functions only in a Docker engine, ignores LoggingConfig and writes /aws/lambda/<name>."""
+)
+def functions_run_their_code() -> None:
+    init = LambdaFunction.__init__
+    update_configuration = LambdaFunction.update_configuration
+    create = LambdaFunction.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+
+    def init_keeping_logging_config(self: Any, account_id: str, spec: dict[str, Any], *args: Any, **kw: Any) -> None:
+        init(self, account_id, spec, *args, **kw)
+        self.logging_config = dict(spec.get("LoggingConfig") or {})
+
+    def update_keeping_logging_config(self: Any, config_updates: dict[str, Any]) -> Any:
+        if "LoggingConfig" in config_updates:
+            self.logging_config = dict(config_updates["LoggingConfig"] or {})
+        return update_configuration(self, config_updates)
+
+    def create_from_cloudformation_json(
+        cls: Any, /, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region: str, **kw: Any
+    ) -> Any:
+        fn = create(cls, resource_name, cloudformation_json, account_id, region, **kw)
+        fn.logging_config = dict(cloudformation_json["Properties"].get("LoggingConfig") or {})
+        return fn
+
+    replace(LambdaFunction, "__init__", init_keeping_logging_config)
+    replace(LambdaFunction, "update_configuration", update_keeping_logging_config)
+    replace(LambdaFunction, "create_from_cloudformation_json", classmethod(create_from_cloudformation_json))
+    replace(LambdaFunction, "invoke", _invoke)
