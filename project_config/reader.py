@@ -89,6 +89,15 @@ class Section:
             return parse_value(given) if isinstance(given, str) and not as_text else given
         return self._raw.get(key)
 
+    def is_null(self, key: str) -> bool:
+        """Whether `key` is given as null (JSON's ``null`` in cdk.json, ``-c key=null``): for an
+        optional setting, none of it, where an unset key takes the default."""
+        self._read.add(key)
+        if key in self._overrides:
+            given = self._overrides[key]
+            return given is None or (isinstance(given, str) and given.strip() == "null")
+        return key in self._raw and self._raw[key] is None
+
     def check(self, key: str, value: Any, ok: bool, allowed: str) -> None:
         if not ok:
             raise self.fail(key, value, allowed)
@@ -152,6 +161,25 @@ def field_classes(cls: type) -> dict[str, set[Any]]:
     return {field.name: _classes(hints[field.name]) for field in dataclasses.fields(cls)}
 
 
+def _read_field(
+    section: Section, name: str, key: str, classes: set[Any], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Field `name`'s value from `key` of `section` (None where null and the field optional),
+    else its default in `defaults`; empty where neither: the class's own default applies."""
+    # A string setting stays text even where it parses as JSON (a version such as 4.51).
+    value = section.get(key, as_text=bool(classes - {type(None)}) and classes - {type(None)} <= {str, Path})
+    if value is None:
+        if type(None) in classes and section.is_null(key):
+            return {name: None}
+        return {name: defaults[name]} if name in defaults else {}
+    if Path in classes:
+        section.check(
+            key, value, isinstance(value, str) and bool(value), "a path, absolute or relative to the project root"
+        )
+        value = PROJECT_ROOT / value
+    return {name: value}
+
+
 def read_props(
     section: Section,
     cls: type[T],
@@ -172,21 +200,8 @@ def read_props(
     wanted = set(names if only is None else only) - set(given)
     values = dict(given)
     for name, classes in field_classes(cls).items():
-        if name not in wanted:
-            continue
-        key = keys.get(name, name)
-        # A string setting stays text even where it parses as JSON (a version such as 4.51).
-        value = section.get(key, as_text=bool(classes - {type(None)}) and classes - {type(None)} <= {str, Path})
-        if value is None:
-            if name in defaults:
-                values[name] = defaults[name]
-            continue
-        if Path in classes:
-            section.check(
-                key, value, isinstance(value, str) and bool(value), "a path, absolute or relative to the project root"
-            )
-            value = PROJECT_ROOT / value
-        values[name] = value
+        if name in wanted:
+            values.update(_read_field(section, name, keys.get(name, name), classes, defaults))
     try:
         return cls(**values)
     except PropError as exc:

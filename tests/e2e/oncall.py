@@ -152,9 +152,13 @@ def state_of(aws: LocalAws, alarm: str) -> str:
     return str(found["StateValue"])
 
 
-def minutes_until(aws: LocalAws, alarm: str, state: str, most: int = 2) -> int:
-    """CloudWatch's clock moved a minute at a time, at most `most`, until `alarm` is in `state`
-    (an alarm of one 60 s period is evaluated on the minute after its data); the minutes taken."""
+def minutes_until(aws: LocalAws, alarm: str, state: str, most: int | None = None) -> int:
+    """CloudWatch's clock moved a minute at a time until `alarm` is in `state`; the minutes taken.
+    At most `most`, by default the alarm's evaluation window and one minute more: data of the
+    current minute stays in the window of each evaluation until a whole window has passed it."""
+    if most is None:
+        (found,) = aws.client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
+        most = int(found["EvaluationPeriods"] * found["Period"]) // 60 + 1
     for minute in range(1, most + 1):
         aws.clock.advance(60)
         if state_of(aws, alarm) == state:

@@ -48,6 +48,15 @@ def test_defaults_are_the_documented_ones() -> None:
     assert cfg.project.account is None and cfg.project.region is None
 
 
+def test_an_alarm_set_to_null_is_none_and_an_unset_one_keeps_its_default() -> None:
+    """docs/CONFIGURATION.md: ``null`` turns an alarm off, in cdk.json or as ``-c key=null``."""
+    context = cdk_context(**{"gpt2.model_errors_alarm_threshold": "null"})
+    context["gpt2"] = {**context.get("gpt2", {}), "disk_alarm_percent": None}
+    alarms = load_config(context).gpt2.endpoint.alarms
+    assert (alarms.model_errors, alarms.disk_percent) == (None, None)
+    assert (alarms.latency_ms, config().gpt2.endpoint.alarms.disk_percent) == (600, 90)
+
+
 def test_cli_overrides_arrive_as_text_and_win_over_cdk_json() -> None:
     cfg = toolkit(
         **{"gptj.max_capacity": "3", "gptj.instance_type": "ml.g5.2xlarge", "gptj.transformers_version": "4.51"}
