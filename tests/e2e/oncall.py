@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from local_aws import LocalAws
+from local_aws.cloudwatch.evaluation import RANGE_EXTRA
 from local_aws.runtime import HOSTING
 
 
@@ -154,11 +155,12 @@ def state_of(aws: LocalAws, alarm: str) -> str:
 
 def minutes_until(aws: LocalAws, alarm: str, state: str, most: int | None = None) -> int:
     """CloudWatch's clock moved a minute at a time until `alarm` is in `state`; the minutes taken.
-    At most `most`, by default the alarm's evaluation window and one minute more: data of the
-    current minute stays in the window of each evaluation until a whole window has passed it."""
+    At most `most`, by default the alarm's evaluation range and one minute more: with the later
+    periods missing, a breaching datapoint of the current minute is evaluated until the whole
+    range (the evaluation periods and RANGE_EXTRA more) has passed it."""
     if most is None:
         (found,) = aws.client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
-        most = int(found["EvaluationPeriods"] * found["Period"]) // 60 + 1
+        most = int((found["EvaluationPeriods"] + RANGE_EXTRA) * found["Period"]) // 60 + 1
     for minute in range(1, most + 1):
         aws.clock.advance(60)
         if state_of(aws, alarm) == state:
