@@ -32,6 +32,7 @@ from artifacts_builder.payload import (
     SIDE_FILES,
     BuildError,
     Entry,
+    ExpectedKeys,
     add_payload_arguments,
     check_shard_size,
     expected_keys,
@@ -198,7 +199,7 @@ def check_model(config: dict[str, Any], instance_type: str, *, where: str) -> No
         )
 
 
-def _expected(source: Path) -> tuple[set[str], set[str]] | None:
+def _expected(source: Path) -> ExpectedKeys | None:
     """The keys the model class has (and those it may leave out), where transformers knows the
     architecture and the checkpoint is not pre-quantized (its keys are then the quantizer's)."""
     config = _config(source)

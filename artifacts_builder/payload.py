@@ -253,25 +253,68 @@ def to_fp16(t: _Tensor) -> _Tensor:
     return _Tensor(t.name, "F16", t.shape, chunks)
 
 
-def expected_keys(source: Path) -> tuple[set[str], set[str]]:
+@dataclass(frozen=True)
+class ExpectedKeys:
+    """The state-dict keys of a model class (:func:`expected_keys`), and how transformers' loader
+    reads a checkpoint's keys as those: the two differ where an architecture's checkpoints keep
+    older names (GPT-NeoX's output embedding is stored as ``embed_out``, which transformers 5
+    calls ``lm_head``) or the base model's keys (facebook/opt-* store ``decoder.*`` for the
+    model's ``model.decoder.*``). The payload keeps the checkpoint's names: vLLM's loader of each
+    architecture reads those."""
+
+    #: The model's keys, and those of them a checkpoint may leave out: weights tied to another
+    #: (an LM head that is the embedding).
+    keys: frozenset[str]
+    optional: frozenset[str]
+    #: A checkpoint key -> the model key it loads as.
+    loaded: Callable[[str], str]
+    #: A model key -> the name transformers saves it under (to name a missing weight as the
+    #: checkpoint would).
+    stored: Callable[[str], str]
+
+
+def expected_keys(source: Path) -> ExpectedKeys:
     """The state-dict keys the model class has, from its config on the meta device (no memory),
-    and those of them a checkpoint may leave out: weights tied to another (an LM head that is the
-    embedding)."""
+    with the key mapping of transformers' own loader (``from_pretrained``): its conversion mapping
+    for the class (and its legacy renamings), then the base model's prefix added or dropped."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightConverter, WeightRenaming, apply_renamings, rename_source_key
 
     config = AutoConfig.from_pretrained(source)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
-    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
-    return set(model.state_dict()), tied
+    meta = model.state_dict()
+    prefix = model.base_model_prefix
+    mapping = get_model_conversion_mapping(model)
+    renamings = [m for m in mapping if isinstance(m, WeightRenaming)]
+    converters = [m for m in mapping if isinstance(m, WeightConverter)]
+    # What save_pretrained writes: the renamings reversed, in reverse order (a converter's many
+    # tensors have no one name: the model's key stands for them).
+    saved = [m.reverse_transform() for m in get_model_conversion_mapping(model, add_legacy=False)[::-1]]
+    saved_renamings = [m for m in saved if isinstance(m, WeightRenaming)]
+
+    def loaded(key: str) -> str:
+        # As convert_and_load_state_dict_in_model does: a key the mapping would rename away from
+        # one the model has only gets the prefix.
+        renamed, _ = rename_source_key(key, renamings, converters, prefix, meta)
+        if renamed not in meta and key in meta:
+            renamed, _ = rename_source_key(key, [], [], prefix, meta)
+        return renamed
+
+    def stored(key: str) -> str:
+        return apply_renamings(key, saved_renamings)
+
+    tied = frozenset(getattr(model, "all_tied_weights_keys", None) or {})
+    return ExpectedKeys(frozenset(meta), tied, loaded, stored)
 
 
 def safetensors_entries(
     source: Path,
     shard_bytes: int,
     *,
-    expected: tuple[set[str], set[str]] | None,
+    expected: ExpectedKeys | None,
     only_expected: bool = False,
     convert: Callable[[_Tensor], _Tensor] | None = None,
 ) -> list[Entry]:
@@ -279,20 +322,21 @@ def safetensors_entries(
     shard of its own), each a stream: a header computed from shapes alone, then each tensor's
     bytes in turn; several shards come with the Hugging Face index. A key of `expected` (the
     model's keys, and those it may leave out: :func:`expected_keys`; None: not checked) that
-    the checkpoint lacks fails the build here, not at load; with `only_expected`, keys the model
-    does not have are dropped (GPT-J's old ``attn.bias`` buffers). `convert` changes each tensor
+    no checkpoint key loads as fails the build here, not at load; with `only_expected`, keys that
+    load as none of the model's are dropped (GPT-J's old ``attn.bias`` buffers). `convert` changes each tensor
     (GPT-J's fp16)."""
     tensors, keep_alive = _source_tensors(source)
     if expected is not None:
-        keys, optional = expected
-        missing = sorted(keys - optional - {t.name for t in tensors})
+        loads_as = {t.name: expected.loaded(t.name) for t in tensors}
+        missing = sorted(expected.stored(k) for k in expected.keys - expected.optional - set(loads_as.values()))
         if missing:
+            more = ", ..." if len(missing) > 5 else ""
             raise BuildError(
-                f"{source} lacks {len(missing)} weights the model needs ({', '.join(missing[:5])}...): "
+                f"{source} lacks {len(missing)} weights the model needs ({', '.join(missing[:5])}{more}): "
                 "the checkpoint does not match its config.json"
             )
         if only_expected:
-            tensors = [t for t in tensors if t.name in keys]
+            tensors = [t for t in tensors if loads_as[t.name] in expected.keys]
     # Wider items first: every tensor then starts at a multiple of its item size (the header is
     # padded to 8 bytes), which the loader's zero-copy views need.
     tensors = sorted((convert(t) if convert else t for t in tensors), key=lambda t: (-_itemsize(t.dtype), t.name))

@@ -117,6 +117,63 @@ def test_a_missing_weight_fails_the_build(
         llm_build(model=str(source))
 
 
+def _older_layout(kind: str, folder: Path) -> Path:
+    """A tiny random GPT-NeoX or OPT (hidden size 64, 2 layers, the offline tokenizer's vocabulary
+    of a few hundred), saved as its hub checkpoints are: GPT-NeoX's output embedding is
+    ``embed_out`` (transformers 5 calls it ``lm_head`` in memory), and facebook/opt-*'s keys are
+    its base model's (``decoder.*``, no ``model.``), its head tied to ``decoder.embed_tokens``."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig, OPTConfig
+
+    from artifacts_builder.tiny import train_tokenizer
+
+    tokenizer = train_tokenizer(folder)
+    eos = tokenizer.eos_token_id
+    shape: dict[str, Any] = {"vocab_size": len(tokenizer), "hidden_size": 64, "num_attention_heads": 4,
+                             "num_hidden_layers": 2, "max_position_embeddings": 128, "bos_token_id": eos,
+                             "eos_token_id": eos, "pad_token_id": eos}  # fmt: skip
+    config: Any = (
+        GPTNeoXConfig(**shape, intermediate_size=128, tie_word_embeddings=False)
+        if kind == "gpt_neox"
+        else OPTConfig(**shape, ffn_dim=128, word_embed_proj_dim=64, tie_word_embeddings=True)
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).to(torch.bfloat16).save_pretrained(folder)  # type: ignore[no-untyped-call]
+    if kind == "opt":
+        tensors = load_file(folder / "model.safetensors")
+        save_file({k.removeprefix("model."): v for k, v in tensors.items()}, folder / "model.safetensors")
+    return folder
+
+
+@pytest.mark.parametrize(("kind", "head"), [("gpt_neox", "embed_out.weight"), ("opt", "decoder.embed_tokens.weight")])
+def test_an_output_embedding_named_or_tied_as_the_architecture_does_is_found(
+    llm_build: Callable[..., Path], tmp_path: Path, kind: str, head: str
+) -> None:
+    source = _older_layout(kind, tmp_path / kind)
+    stored = read_safetensors_header(source / "model.safetensors")
+    assert head in stored and "lm_head.weight" not in stored
+    payload = llm_build(model=str(source))
+    manifest = read_manifest(payload, PAYLOAD_MANIFEST)
+    verify_files(payload, manifest)
+    # The checkpoint's own names, which vLLM's loader of the architecture reads (gpt_neox.py's embed_out).
+    assert read_safetensors_header(payload / "model.safetensors").keys() == stored.keys()
+    assert manifest["model"]["architecture"] == {"gpt_neox": "GPTNeoXForCausalLM", "opt": "OPTForCausalLM"}[kind]
+
+
+def test_a_missing_output_embedding_is_named_as_the_checkpoint_stores_it(
+    llm_build: Callable[..., Path], tmp_path: Path
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    source = _older_layout("gpt_neox", tmp_path / "neox")
+    tensors = load_file(source / "model.safetensors")
+    del tensors["embed_out.weight"]
+    save_file(tensors, source / "model.safetensors")
+    with pytest.raises(BuildError, match=r"lacks 1 weights the model needs \(embed_out.weight\)"):
+        llm_build(model=str(source))
+
+
 def _with_config(source: Path, into: Path, **changes: Any) -> Path:
     folder = Path(shutil.copytree(source, into))
     config = json.loads((folder / "config.json").read_text())
