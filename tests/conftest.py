@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,21 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
+#: The end-to-end modules that run the vLLM engine: one group of their own beside the other
+#: end-to-end modules, which share one bootstrapped local AWS (tests/e2e/conftest.py).
+VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py")
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The group of tests one pytest-xdist worker runs together under ``--dist loadgroup``
+    (`make test`): a module, whose module-scoped fixtures (a synthesized app, a deploy) are made
+    once; every end-to-end module but the vLLM engine's in one, for their session's deploys."""
+    module = item.nodeid.split("::", 1)[0]
+    if module.startswith("tests/e2e/"):
+        return "e2e-vllm" if module in VLLM_E2E else "e2e"
+    return module
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
@@ -33,6 +49,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if tier is None and item.get_closest_marker(marker) is not None:
                 tier = "slow"
         item.add_marker(tier or "fast")
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 @pytest.fixture(name="cdk_cli")
@@ -81,22 +98,41 @@ def no_local_aws_fault() -> Iterator[None]:
         pytest.fail("the local AWS failed on its own during this test:\n" + "\n".join(found), pytrace=False)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if a process a test started is still running (then end it, so that the
-    machine is clean either way), or if the local AWS failed on its own after the last test
-    looked. Processes end asynchronously: give them a moment first."""
-    late = _LATE + _local_aws_faults()
-    if late:
-        print("\nthe local AWS failed on its own:\n" + "\n".join(late), file=sys.stderr)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+#: What a pytest-xdist worker found at its end (the lines of session_problems), sent to the
+#: controller in its workeroutput: xdist reports the worker's exit status before its
+#: sessionfinish hooks run, so a worker's own failing of the session would be lost.
+WORKER_PROBLEMS = "llm_inference_session_problems"
+_FROM_WORKERS: list[str] = []
+
+
+def session_problems() -> list[str]:
+    """What fails this process's session though every test passed: the local AWS failing on its
+    own after the last test looked, processes its tests started still running (ended here, so
+    that the machine is clean either way). Processes end asynchronously: they get a moment."""
+    problems = [f"the local AWS failed on its own:\n{fault}" for fault in _LATE + _local_aws_faults()]
     deadline = time.monotonic() + 5
     while (left := leaks.left_running(_SESSION)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if not left:
-        return
-    print("\nprocesses started by this test session are still running:", file=sys.stderr)
     for process in left:
-        print(f"  pid {process.pid}: {process.cmdline[:200]}", file=sys.stderr)
+        problems.append(f"a process started by this test session is still running: pid {process.pid}: "
+                        f"{process.cmdline[:200]}")  # fmt: skip
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGKILL)
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return problems
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """A worker's session problems, kept for the controller's end (pytest-xdist's hook)."""
+    _FROM_WORKERS.extend(getattr(node, "workeroutput", {}).get(WORKER_PROBLEMS, []))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run fails on a session problem of this process or of any worker's."""
+    problems = session_problems() + _FROM_WORKERS
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a worker: the controller reports them
+        workeroutput[WORKER_PROBLEMS] = problems
+    elif problems:
+        print("\n" + "\n".join(problems), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
