@@ -19,6 +19,7 @@ from typing import Any
 from local_aws import LocalAws
 from local_aws.cloudwatch.evaluation import RANGE_EXTRA
 from local_aws.runtime import HOSTING
+from local_aws.sagemaker.components import component_key
 
 
 @dataclass
@@ -169,17 +170,21 @@ def minutes_until(aws: LocalAws, alarm: str, state: str, most: int | None = None
 
 
 def _variant(aws: LocalAws, stack: str) -> tuple[str, dict[str, Any]]:
-    """The stack's endpoint and its variant's config."""
-    sagemaker = aws.client("sagemaker")
-    name = aws.stack_outputs(stack)["EndpointName"]
+    """The runtime's name of what hosts the stack's model (its endpoint, or its inference
+    component's copies: local_aws/sagemaker/components.py) and its endpoint's variant's config."""
+    sagemaker, outputs = aws.client("sagemaker"), aws.stack_outputs(stack)
+    name = outputs["EndpointName"]
     config = sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"]
     (variant,) = sagemaker.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"]
+    if "InferenceComponentName" in outputs:
+        name = component_key(outputs["InferenceComponentName"])
     return name, variant
 
 
 def fill_the_volume(aws: LocalAws, stack: str, percent: float) -> Path:
-    """A sparse file (no real disk used) in the folder of the stack's one instance, which its ML
-    storage volume holds, making the volume fuller than `percent` (DiskUtilization, measured)."""
+    """A sparse file (no real disk used) in the folder of the stack's one instance (its
+    component's one copy), which its ML storage volume holds, making the volume fuller than
+    `percent` (DiskUtilization, measured)."""
     name, variant = _variant(aws, stack)
     hosted = HOSTING.find((aws.account, aws.region, name))
     assert hosted is not None and hosted.live is not None

@@ -105,11 +105,15 @@ def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
         # The load tester drives the component by its name.
         report = load_test(local_aws, tmp_path, request, "--endpoint", endpoint, "--inference-component", component)
         assert report["target"] == {"endpoint": endpoint, "inference_component": component}
-        # Requests the copy refuses (its 400) put the model-error alarm in ALARM, which the
-        # on-call queue subscribed to the alarm topic hears.
+        # Requests the copy refuses (its 400) put the model-error alarm (the component's
+        # InvocationModelErrors) in ALARM; the copy's instance volume filling up and GPU memory
+        # (fed) put the capacity alarms (the variant's instance metrics) in ALARM; each back to
+        # OK without its fault, the on-call queue subscribed to the alarm topic hearing each.
         alarms = stack_alarms(local_aws, "GptjStack")
+        assert {"ModelErrorsAlarm", "DiskAlarm", "GpuMemoryAlarm"} <= set(alarms), alarms
         with oncall(local_aws, "GptjStack") as topic:
-            minutes_until(local_aws, alarms["ModelErrorsAlarm"], "OK")
+            for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
+                minutes_until(local_aws, alarms[alarm], "OK")
             topic.forget()
             cloudwatch = local_aws.client("cloudwatch")
             (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
@@ -117,8 +121,10 @@ def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
                 with pytest.raises(ClientError):
                     runtime.invoke_endpoint(EndpointName=endpoint, InferenceComponentName=component,
                                             Body=b'{"parameters": {}}', ContentType="application/json")  # fmt: skip
-            minutes_until(local_aws, alarms["ModelErrorsAlarm"], "ALARM")
-            assert topic.heard(alarms["ModelErrorsAlarm"])["NewStateReason"]
+            capacity_faults_fire_and_clear(local_aws, "GptjStack", topic, ["ModelErrorsAlarm"])
+        # The faults were the copy's, not its absence: it served throughout (the scale-in to
+        # zero comes after).
+        assert copies(local_aws, component) == (1, 1)
         # Idle, the component scales in to zero copies (target tracking on InvocationsPerCopy);
         # a request then finds no copy (NoCapacityInvocationFailures), whose alarm's step policy
         # adds one back, which answers.
