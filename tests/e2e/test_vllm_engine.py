@@ -30,6 +30,7 @@ from project_config import load_config
 from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (
     FUZZ_EXAMPLES,
+    QUICK_UPDATES,
     VLLM_KEYS,
     Assembly,
     endpoint_container,
@@ -40,6 +41,7 @@ from tests.e2e.helpers import (
     stream,
     unusable_endpoints,
 )
+from tests.e2e.oncall import capacity_faults_fire_and_clear, minutes_until, oncall, stack_alarms
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
 from tests.local_aws import fuzz
 
@@ -65,7 +67,13 @@ def vllm_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
         timeout=300,
     )
     make_artifacts(artifacts, ("gpt2", "inf2"))
-    settings = {"project.artifacts_dir": str(artifacts), "gptj.engine": "vllm", "gptj.max_model_len": "256"}
+    settings = {
+        "project.artifacts_dir": str(artifacts),
+        "gptj.engine": "vllm",
+        "gptj.max_model_len": "256",
+        # Alarms on one minute of data, as the other e2e deploys have them (QUICK_UPDATES).
+        **{key: str(value) for key, value in QUICK_UPDATES.items() if key.startswith("gptj.")},
+    }
     synthesized = synthesize(
         tmp_path_factory.mktemp("cdk.out-vllm"), artifacts, may_leave_out=("LlmStack",), **settings
     )
@@ -263,6 +271,33 @@ def test_a_documented_body_is_answered_by_vllm(deployed: Cdk, local_aws: LocalAw
     else:
         answer = invoke(local_aws, "GptjStack", body.body)
         assert answer["choices"][0]["text"] and answer["usage"]["completion_tokens"] > 0, (body.where, answer)
+
+
+def test_each_alarm_with_a_fault_here_fires_on_it_and_the_oncall_queue_hears_it(
+    deployed: Cdk, local_aws: LocalAws
+) -> None:
+    """On the vLLM engine: requests the engine refuses (its 400, past max_model_len) put the
+    model-error alarm in ALARM, a file filling the instance's volume the disk alarm; each back to
+    OK without its fault, an SQS queue subscribed to the alarm topic hearing each. The engine's
+    alarms differ from the toolkit's (project_config/endpoint.py: FRAMEWORK_ALARMS): no GPU memory
+    alarm (vLLM holds its share of GPU memory whatever the load) but one on its queue, a PromQL
+    alarm on detailed observability's metric, which the local AWS stores but cannot evaluate.
+    Before the engine's death, which ends the module."""
+    alarms = stack_alarms(local_aws, "GptjStack")
+    assert {"LatencyAlarm", "Errors5xxAlarm", "ModelErrorsAlarm", "DiskAlarm", "WaitingRequestsAlarm"} == set(alarms)
+    cloudwatch = local_aws.client("cloudwatch")
+    with oncall(local_aws, "GptjStack") as topic:
+        # Whatever earlier tests sent (their 400s among them) ends with its minute.
+        for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
+            minutes_until(local_aws, alarms[alarm], "OK")
+        topic.forget()
+        (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
+        assert errors["EvaluationPeriods"] == 1  # QUICK_UPDATES: one minute of errors is the fault
+        for _ in range(int(errors["Threshold"])):
+            with pytest.raises(ClientError) as raised:
+                invoke(local_aws, "GptjStack", {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 1000})
+            assert raised.value.response.get("OriginalStatusCode") == 400, raised.value.response
+        capacity_faults_fire_and_clear(local_aws, "GptjStack", topic, ["ModelErrorsAlarm"])
 
 
 def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_running(
