@@ -40,6 +40,8 @@ def xdist_group(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The marker is pytest-xdist's (--strict-markers refuses it where the plugin is left out).
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         tier = next((name for name, fixtures in TIERS.items() if used & fixtures), None)
@@ -49,7 +51,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if tier is None and item.get_closest_marker(marker) is not None:
                 tier = "slow"
         item.add_marker(tier or "fast")
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        if grouped:
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 @pytest.fixture(name="cdk_cli")
