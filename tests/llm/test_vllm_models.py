@@ -15,6 +15,8 @@ from local_aws.containers import VLLM_VENV
 from tests.llm.registry_source import REGISTRY, registry
 
 
+# Reads vLLM's own registry from .venv-vllm, which `make test` makes and `make test-fast` does not.
+@pytest.mark.vllm
 def test_the_architectures_are_the_installed_registrys() -> None:
     if not REGISTRY.is_file():
         pytest.fail(f"{REGISTRY} is missing: build the vLLM environment with `make .venv-vllm/.installed`")
