@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import leaks
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_process_with_the_sessions_marker_is_found_and_another_is_not() -> None:
@@ -58,3 +63,24 @@ def test_a_process_that_wiped_its_environment_is_found_through_its_session() -> 
     finally:
         os.killpg(leader.pid, signal.SIGKILL)
         leader.wait()
+
+
+@pytest.mark.slow  # a pytest run of its own, on two workers: about 8 s
+def test_a_process_left_on_a_worker_fails_the_run(tmp_path: Path) -> None:
+    """`make test` runs on pytest-xdist workers, whose exit status xdist reports before their
+    sessionfinish hooks run: a worker's leak reaches the controller (tests/conftest.py), which
+    fails the run; the process is ended either way."""
+    (tmp_path / "test_leak.py").write_text(
+        "import subprocess\n\n\ndef test_leaves_a_process():\n"
+        "    subprocess.Popen(['sleep', '37'], start_new_session=True)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-n", "2", "-p", "no:cacheprovider",
+         "-q", str(tmp_path / "test_leak.py")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        # Not this run's options or worker's identity (PYTEST_ADDOPTS, PYTEST_XDIST_WORKER...).
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
+    )  # fmt: skip
+    assert ran.returncode == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "1 passed" in ran.stdout and "still running: pid" in ran.stderr, ran.stderr[-2000:]
+    assert subprocess.run(["pgrep", "-f", "sleep 37"], capture_output=True).returncode == 1
