@@ -25,7 +25,8 @@ from llm_inference_cdk import ImageResolutionError
 from project_config import AppConfig, ConfigError, load_config
 from stacks.inf2_ec2 import Inf2Stack
 from stacks.sagemaker_gpt2 import Gpt2Stack
-from stacks.sagemaker_llm import GptjStack, LlmStack
+from stacks.sagemaker_gptj import GptjStack
+from stacks.sagemaker_llm import LlmStack
 
 #: What keeps one stack, and only that one, from being synthesized.
 STACK_PROBLEMS = (ManifestError, ImageResolutionError)

@@ -1,6 +1,6 @@
 """A causal language model behind a SageMaker endpoint: ``LlmStack`` (the ``llm`` section: any
-model the vLLM engine serves) and ``GptjStack`` (the ``gptj`` section: the seed's GPT-J 6B, on the
-same code path with GPT-J's defaults and the Hugging Face toolkit as a second engine).
+model the vLLM engine serves); ``GptjStack`` (stacks/sagemaker_gptj.py) is the same code path with
+GPT-J's defaults.
 
 The payload (safetensors shards, tokenizer, config, manifest; GPT-J's also ``code/inference.py``)
 is built by ``python -m artifacts_builder llm`` (``gptj``). Its folder is shipped uncompressed
@@ -94,16 +94,3 @@ class LlmStack(Stack):
             f"the model ({payload_facts(settings).architecture}) has no chat template: the endpoint answers the "
             f"chat body (messages) with vLLM's 400; set {settings.key('chat_template')} to give it one",
         )
-
-
-class GptjStack(LlmStack):
-    """:param settings: the ``gptj`` section of cdk.json, parsed."""
-
-    @staticmethod
-    def describe(settings: LlmSettings) -> str:
-        engine = "the vLLM" if isinstance(settings.engine, VllmEngine) else "the Hugging Face inference"
-        return f"GPT-J 6B fp16 on {engine} container (SageMaker)"
-
-    @staticmethod
-    def builder(settings: LlmSettings) -> str:
-        return "gptj"
