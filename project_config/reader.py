@@ -93,9 +93,9 @@ class Section:
         """Whether `key` is given as null (JSON's ``null`` in cdk.json, ``-c key=null``): for an
         optional setting, none of it, where an unset key takes the default."""
         self._read.add(key)
-        if key in self._overrides:
-            given = self._overrides[key]
-            return given is None or (isinstance(given, str) and given.strip() == "null")
+        given = self._overrides.get(key)  # as get() reads it: an override of None is no override
+        if given is not None:
+            return isinstance(given, str) and parse_value(given) is None
         return key in self._raw and self._raw[key] is None
 
     def check(self, key: str, value: Any, ok: bool, allowed: str) -> None:
@@ -166,11 +166,11 @@ def _read_field(
 ) -> dict[str, Any]:
     """Field `name`'s value from `key` of `section` (None where null and the field optional),
     else its default in `defaults`; empty where neither: the class's own default applies."""
+    if type(None) in classes and section.is_null(key):
+        return {name: None}
     # A string setting stays text even where it parses as JSON (a version such as 4.51).
     value = section.get(key, as_text=bool(classes - {type(None)}) and classes - {type(None)} <= {str, Path})
     if value is None:
-        if type(None) in classes and section.is_null(key):
-            return {name: None}
         return {name: defaults[name]} if name in defaults else {}
     if Path in classes:
         section.check(

@@ -10,7 +10,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,9 +149,14 @@ def stack_alarms(aws: LocalAws, stack: str) -> dict[str, str]:
     return {name.rsplit("-", 1)[-1]: name for name in names}
 
 
-def state_of(aws: LocalAws, alarm: str) -> str:
+def described(aws: LocalAws, alarm: str) -> dict[str, Any]:
+    """The metric alarm as CloudWatch describes it."""
     (found,) = aws.client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
-    return str(found["StateValue"])
+    return dict(found)
+
+
+def state_of(aws: LocalAws, alarm: str) -> str:
+    return str(described(aws, alarm)["StateValue"])
 
 
 def minutes_until(aws: LocalAws, alarm: str, state: str, most: int | None = None) -> int:
@@ -160,7 +165,7 @@ def minutes_until(aws: LocalAws, alarm: str, state: str, most: int | None = None
     periods missing, a breaching datapoint of the current minute is evaluated until the whole
     range (the evaluation periods and RANGE_EXTRA more) has passed it."""
     if most is None:
-        (found,) = aws.client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
+        found = described(aws, alarm)
         most = int((found["EvaluationPeriods"] + RANGE_EXTRA) * found["Period"]) // 60 + 1
     for minute in range(1, most + 1):
         aws.clock.advance(60)
@@ -236,3 +241,19 @@ def capacity_faults_fire_and_clear(aws: LocalAws, stack: str, topic: Oncall, fau
     minutes_until(aws, alarms["DiskAlarm"], "OK")
     for alarm in faulted:
         assert topic.heard(alarms[alarm], "OK")
+
+
+def model_errors_and_capacity_faults_fire_and_clear(
+    aws: LocalAws, stack: str, topic: Oncall, model_error: Callable[[], object]
+) -> None:
+    """The stack's model-error and capacity alarms each driven by its fault and back to OK, heard
+    by `topic`: whatever earlier tests sent ends with its minute (each alarm starts from OK), then
+    `model_error` (one request the model answers with an error) as many times as the model-error
+    alarm's threshold, then :func:`capacity_faults_fire_and_clear`."""
+    alarms = stack_alarms(aws, stack)
+    for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
+        minutes_until(aws, alarms[alarm], "OK")
+    topic.forget()
+    for _ in range(int(described(aws, alarms["ModelErrorsAlarm"])["Threshold"])):
+        model_error()
+    capacity_faults_fire_and_clear(aws, stack, topic, ["ModelErrorsAlarm"])

@@ -23,7 +23,7 @@ from tests.e2e.helpers import (
     remove_unusable,
     unusable_endpoints,
 )
-from tests.e2e.oncall import capacity_faults_fire_and_clear, minutes_until, oncall, stack_alarms
+from tests.e2e.oncall import model_errors_and_capacity_faults_fire_and_clear, oncall
 from tests.local_aws import fuzz
 
 pytestmark = pytest.mark.e2e
@@ -187,17 +187,9 @@ def test_each_alarm_fires_on_its_fault_and_the_oncall_queue_hears_it(
     into ALARM on its fault and back to OK without it, and an SQS queue subscribed to the alarm
     topic hears both. (tests/e2e/test_guardrails.py drives the rollback alarms on 5xx errors and
     latency, by a model that fails its requests.)"""
-    alarms = stack_alarms(local_aws, stack)
-    cloudwatch = local_aws.client("cloudwatch")
     with oncall(local_aws, stack) as topic:
-        # Whatever earlier tests sent ends with its minute: each alarm starts from OK.
-        for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
-            minutes_until(local_aws, alarms[alarm], "OK")
-        topic.forget()
-        # Model errors: requests the container refuses.
-        (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
-        for _ in range(int(errors["Threshold"])):
-            model_error(lambda: invoke(local_aws, stack, BAD_REQUEST[stack]))
-        # The ML storage volume filling up (DiskUtilization, from what the instance holds), GPU
-        # memory (fed); each back to OK once its fault is gone.
-        capacity_faults_fire_and_clear(local_aws, stack, topic, ["ModelErrorsAlarm"])
+        # Model errors: requests the container refuses; then the ML storage volume filling up
+        # (DiskUtilization, from what the instance holds), GPU memory (fed).
+        model_errors_and_capacity_faults_fire_and_clear(
+            local_aws, stack, topic, lambda: model_error(lambda: invoke(local_aws, stack, BAD_REQUEST[stack]))
+        )

@@ -22,7 +22,7 @@ from local_aws.cdk import Cdk
 from local_aws.containers import running_containers
 from local_aws.sagemaker.async_inference import pending_async
 from tests.e2e.helpers import assembly_of, loadtest, resources_of_stack, update_check
-from tests.e2e.oncall import capacity_faults_fire_and_clear, minutes_until, oncall, stack_alarms
+from tests.e2e.oncall import described, model_errors_and_capacity_faults_fire_and_clear, oncall, stack_alarms
 from tests.e2e.test_invoke_endpoint import SEED_GPTJ_PROMPT
 from tests.infra.helpers import ROOT
 
@@ -111,17 +111,14 @@ def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
         # OK without its fault, the on-call queue subscribed to the alarm topic hearing each.
         alarms = stack_alarms(local_aws, "GptjStack")
         assert {"ModelErrorsAlarm", "DiskAlarm", "GpuMemoryAlarm"} <= set(alarms), alarms
+
+        def refused() -> None:
+            with pytest.raises(ClientError):
+                runtime.invoke_endpoint(EndpointName=endpoint, InferenceComponentName=component,
+                                        Body=b'{"parameters": {}}', ContentType="application/json")  # fmt: skip
+
         with oncall(local_aws, "GptjStack") as topic:
-            for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
-                minutes_until(local_aws, alarms[alarm], "OK")
-            topic.forget()
-            cloudwatch = local_aws.client("cloudwatch")
-            (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
-            for _ in range(int(errors["Threshold"])):
-                with pytest.raises(ClientError):
-                    runtime.invoke_endpoint(EndpointName=endpoint, InferenceComponentName=component,
-                                            Body=b'{"parameters": {}}', ContentType="application/json")  # fmt: skip
-            capacity_faults_fire_and_clear(local_aws, "GptjStack", topic, ["ModelErrorsAlarm"])
+            model_errors_and_capacity_faults_fire_and_clear(local_aws, "GptjStack", topic, refused)
         # The faults were the copy's, not its absence: it served throughout (the scale-in to
         # zero comes after).
         assert copies(local_aws, component) == (1, 1)
@@ -229,29 +226,27 @@ def async_alarms_fire_on_their_faults(aws: LocalAws, bucket: str, endpoint: str)
     """Each notifying alarm of the async endpoint into ALARM on its fault, heard by an SQS queue
     subscribed to the alarm topic, and back to OK: queued requests that fail (InvocationFailures,
     the model-error alarm of this mode), the ML storage volume filling up, GPU memory (fed)."""
-    alarms, cloudwatch = stack_alarms(aws, "Gpt2Stack"), aws.client("cloudwatch")
+    alarms = stack_alarms(aws, "Gpt2Stack")
     # The async page lists ModelLatency and Invocation5XXErrors among the few metrics an async
     # endpoint publishes: its latency and 5xx alarms are kept, on them. Their faults (a model
     # slower than 600 ms a request, or answering 5xx) are not this deployment's: no request of
     # the tiny GPT-2 (2 layers) is slower than that on every host, and it answers 5xx only past its
     # queue or its timeout, which one request at a time never reaches (tests/e2e/test_guardrails.py
     # drives both on a real-time endpoint).
-    described = cloudwatch.describe_alarms(AlarmNames=[alarms["LatencyAlarm"], alarms["Errors5xxAlarm"]])
-    assert sorted(a["MetricName"] for a in described["MetricAlarms"]) == ["Invocation5XXErrors", "ModelLatency"]
+    assert described(aws, alarms["LatencyAlarm"])["MetricName"] == "ModelLatency"
+    assert described(aws, alarms["Errors5xxAlarm"])["MetricName"] == "Invocation5XXErrors"
+    assert described(aws, alarms["ModelErrorsAlarm"])["MetricName"] == "InvocationFailures"
+    runtime = aws.client("sagemaker-runtime")
+
+    def failed() -> None:
+        queued = runtime.invoke_endpoint_async(
+            EndpointName=endpoint, InputLocation=f"s3://{bucket}/input/broken.json", ContentType="application/json"
+        )
+        url, _ = wait_for_object(aws, queued["OutputLocation"], queued["FailureLocation"])
+        assert url == queued["FailureLocation"]
+
     with oncall(aws, "Gpt2Stack") as topic:
-        for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
-            minutes_until(aws, alarms[alarm], "OK")
-        topic.forget()
-        (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
-        assert errors["MetricName"] == "InvocationFailures"
-        runtime = aws.client("sagemaker-runtime")
-        for _ in range(int(errors["Threshold"])):
-            failed = runtime.invoke_endpoint_async(
-                EndpointName=endpoint, InputLocation=f"s3://{bucket}/input/broken.json", ContentType="application/json"
-            )
-            url, _ = wait_for_object(aws, failed["OutputLocation"], failed["FailureLocation"])
-            assert url == failed["FailureLocation"]
-        capacity_faults_fire_and_clear(aws, "Gpt2Stack", topic, ["ModelErrorsAlarm"])
+        model_errors_and_capacity_faults_fire_and_clear(aws, "Gpt2Stack", topic, failed)
 
 
 def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(

@@ -41,7 +41,7 @@ from tests.e2e.helpers import (
     stream,
     unusable_endpoints,
 )
-from tests.e2e.oncall import capacity_faults_fire_and_clear, minutes_until, oncall, stack_alarms
+from tests.e2e.oncall import described, model_errors_and_capacity_faults_fire_and_clear, oncall, stack_alarms
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
 from tests.local_aws import fuzz
 
@@ -285,19 +285,16 @@ def test_each_alarm_with_a_fault_here_fires_on_it_and_the_oncall_queue_hears_it(
     Before the engine's death, which ends the module."""
     alarms = stack_alarms(local_aws, "GptjStack")
     assert {"LatencyAlarm", "Errors5xxAlarm", "ModelErrorsAlarm", "DiskAlarm", "WaitingRequestsAlarm"} == set(alarms)
-    cloudwatch = local_aws.client("cloudwatch")
+    # QUICK_UPDATES: one minute of errors is the fault.
+    assert described(local_aws, alarms["ModelErrorsAlarm"])["EvaluationPeriods"] == 1
+
+    def refused() -> None:
+        with pytest.raises(ClientError) as raised:
+            invoke(local_aws, "GptjStack", {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 1000})
+        assert raised.value.response.get("OriginalStatusCode") == 400, raised.value.response
+
     with oncall(local_aws, "GptjStack") as topic:
-        # Whatever earlier tests sent (their 400s among them) ends with its minute.
-        for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
-            minutes_until(local_aws, alarms[alarm], "OK")
-        topic.forget()
-        (errors,) = cloudwatch.describe_alarms(AlarmNames=[alarms["ModelErrorsAlarm"]])["MetricAlarms"]
-        assert errors["EvaluationPeriods"] == 1  # QUICK_UPDATES: one minute of errors is the fault
-        for _ in range(int(errors["Threshold"])):
-            with pytest.raises(ClientError) as raised:
-                invoke(local_aws, "GptjStack", {"prompt": SEED_GPTJ_PROMPT, "max_tokens": 1000})
-            assert raised.value.response.get("OriginalStatusCode") == 400, raised.value.response
-        capacity_faults_fire_and_clear(local_aws, "GptjStack", topic, ["ModelErrorsAlarm"])
+        model_errors_and_capacity_faults_fire_and_clear(local_aws, "GptjStack", topic, refused)
 
 
 def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_running(
