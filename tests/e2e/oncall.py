@@ -4,20 +4,29 @@ AWS CLI's one call, made with boto3, and a stand-in DJL Serving)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
+import math
+import os
 import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
 from local_aws import LocalAws
 from local_aws.cloudwatch.evaluation import RANGE_EXTRA
+from local_aws.containers import Container
 from local_aws.runtime import HOSTING
 from local_aws.sagemaker.components import component_key
 
@@ -186,14 +195,21 @@ def _variant(aws: LocalAws, stack: str) -> tuple[str, dict[str, Any]]:
     return name, variant
 
 
-def fill_the_volume(aws: LocalAws, stack: str, percent: float) -> Path:
-    """A sparse file (no real disk used) in the folder of the stack's one instance (its
-    component's one copy), which its ML storage volume holds, making the volume fuller than
-    `percent` (DiskUtilization, measured)."""
+def instance_container(aws: LocalAws, stack: str) -> tuple[Container, dict[str, Any]]:
+    """The container of the stack's one instance (its component's one copy) in the local
+    runtime, and its variant's config."""
     name, variant = _variant(aws, stack)
     hosted = HOSTING.find((aws.account, aws.region, name))
     assert hosted is not None and hosted.live is not None
     (container,) = hosted.live.instances[variant["VariantName"]]
+    return container, variant
+
+
+def fill_the_volume(aws: LocalAws, stack: str, percent: float) -> Path:
+    """A sparse file (no real disk used) in the folder of the stack's one instance (its
+    component's one copy), which its ML storage volume holds, making the volume fuller than
+    `percent` (DiskUtilization, measured)."""
+    container, variant = instance_container(aws, stack)
     assert container.run_dir is not None
     folder = Path(container.run_dir)
     volume = variant["VolumeSizeInGB"] * 1024**3 if variant.get("VolumeSizeInGB") else shutil.disk_usage(folder).total
@@ -257,3 +273,154 @@ def model_errors_and_capacity_faults_fire_and_clear(
     for _ in range(int(described(aws, alarms["ModelErrorsAlarm"])["Threshold"])):
         model_error()
     capacity_faults_fire_and_clear(aws, stack, topic, ["ModelErrorsAlarm"])
+
+
+def processes_of(container: Container, which: Callable[[psutil.Process], bool] | None = None) -> list[psutil.Process]:
+    """The container's live processes (its process group), those `which` picks if given."""
+    assert container.process is not None
+    found = []
+    for process in psutil.process_iter():
+        try:
+            group = os.getpgid(process.pid) == container.process.pid
+            if group and process.status() != psutil.STATUS_ZOMBIE and (which is None or which(process)):
+                found.append(process)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return found
+
+
+@contextmanager
+def stalled(processes: list[psutil.Process]) -> Iterator[None]:
+    """The processes stopped (SIGSTOP) until the block ends: a model stuck on its device, or an
+    instance starved of CPU, as seen from outside; what they were doing goes on afterwards (those
+    killed meanwhile stay dead)."""
+    assert processes
+    for process in processes:
+        process.suspend()
+    try:
+        yield
+    finally:
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
+
+
+def latency_threshold_s(aws: LocalAws, stack: str) -> float:
+    """The latency alarm's threshold in seconds (ModelLatency is published in microseconds)."""
+    alarm = described(aws, stack_alarms(aws, stack)["LatencyAlarm"])
+    assert (alarm["MetricName"], alarm["Statistic"]) == ("ModelLatency", "Average"), alarm
+    return float(alarm["Threshold"]) / 1_000_000
+
+
+def runtime_errors(aws: LocalAws, stack: str, bodies: list[bytes]) -> list[int]:
+    """Each body sent at once to the stack's endpoint (InvokeEndpoint, a connection each); the
+    container's status of each (200 for an answer, the ModelError's OriginalStatusCode)."""
+    # No retry: each refusal counts once, as the caller's one request.
+    config = Config(max_pool_connections=len(bodies) + 2, retries={"max_attempts": 1}, read_timeout=120)
+    runtime = aws.client("sagemaker-runtime", config=config)
+    outputs = aws.stack_outputs(stack)
+    component = outputs.get("InferenceComponentName")
+    target = {"InferenceComponentName": component} if component else {}
+
+    def send(body: bytes) -> int:
+        try:
+            runtime.invoke_endpoint(
+                EndpointName=outputs["EndpointName"], Body=body, ContentType="application/json", **target
+            )
+        except ClientError as exc:
+            return int(exc.response.get("OriginalStatusCode", exc.response["ResponseMetadata"]["HTTPStatusCode"]))
+        return 200
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(send, bodies))
+
+
+def rollback_alarms_fire_and_clear(aws: LocalAws, stack: str, topic: Oncall, alarms: list[str]) -> None:
+    """The `alarms` (construct ids), their faults already driven this minute, each in ALARM and
+    heard by `topic`, then back to OK without them, heard."""
+    names = stack_alarms(aws, stack)
+    for alarm in alarms:
+        minutes_until(aws, names[alarm], "ALARM")
+        assert topic.heard(names[alarm], "ALARM")["NewStateReason"]
+    for alarm in alarms:
+        minutes_until(aws, names[alarm], "OK")
+        assert topic.heard(names[alarm], "OK")
+
+
+def from_ok(aws: LocalAws, stack: str, topic: Oncall, alarms: list[str]) -> None:
+    """Whatever earlier tests sent ends with its minute: each of `alarms` starts from OK, and
+    `topic` forgets what it heard."""
+    names = stack_alarms(aws, stack)
+    for alarm in alarms:
+        minutes_until(aws, names[alarm], "OK")
+    topic.forget()
+
+
+def overload_fires_and_clears(
+    aws: LocalAws, stack: str, topic: Oncall, *, body: bytes, workers: Callable[[psutil.Process], bool], queue: int
+) -> list[int]:
+    """The model server overloaded: its model `workers` stall for longer than the latency
+    alarm's threshold while `queue` requests (what its queue and workers hold) and the 5xx
+    alarm's threshold more arrive. The server refuses what its queue cannot hold with 503
+    (Invocation5XXErrors) and answers the rest once the workers go on, each after the stall
+    (ModelLatency, whose average the refusals lower by less than the margin of the stall). The
+    latency and 5xx alarms each into ALARM, heard by `topic`, and back to OK. The statuses."""
+    from_ok(aws, stack, topic, ["LatencyAlarm", "Errors5xxAlarm"])
+    container, _ = instance_container(aws, stack)
+    errors = int(described(aws, stack_alarms(aws, stack)["Errors5xxAlarm"])["Threshold"])
+    bodies = [body] * (queue + errors + 2)
+    stall_s = math.ceil(latency_threshold_s(aws, stack) * 1.3) + 1
+    with ThreadPoolExecutor(1) as pool:
+        with stalled(processes_of(container, workers)):
+            sent = pool.submit(runtime_errors, aws, stack, bodies)
+            time.sleep(stall_s)
+        statuses = sent.result(timeout=300)
+    assert statuses.count(503) >= errors and statuses.count(200) >= queue - 2, statuses
+    rollback_alarms_fire_and_clear(aws, stack, topic, ["LatencyAlarm", "Errors5xxAlarm"])
+    return statuses
+
+
+def sent_to(container: Container, timeout_s: float = 30) -> None:
+    """Wait until the local runtime (in this process) has a connection open to the container:
+    a request handed to it, which its time (ModelLatency) counts from, whether or not the
+    container has read it yet."""
+    deadline = time.monotonic() + timeout_s
+    while not any(
+        c.raddr and c.raddr.port == container.port and c.status == psutil.CONN_ESTABLISHED
+        for c in psutil.Process().net_connections("tcp")
+    ):
+        assert time.monotonic() < deadline, f"no request reached the container on port {container.port}"
+        time.sleep(0.05)
+
+
+def stall_fires_and_clears(aws: LocalAws, stack: str, topic: Oncall, send: Callable[[], object]) -> None:
+    """The stack's instance stalls (every process of its container) for longer than the latency
+    alarm's threshold once one request, `send`, has reached it: the latency alarm into ALARM,
+    heard by `topic`, and back to OK."""
+    from_ok(aws, stack, topic, ["LatencyAlarm"])
+    container, _ = instance_container(aws, stack)
+    with ThreadPoolExecutor(1) as pool:
+        with stalled(processes_of(container)):
+            sent = pool.submit(send)
+            sent_to(container)
+            time.sleep(latency_threshold_s(aws, stack) + 1)
+        sent.result(timeout=120)
+    rollback_alarms_fire_and_clear(aws, stack, topic, ["LatencyAlarm"])
+
+
+#: Multi Model Server's job queue: requests past it and its workers' are refused with 503 "No
+#: worker is available to serve request" (job_queue_size, 100 by default: awslabs/multi-model-server
+#: docs/configuration.md; the toolkit does not set it).
+MMS_JOB_QUEUE = 100
+
+
+def is_mms_worker(process: psutil.Process) -> bool:
+    """A Python worker of Multi Model Server (its Java front end keeps taking requests)."""
+    return "model_service_worker" in " ".join(process.cmdline())
+
+
+def toolkit_overload_fires_and_clears(aws: LocalAws, stack: str, topic: Oncall, workers: int) -> None:
+    """:func:`overload_fires_and_clears` on the Hugging Face toolkit's model server with
+    `workers` workers."""
+    body = json.dumps({"inputs": "Can you please", "parameters": {"max_new_tokens": 2}}).encode()
+    overload_fires_and_clears(aws, stack, topic, body=body, workers=is_mms_worker, queue=MMS_JOB_QUEUE + workers)

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.containers import running_containers
+from project_config import HfToolkitEngine
 from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (
     FUZZ_EXAMPLES,
@@ -23,7 +24,11 @@ from tests.e2e.helpers import (
     remove_unusable,
     unusable_endpoints,
 )
-from tests.e2e.oncall import model_errors_and_capacity_faults_fire_and_clear, oncall
+from tests.e2e.oncall import (
+    model_errors_and_capacity_faults_fire_and_clear,
+    oncall,
+    toolkit_overload_fires_and_clears,
+)
 from tests.local_aws import fuzz
 
 pytestmark = pytest.mark.e2e
@@ -185,11 +190,23 @@ def test_each_alarm_fires_on_its_fault_and_the_oncall_queue_hears_it(
 ) -> None:
     """Through the real invocations and the instance use the local AWS measures, each alarm goes
     into ALARM on its fault and back to OK without it, and an SQS queue subscribed to the alarm
-    topic hears both. (tests/e2e/test_guardrails.py drives the rollback alarms on 5xx errors and
-    latency, by a model that fails its requests.)"""
+    topic hears both. (GPT-2's latency and 5xx alarms: tests/e2e/test_guardrails.py, by a model
+    that fails its requests; GPT-J's: the next test.)"""
     with oncall(local_aws, stack) as topic:
         # Model errors: requests the container refuses; then the ML storage volume filling up
         # (DiskUtilization, from what the instance holds), GPU memory (fed).
         model_errors_and_capacity_faults_fire_and_clear(
             local_aws, stack, topic, lambda: model_error(lambda: invoke(local_aws, stack, BAD_REQUEST[stack]))
         )
+
+
+def test_the_toolkits_latency_and_5xx_alarms_fire_when_its_model_server_is_overloaded(
+    deployed: Cdk, local_aws: LocalAws, base: Assembly
+) -> None:
+    """GPT-J's model server overloaded (its worker stalled while more requests arrive than its
+    queue holds): the refused ones' 503s put the 5xx alarm in ALARM, the others' wait the latency
+    alarm, each heard by the on-call queue and back to OK."""
+    engine = base.config.gptj.engine
+    assert isinstance(engine, HfToolkitEngine)
+    with oncall(local_aws, "GptjStack") as topic:
+        toolkit_overload_fires_and_clears(local_aws, "GptjStack", topic, engine.model_server_workers)

@@ -18,8 +18,10 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 from botocore.exceptions import ClientError
 
@@ -41,7 +43,17 @@ from tests.e2e.helpers import (
     stream,
     unusable_endpoints,
 )
-from tests.e2e.oncall import described, model_errors_and_capacity_faults_fire_and_clear, oncall, stack_alarms
+from tests.e2e.oncall import (
+    described,
+    from_ok,
+    model_errors_and_capacity_faults_fire_and_clear,
+    oncall,
+    rollback_alarms_fire_and_clear,
+    runtime_errors,
+    stack_alarms,
+    stall_fires_and_clears,
+    stalled,
+)
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
 from tests.local_aws import fuzz
 
@@ -277,8 +289,10 @@ def test_each_alarm_with_a_fault_here_fires_on_it_and_the_oncall_queue_hears_it(
     deployed: Cdk, local_aws: LocalAws
 ) -> None:
     """On the vLLM engine: requests the engine refuses (its 400, past max_model_len) put the
-    model-error alarm in ALARM, a file filling the instance's volume the disk alarm; each back to
-    OK without its fault, an SQS queue subscribed to the alarm topic hearing each. The engine's
+    model-error alarm in ALARM, a file filling the instance's volume the disk alarm, the instance
+    stalled (its processes stopped) longer than the threshold while a request waits the latency
+    alarm; each back to OK without its fault, an SQS queue subscribed to the alarm topic hearing
+    each. The 5xx alarm: the engine's death, the next test. The engine's
     alarms differ from the toolkit's (project_config/endpoint.py: FRAMEWORK_ALARMS): no GPU memory
     alarm (vLLM holds its share of GPU memory whatever the load) but one on its queue, a PromQL
     alarm on detailed observability's metric, which the local AWS stores but cannot evaluate.
@@ -295,14 +309,19 @@ def test_each_alarm_with_a_fault_here_fires_on_it_and_the_oncall_queue_hears_it(
 
     with oncall(local_aws, "GptjStack") as topic:
         model_errors_and_capacity_faults_fire_and_clear(local_aws, "GptjStack", topic, refused)
+        stall_fires_and_clears(
+            local_aws, "GptjStack", topic, lambda: invoke(local_aws, "GptjStack", {"prompt": "a", "max_tokens": 2})
+        )
 
 
-def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_running(
+def test_the_engine_process_dying_is_a_5xx_then_a_quick_model_error_and_leaves_nothing_running(
     deployed: Cdk, local_aws: LocalAws
 ) -> None:
     """Last: it kills the engine. vLLM V1 runs the engine in a process of its own
-    (``VLLM::EngineCore``); when it dies the API server shuts down and exits, and the local
-    runtime (local_aws/runtime.py) finds the container exited at the next invocation."""
+    (``VLLM::EngineCore``); when it dies, the API server answers the requests it holds with 500
+    (its EngineDeadError), which put the 5xx alarm in ALARM, heard by the on-call queue, then
+    shuts down and exits, and the local runtime (local_aws/runtime.py) finds the container exited
+    at the next invocation."""
     container = endpoint_container(local_aws, "GptjStack")
     assert container.process is not None and container.run_dir is not None
     run_dir, group = str(container.run_dir), container.process.pid
@@ -311,10 +330,22 @@ def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_runn
     ]
     # Every process of the container carries its marker: running_containers() sees the engine.
     assert {p.pid for p in running_containers() if p.run_dir == run_dir} == set(_group_members(group))
-    os.kill(engine, signal.SIGKILL)
-    killed = time.monotonic()
-    code = container.process.wait(timeout=60)
-    print(f"the API server exited with code {code} {time.monotonic() - killed:.1f} s after the engine was killed")
+    errors = int(described(local_aws, stack_alarms(local_aws, "GptjStack")["Errors5xxAlarm"])["Threshold"])
+    body = json.dumps({"prompt": "a", "max_tokens": 2}).encode()
+    with oncall(local_aws, "GptjStack") as topic:
+        from_ok(local_aws, "GptjStack", topic, ["Errors5xxAlarm"])
+        with ThreadPoolExecutor(1) as pool:
+            # The engine stopped first, so that the requests are surely in the server's hands.
+            with stalled([psutil.Process(engine)]):
+                sent = pool.submit(runtime_errors, local_aws, "GptjStack", [body] * errors)
+                time.sleep(3)
+                os.kill(engine, signal.SIGKILL)
+                killed = time.monotonic()
+            statuses = sent.result(timeout=120)
+        assert statuses == [500] * errors, statuses
+        code = container.process.wait(timeout=60)
+        print(f"the API server exited with code {code} {time.monotonic() - killed:.1f} s after the engine was killed")
+        rollback_alarms_fire_and_clear(local_aws, "GptjStack", topic, ["Errors5xxAlarm"])
     assert "engine core exited unexpectedly" in container.log_tail(200_000)
     assert container.ping() == 0  # nothing answers /ping
     runtime = local_aws.client("sagemaker-runtime")
