@@ -13,7 +13,6 @@ from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
 from moto.cloudformation import parsing as cfn_parsing
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
 from moto.cloudwatch.responses import CloudWatchResponse
-from moto.core.exceptions import ServiceException
 from moto.core.parse import PROTOCOL_PARSERS
 from moto.core.request import determine_request_protocol
 from moto.core.utils import get_service_model
@@ -145,15 +144,11 @@ CHECKED_CALLS: list[tuple[type[Any], str, str, str]] = [
 ]
 
 
-class Refused(ServiceException):
-    """AWS's refusal of a request, which moto answers in the service's protocol (HTTP 400)."""
-
-
 def _checked(method: Callable[[Any], Any], service: str, operation: str) -> Callable[[Any], Any]:
     def checked(self: Any) -> Any:
         refused = check_request(service, operation, _request_parameters(self))
         if refused is not None:
-            raise Refused(refused.code, refused.message)
+            raise refused
         return method(self)
 
     return checked

@@ -4,13 +4,15 @@ deploy time, which every check leaves alone."""
 
 from __future__ import annotations
 
+from moto.core.exceptions import ServiceException
 
-class Rejected(Exception):
-    """A request AWS refuses: the error code and message it answers with (HTTP 400)."""
+
+class Rejected(ServiceException):
+    """A request AWS refuses: the error code and message it answers with (HTTP 400), which moto
+    answers in the service's protocol when a handler raises it."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
+        super().__init__(code, message)
 
 
 #: Where a value is in a request: member names, and list items by index.
