@@ -17,11 +17,12 @@ from werkzeug.datastructures import ImmutableMultiDict
 from local_aws.patches.base import patch, replace
 from local_aws.runtime import HOSTING, NoCapacity
 from local_aws.sagemaker import async_inference, metrics
+from local_aws.sagemaker.authorization import access_denied
 from local_aws.sagemaker.errors import (
     MAX_PAYLOAD_BYTES,
     UNROUTABLE,
-    access_denied,
-    error,
+    ValidationError,
+    answer_refusal,
     too_large,
     unroutable,
 )
@@ -115,7 +116,7 @@ def runtime_requests_are_validated() -> None:
         if operation in OPERATIONS:
             refused = check_request("sagemaker-runtime", operation, _parameters(self, operation))
             if refused is not None:
-                return error(400, refused.code, {"message": refused.message})
+                return answer_refusal(refused)
         return original(self)
 
     replace(SageMakerRuntimeResponse, "call_action", call_action)
@@ -225,9 +226,10 @@ def async_invocations_answer_through_s3() -> None:
         denied = access_denied(self, "sagemaker:InvokeEndpointAsync", name)
         if denied is not None:
             return denied
-        request = async_inference.async_request(self, name)
-        if not isinstance(request, async_inference.AsyncRequest):
-            return request
+        try:
+            request = async_inference.async_request(self, name)
+        except ValidationError as refused:
+            return answer_refusal(refused)
         async_inference.accept(request)
         headers = {
             "status": "202",
