@@ -84,6 +84,7 @@ def protocol_of(backend: str) -> str:
     return str(session.get_service_model(names[name]).metadata["protocol"])
 
 
+# Built whole, not a ServiceException: it answers in Flask's error handler, after moto's gave up.
 def answer(backend: str, fault: Fault) -> tuple[int, dict[str, str], str]:
     """(status, headers, body) of AWS's answer to a request it failed on, in the protocol of
     moto's backend `backend`."""

@@ -9,6 +9,7 @@ runs them as Lambda does, which stock moto can only do in a Docker engine:
 * :mod:`.service`: synchronous and asynchronous invocations (with Lambda's retries), as the
   function's execution role, from the local AWS's STS; :mod:`.logs`: the output, in the
   function's log group, as the role may write it;
+* :mod:`.errors`: Lambda's errors moto has no class for (InvalidRuntimeException);
 * :mod:`.custom_resources`: CloudFormation's Lambda-backed custom resources, whose requests and
   responses go through a function's invocation and its response URL.
 
@@ -25,6 +26,7 @@ from local_aws.awslambda.custom_resources import (
     LambdaBackedCustomResource,
     response_host,
 )
+from local_aws.awslambda.errors import InvalidRuntimeException
 from local_aws.awslambda.functions import Function, FunctionNotFound, find
 from local_aws.awslambda.nodejs import Invocation, RuntimeUnavailable
 from local_aws.awslambda.service import LAMBDA, AsyncInvocation, LambdaService
@@ -57,6 +59,7 @@ __all__ = [
     "CustomResourceFailed",
     "Function",
     "FunctionNotFound",
+    "InvalidRuntimeException",
     "Invocation",
     "LambdaBackedCustomResource",
     "LambdaService",

@@ -7,21 +7,14 @@ import base64
 import json
 from typing import Any
 
-from moto.awslambda.exceptions import InvalidParameterValueException, LambdaClientError
+from moto.awslambda.exceptions import InvalidParameterValueException
 from moto.awslambda.models import LambdaFunction
 
-from local_aws.awslambda import LAMBDA, CodeError, Function, RuntimeUnavailable, check_zip
+from local_aws.awslambda import LAMBDA, CodeError, Function, InvalidRuntimeException, RuntimeUnavailable, check_zip
 from local_aws.patches.base import patch, replace
 
 # Lambda's InvokeFunction returns the last 4 KB of the invocation's log with LogType=Tail.
 _LOG_TAIL = 4096
-
-
-class InvalidRuntimeException(LambdaClientError):
-    code = 502
-
-    def __init__(self, message: str) -> None:
-        super().__init__("InvalidRuntimeException", message)
 
 
 @patch(

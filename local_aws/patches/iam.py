@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 import xmltodict
 from moto.core.authorization import ActionAuthenticatorMixin
-from moto.core.exceptions import JsonRESTError, _RESTError
+from moto.core.exceptions import _RESTError
 from moto.iam.exceptions import NotFoundException
 from moto.iam.models import Role, iam_backends
 from moto.s3.exceptions import S3ClientError
@@ -21,6 +21,7 @@ from moto.utilities.utils import get_partition
 from local_aws.patches.base import patch, replace, wrap_create
 from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
 from local_aws.sagemaker.arns import sagemaker_arn
+from local_aws.sagemaker.errors import ApiAccessDenied
 
 
 def _sync_managed_policies(role: Any, properties: dict[str, Any], account_id: str, region_name: str) -> None:
@@ -191,7 +192,7 @@ _RESOURCES: dict[tuple[str, str], Callable[[Any], str]] = {
 #: How each service refuses a call its caller may not make.
 _DENIED: dict[str, Callable[[str], Exception]] = {
     "ec2": UnauthorizedOperation,
-    "sagemaker": lambda message: JsonRESTError("AccessDeniedException", message),
+    "sagemaker": ApiAccessDenied,
 }
 
 

@@ -1,5 +1,5 @@
 """Inputs: what AWS refuses in a request is refused, with AWS's error, both when CloudFormation
-creates a resource and when the API is called directly (the checks: local_aws/validation.py;
+creates a resource and when the API is called directly (the checks: local_aws/validation/;
 the reference: docs/LOCAL_AWS_INPUTS.md)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
 from moto.cloudformation import parsing as cfn_parsing
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
 from moto.cloudwatch.responses import CloudWatchResponse
-from moto.core.exceptions import ServiceException
 from moto.core.parse import PROTOCOL_PARSERS
 from moto.core.request import determine_request_protocol
 from moto.core.utils import get_service_model
@@ -25,8 +24,10 @@ from moto.sagemaker.responses import SageMakerResponse
 from moto.sns.responses import SNSResponse
 from moto.ssm.responses import SimpleSystemManagerResponse
 
-from local_aws import validation
 from local_aws.patches.base import patch, replace
+from local_aws.validation.base import Rejected
+from local_aws.validation.cloudformation import REQUESTS, check_resource, made_by_the_emulator
+from local_aws.validation.model import check_request
 
 #: How CloudFormation names each service in a failed resource's reason.
 _SERVICE_NAMES = {
@@ -42,7 +43,7 @@ _SERVICE_NAMES = {
 }
 
 
-def resource_failure_reason(service: str, refused: validation.Rejected) -> str:
+def resource_failure_reason(service: str, refused: Rejected) -> str:
     """A failed resource's status reason as CloudFormation writes the error of a service call
     (the form aws-cloudformation/cfn-lint#173 quotes): AWS's message, then its code."""
     return (
@@ -77,16 +78,16 @@ def resource_properties_are_validated() -> None:
 
     def parse_resource_and_generate_name(logical_id: str, resource_json: dict[str, Any], resources_map: Any) -> Any:
         parsed = original(logical_id, resource_json, resources_map)
-        if not parsed and resource_json.get("Type") not in validation.REQUESTS:
+        if not parsed and resource_json.get("Type") not in REQUESTS:
             return parsed
         # A checked type moto lacks (None: it skips the resource) is still checked, resolved.
         resolved = parsed[1] if parsed else cfn_parsing.clean_json(resource_json, resources_map)
-        properties = validation.made_by_the_emulator(
+        properties = made_by_the_emulator(
             resource_json.get("Properties") or {},
             resolved.get("Properties") or {},
             set(resources_map._resource_json_map),
         )
-        refused = validation.check_resource(resolved["Type"], properties)
+        refused = check_resource(resolved["Type"], properties)
         if refused is not None:
             (service, _, _), error = refused
             raise ResourceFailed(logical_id, resource_failure_reason(service, error))
@@ -143,15 +144,11 @@ CHECKED_CALLS: list[tuple[type[Any], str, str, str]] = [
 ]
 
 
-class Refused(ServiceException):
-    """AWS's refusal of a request, which moto answers in the service's protocol (HTTP 400)."""
-
-
 def _checked(method: Callable[[Any], Any], service: str, operation: str) -> Callable[[Any], Any]:
     def checked(self: Any) -> Any:
-        refused = validation.check_request(service, operation, _request_parameters(self))
+        refused = check_request(service, operation, _request_parameters(self))
         if refused is not None:
-            raise Refused(refused.code, refused.message)
+            raise refused
         return method(self)
 
     return checked

@@ -14,19 +14,20 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 from werkzeug.datastructures import ImmutableMultiDict
 
-from local_aws import validation
 from local_aws.patches.base import patch, replace
 from local_aws.runtime import HOSTING, NoCapacity
 from local_aws.sagemaker import async_inference, metrics
+from local_aws.sagemaker.authorization import access_denied
 from local_aws.sagemaker.errors import (
     MAX_PAYLOAD_BYTES,
     UNROUTABLE,
-    access_denied,
-    error,
+    ValidationError,
+    answer_refusal,
     too_large,
     unroutable,
 )
 from local_aws.sagemaker.invocations import STREAM_PATH_SUFFIX, endpoint_name, forward, route_args, stream
+from local_aws.validation.model import check_request, rest_parameters
 
 # --- The request as the caller sent it ----------------------------------------------------------
 
@@ -88,7 +89,7 @@ OPERATIONS = ("InvokeEndpoint", "InvokeEndpointWithResponseStream", "InvokeEndpo
 def _parameters(self: Any, operation: str) -> dict[str, Any]:
     """The request's parameters as botocore's model names them: the path's and the headers'
     members, and the body as the payload."""
-    return validation.rest_parameters(
+    return rest_parameters(
         "sagemaker-runtime", operation, uri={"EndpointName": endpoint_name(self)}, headers=self.headers, body=self.body
     )
 
@@ -113,9 +114,9 @@ def runtime_requests_are_validated() -> None:
         if operation in OPERATIONS and len(self.body or b"") > MAX_PAYLOAD_BYTES:
             return too_large(len(self.body))
         if operation in OPERATIONS:
-            refused = validation.check_request("sagemaker-runtime", operation, _parameters(self, operation))
+            refused = check_request("sagemaker-runtime", operation, _parameters(self, operation))
             if refused is not None:
-                return error(400, refused.code, {"message": refused.message})
+                return answer_refusal(refused)
         return original(self)
 
     replace(SageMakerRuntimeResponse, "call_action", call_action)
@@ -225,9 +226,10 @@ def async_invocations_answer_through_s3() -> None:
         denied = access_denied(self, "sagemaker:InvokeEndpointAsync", name)
         if denied is not None:
             return denied
-        request = async_inference.async_request(self, name)
-        if not isinstance(request, async_inference.AsyncRequest):
-            return request
+        try:
+            request = async_inference.async_request(self, name)
+        except ValidationError as refused:
+            return answer_refusal(refused)
         async_inference.accept(request)
         headers = {
             "status": "202",

@@ -8,7 +8,9 @@ backends hold the API's resources; ``local_aws/patches/sagemaker.py`` and
 * :mod:`.components`: inference components, their store and their deploy;
 * :mod:`.invocations`: InvokeEndpoint and InvokeEndpointWithResponseStream, routed to a container;
 * :mod:`.async_inference`: InvokeEndpointAsync's queue, answers and notifications;
-* :mod:`.errors`: the runtime's error answers (ModelError, ValidationError, 413, AccessDenied).
+* :mod:`.errors`: SageMaker's errors (the runtime's ValidationError and AccessDeniedException as
+  classes, ModelError and the 413 as answers, the API's AccessDeniedException);
+* :mod:`.authorization`: whether an assumed role may invoke an endpoint.
 
 The hosting runtime that starts and stops the endpoints' containers is ``local_aws/runtime.py``
 and ``local_aws/containers.py`` (docs/DEVELOPING.md, the layout of ``local_aws``).

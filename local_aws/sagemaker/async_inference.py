@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from moto.core.common_types import TYPE_RESPONSE
 from moto.s3.models import s3_backends
 from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
@@ -23,7 +22,7 @@ from moto.utilities.utils import get_partition
 
 from local_aws import clock
 from local_aws.runtime import HOSTING, split_s3_url
-from local_aws.sagemaker.errors import validation_error
+from local_aws.sagemaker.errors import ValidationError
 
 log = logging.getLogger("local_aws.sagemaker.async_inference")
 
@@ -60,30 +59,30 @@ class AsyncRequest:
     received_at: datetime = field(default_factory=clock.now)
 
 
-def async_request(self: Any, name: str) -> AsyncRequest | TYPE_RESPONSE:
-    """The request InvokeEndpointAsync describes, or the ValidationError AWS answers it with."""
+def async_request(self: Any, name: str) -> AsyncRequest:
+    """The request InvokeEndpointAsync describes; ValidationError where AWS refuses it."""
     backend: Any = sagemaker_backends[self.current_account][self.region]
     endpoint = backend.endpoints.get(name)
     if endpoint is None:
-        return validation_error(f"Endpoint {name} of account {self.current_account} not found.")
+        raise ValidationError(f"Endpoint {name} of account {self.current_account} not found.")
     config = backend.endpoint_configs[endpoint.endpoint_config_name].async_inference_config or {}
     output = config.get("OutputConfig")
     if not output:
-        return validation_error(f"Endpoint {name} is not an asynchronous inference endpoint.")
+        raise ValidationError(f"Endpoint {name} is not an asynchronous inference endpoint.")
     hosted = HOSTING.find((self.current_account, self.region, name))
     if hosted is None or hosted.status not in ("InService", "Updating"):
-        return validation_error(f"Endpoint {name} is {endpoint.endpoint_status}, not InService")
+        raise ValidationError(f"Endpoint {name} is {endpoint.endpoint_status}, not InService")
     input_location = self.headers.get("X-Amzn-SageMaker-InputLocation") or None
     inline = bytes(self.body) or None
     if (input_location is None) == (inline is None):
         # "Body and InputLocation are mutually exclusive. Provide exactly one of them." (the API
         # reference; the error's wording is not documented).
-        return validation_error("Provide exactly one of Body and InputLocation.")
+        raise ValidationError("Provide exactly one of Body and InputLocation.")
     if input_location is not None and not input_location.startswith("s3://"):
-        return validation_error(f"InputLocation {input_location!r} is not an S3 URI (s3://bucket/key).")
+        raise ValidationError(f"InputLocation {input_location!r} is not an S3 URI (s3://bucket/key).")
     timeout = int(self.headers.get("X-Amzn-SageMaker-InvocationTimeoutSeconds") or ASYNC_TIMEOUT_S)
     if not 1 <= timeout <= ASYNC_MAX_TIMEOUT_S:
-        return validation_error(f"InvocationTimeoutSeconds {timeout} is not between 1 and {ASYNC_MAX_TIMEOUT_S}.")
+        raise ValidationError(f"InvocationTimeoutSeconds {timeout} is not between 1 and {ASYNC_MAX_TIMEOUT_S}.")
     inference_id = self.headers.get("X-Amzn-SageMaker-Inference-Id") or str(uuid.uuid4())
     notify = output.get("NotificationConfig") or {}
     # Where the answer goes: <path>[/<S3OutputPathExtension>]/<Filename, else <id>.out> (the API

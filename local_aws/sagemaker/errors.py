@@ -1,6 +1,8 @@
-"""The SageMaker runtime's answers that are errors, as SageMaker words them: ModelError with the
-container's status, ValidationError, HTTP 413 past the body limit, AccessDeniedException; each
-an answer (status, headers, body) that moto's dispatch sends as it is."""
+"""SageMaker's errors as SageMaker words them. The runtime's refusals are classes (ValidationError,
+AccessDeniedException), each answered by `answer_refusal`; ModelError with the container's status
+and HTTP 413 past the body limit are answers built whole; moto's dispatch sends each answer
+(status, headers, body) as it is. An API call an assumed role may not make is refused with
+ApiAccessDenied."""
 
 from __future__ import annotations
 
@@ -9,15 +11,42 @@ from collections.abc import Mapping
 from typing import Any
 
 from moto.core.common_types import TYPE_RESPONSE
+from moto.core.exceptions import JsonRESTError, ServiceException
 
-from local_aws.patches.iam import assumed_role_caller
-from local_aws.policies import evaluate, first_denial
 from local_aws.runtime import EndpointNotFound, NoCapacity, NotInService, Unhealthy
-from local_aws.sagemaker.arns import sagemaker_arn
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 
 
+class ValidationError(ServiceException):
+    """The runtime's refusal of a request it cannot serve: an endpoint it cannot route to, a
+    member its model or its rules refuse (HTTP 400)."""
+
+    code = "ValidationError"
+
+
+class AccessDeniedException(ServiceException):
+    """The runtime's refusal of a caller whose policies do not allow the call (HTTP 400, as in
+    the API references' Common Errors)."""
+
+    code = "AccessDeniedException"
+
+
+class ApiAccessDenied(JsonRESTError):
+    """SageMaker's AccessDeniedException to an API call the caller's policies do not allow."""
+
+    # A JsonRESTError: moto's authorization hook answers an HTTPException, and a ServiceException as a 500.
+    def __init__(self, message: str) -> None:
+        super().__init__("AccessDeniedException", message)
+
+
+def answer_refusal(refused: ServiceException) -> TYPE_RESPONSE:
+    """The runtime's answer to a refusal: HTTP 400, the error's code as its type, its message."""
+    # Not moto's serializer: it writes {"__type", "Message"}, where the runtime answers {"message"}.
+    return _error(400, refused.code, {"message": refused.message})
+
+
+# Built whole, not a ServiceException: moto's serializer would add __type and reorder the fields.
 def model_error(status: int, body: bytes, endpoint: str, account: str, region: str, variant: str) -> TYPE_RESPONSE:
     kind = "client" if 400 <= status < 500 else "server"
     text = body.decode(errors="replace")
@@ -34,7 +63,7 @@ def model_error(status: int, body: bytes, endpoint: str, account: str, region: s
         "OriginalMessage": text,
         "OriginalStatusCode": status,
     }
-    return error(424, "ModelError", payload)
+    return _error(424, "ModelError", payload)
 
 
 def no_response(variant: str, key: tuple[str, str, str]) -> TYPE_RESPONSE:
@@ -71,36 +100,19 @@ def unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
         return no_response(exc.variant, key)
     if isinstance(exc, EndpointNotFound):
         account, _, name = key
-        return validation_error(f"Endpoint {name} of account {account} not found.")
+        return answer_refusal(ValidationError(f"Endpoint {name} of account {account} not found."))
     if isinstance(exc, NoCapacity):
-        return validation_error(NO_CAPACITY)
-    return validation_error(str(exc))
+        return answer_refusal(ValidationError(NO_CAPACITY))
+    return answer_refusal(ValidationError(str(exc)))
 
 
-def access_denied(self: Any, action: str, name: str, component: str | None = None) -> TYPE_RESPONSE | None:
-    """AccessDeniedException (HTTP 400, as in the API references' Common Errors) when the
-    request is signed as an assumed role whose policies do not allow `action` on the endpoint
-    (and the component it names), by the ARNs SageMaker writes; None when allowed."""
-    caller = assumed_role_caller(self.headers, self.current_account, self.region)
-    if caller is None:
-        return None
-    arns = [sagemaker_arn("endpoint", name, self.current_account, self.region)]
-    if component:
-        arns.append(sagemaker_arn("inference-component", component, self.current_account, self.region))
-    decision = first_denial(evaluate(caller, action, arn) for arn in arns)
-    return None if decision.allowed else error(400, "AccessDeniedException", {"message": decision.message})
-
-
-def validation_error(message: str) -> TYPE_RESPONSE:
-    return error(400, "ValidationError", {"message": message})
-
-
-def error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
+def _error(status: int, kind: str, payload: Mapping[str, Any]) -> TYPE_RESPONSE:
     # moto's dispatch takes the HTTP status from the "status" header of a handler's answer.
     headers = {"status": str(status), "x-amzn-ErrorType": kind, "Content-Type": "application/json"}
     return status, headers, json.dumps(payload)
 
 
+# Built whole, not a ServiceException: SageMaker's front end answers it with no error type.
 def too_large(size: int) -> TYPE_RESPONSE:
     """What SageMaker's front end answers a body over the limit: HTTP 413, no error type (botocore
     reports the code "413"), as users quote it (aws/sagemaker-python-sdk#171, then with the 5 MB

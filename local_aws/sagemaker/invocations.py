@@ -131,6 +131,7 @@ MAX_ERROR_BYTES = 64 * 1024
 STREAM_PATH_SUFFIX = "/invocations-response-stream"
 
 
+# An event of the stream, not a ServiceException: the answer's 200 and headers are sent by then.
 def stream_error(code: str, message: str) -> bytes:
     return eventstream.exception("ModelStreamError", {"Message": message, "ErrorCode": code})
 

@@ -122,7 +122,7 @@ def test_no_account_id_or_region_literal_in_default_templates(synth: Callable[..
 def test_security_group_and_rule_descriptions_are_ones_ec2_accepts(variant: Synthesized, stack: str) -> None:
     # EC2 refuses a description beyond its character set (cfn-lint does not check it): the group
     # fails, and the stack with it. The local AWS refuses it with the same check.
-    from local_aws.validation import security_group_problems
+    from local_aws.validation.documented import security_group_problems
 
     assert security_group_problems(variant.template_json(stack)) == []
 
@@ -132,7 +132,7 @@ def test_every_literal_value_is_one_aws_accepts(variant: Synthesized, stack: str
     # The requests CloudFormation makes for each resource, checked as the local AWS checks them
     # when it deploys (botocore's models and AWS's documented constraints): a fault found here
     # needs no deploy.
-    from local_aws.validation import template_problems
+    from local_aws.validation.cloudformation import template_problems
 
     assert template_problems(variant.template_json(stack)) == []
 

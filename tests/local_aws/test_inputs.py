@@ -1,5 +1,5 @@
 """What AWS refuses in a request, the local AWS refuses with AWS's error: direct API calls, and
-the resources CloudFormation creates (checks: local_aws/validation.py; patch:
+the resources CloudFormation creates (checks: local_aws/validation/; patch:
 local_aws/patches/inputs.py). Each refusal has an accepted twin, so that a check that refused
 everything would fail here too."""
 
@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from local_aws import LocalAws, patches
-from local_aws.validation import EC2_RULE_DESCRIPTION, check_request, template_problems
+from local_aws.validation.cloudformation import template_problems
+from local_aws.validation.documented import EC2_RULE_DESCRIPTION
+from local_aws.validation.model import check_request
 from tests.local_aws.helpers import (
     Template,
     client,
