@@ -12,9 +12,9 @@ from moto.cloudformation.exceptions import ValidationError as CloudFormationVali
 from moto.sagemaker import models as sm_models
 from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
 
-from local_aws.runtime import HOSTING, HostedEndpoint
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.hosting import alarm_states, fetch, rollout_of, variant_spec
+from local_aws.sagemaker.runtime import HOSTING, HostedEndpoint
 
 
 @dataclass

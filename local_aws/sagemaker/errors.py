@@ -12,8 +12,8 @@ from moto.core.common_types import TYPE_RESPONSE
 
 from local_aws.patches.iam import assumed_role_caller
 from local_aws.policies import evaluate, first_denial
-from local_aws.runtime import EndpointNotFound, NoCapacity, NotInService, Unhealthy
 from local_aws.sagemaker.arns import sagemaker_arn
+from local_aws.sagemaker.runtime import EndpointNotFound, NoCapacity, NotInService, Unhealthy
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 

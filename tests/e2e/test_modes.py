@@ -19,8 +19,8 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from local_aws.containers import running_containers
 from local_aws.sagemaker.async_inference import pending_async
+from local_aws.sagemaker.containers import running_containers
 from tests.e2e.helpers import assembly_of, loadtest, resources_of_stack, update_check
 from tests.e2e.oncall import described, model_errors_and_capacity_faults_fire_and_clear, oncall, stack_alarms
 from tests.e2e.test_invoke_endpoint import SEED_GPTJ_PROMPT

@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from local_aws.containers import VLLM_VENV, Container, _group_members, running_containers
+from local_aws.sagemaker.containers import VLLM_VENV, Container, _group_members, running_containers
 from project_config import load_config
 from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (
@@ -302,7 +302,7 @@ def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_runn
 ) -> None:
     """Last: it kills the engine. vLLM V1 runs the engine in a process of its own
     (``VLLM::EngineCore``); when it dies the API server shuts down and exits, and the local
-    runtime (local_aws/runtime.py) finds the container exited at the next invocation."""
+    runtime (local_aws/sagemaker/runtime.py) finds the container exited at the next invocation."""
     container = endpoint_container(local_aws, "GptjStack")
     assert container.process is not None and container.run_dir is not None
     run_dir, group = str(container.run_dir), container.process.pid

@@ -1,4 +1,4 @@
-"""The local SageMaker runtime (local_aws/runtime.py) through the SageMaker API, as a user's
+"""The local SageMaker runtime (local_aws/sagemaker/runtime.py) through the SageMaker API, as a user's
 client sees it: updates that switch only to a healthy container, SageMaker's limits on an
 invocation, the model data laid out as /opt/ml/model, and no process left behind."""
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from local_aws import LocalAws
-from local_aws.containers import ContainerError, running_containers
-from local_aws.runtime import HOSTING, lay_out
 from local_aws.sagemaker import invocations
+from local_aws.sagemaker.containers import ContainerError, running_containers
+from local_aws.sagemaker.runtime import HOSTING, lay_out
 from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status
 
 
@@ -146,7 +146,7 @@ def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_le
 
 
 def test_an_endpoint_that_never_answers_ping_fails_after_its_startup_timeout(fresh: LocalAws) -> None:
-    from local_aws.runtime import HOSTING, VariantSpec
+    from local_aws.sagemaker.runtime import HOSTING, VariantSpec
 
     key = (fresh.account, fresh.region, "never")
     spec = VariantSpec("AllTraffic", ECHO_IMAGE, {"ECHO_PING_AFTER_S": "60"}, {}, 1)

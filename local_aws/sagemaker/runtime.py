@@ -1,6 +1,6 @@
 """A local SageMaker hosting runtime: the local AWS's endpoints run their model's container.
 
-What SageMaker does, done on this host with the image's own server code (local_aws/containers.py):
+What SageMaker does, done on this host with the image's own server code (local_aws/sagemaker/containers.py):
 
 * an endpoint being created gets one container per instance of each production variant (its
   initial instance count; an inference component one per copy): the model data from the
@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from llm_contracts.engines import engine_of_model
-from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 from local_aws.faults import FAULTS
 from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
+from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 
-log = logging.getLogger("local_aws.runtime")
+log = logging.getLogger("local_aws.sagemaker.runtime")
 
 #: SageMaker's default when a variant sets no ContainerStartupHealthCheckTimeoutInSeconds.
 DEFAULT_STARTUP_TIMEOUT_S = 600
