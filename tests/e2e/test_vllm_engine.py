@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from botocore.exceptions import ClientError
 
@@ -306,9 +307,7 @@ def test_the_engine_process_dying_is_a_quick_model_error_and_leaves_nothing_runn
     container = endpoint_container(local_aws, "GptjStack")
     assert container.process is not None and container.run_dir is not None
     run_dir, group = str(container.run_dir), container.process.pid
-    (engine,) = [
-        pid for pid in _group_members(group) if Path(f"/proc/{pid}/comm").read_text().startswith("VLLM::Engine")
-    ]
+    (engine,) = [pid for pid in _group_members(group) if psutil.Process(pid).name().startswith("VLLM::Engine")]
     # Every process of the container carries its marker: running_containers() sees the engine.
     assert {p.pid for p in running_containers() if p.run_dir == run_dir} == set(_group_members(group))
     os.kill(engine, signal.SIGKILL)
