@@ -11,6 +11,7 @@ import signal
 import tarfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -188,6 +189,22 @@ def test_model_data_is_laid_out_as_sagemaker_does(tmp_path: Path) -> None:
     objects[("bucket", "prefix/../../escape")] = b"!"
     with pytest.raises(ContainerError, match="outside /opt/ml/model"):
         lay_out({"ModelDataSource": prefix}, tmp_path / "escape", read, keys)
+
+
+def test_a_reset_of_moto_drops_the_endpoints_and_stops_their_containers(fresh: LocalAws) -> None:
+    """Endpoints are kept per account and region as moto keeps its resources: its own reset
+    (/moto-api/reset, not LocalAws.reset) forgets them and stops their containers."""
+    echo_endpoint(fresh, "echo")
+    echo_endpoint(fresh, "echo-2")
+    assert endpoint_status(fresh, "echo", settle=True) == endpoint_status(fresh, "echo-2", settle=True) == "InService"
+    assert len(echo_processes()) == 2
+    urllib.request.urlopen(urllib.request.Request(f"{fresh.endpoint}/moto-api/reset", method="POST")).close()
+    assert HOSTING.find((fresh.account, fresh.region, "echo")) is None
+    assert HOSTING.hosted() == []
+    deadline = time.monotonic() + 30
+    while echo_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert echo_processes() == []
 
 
 def test_stopping_the_local_aws_stops_every_container() -> None:
