@@ -49,7 +49,7 @@ from loadtest.report import plot, table
 from loadtest.request import Request, load_request
 from loadtest.stats import latency_summary
 from local_aws.cdk import Cdk
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker.runtime import HOSTING
 from local_aws.server import LocalAws
 
 ROOT = Path(__file__).resolve().parent.parent

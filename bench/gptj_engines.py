@@ -35,10 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench.gpt2_endpoint import app_context, contention, cpu_model, cpu_seconds
 from loadtest.report import plot, stream_table, table
 from local_aws.cdk import Cdk
-from local_aws.containers import running_containers
+from local_aws.sagemaker.containers import running_containers
 from local_aws.server import LocalAws
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,16 +126,16 @@ def answer_tokens(aws: LocalAws, endpoint: str, engine: str, body: Mapping[str, 
 
 def container_cpu_s() -> float:
     """CPU seconds so far of the endpoints' container processes, which this process has not
-    reaped (so cpu_seconds() does not count them yet): utime and stime, and those of the
-    children each has reaped (/proc/PID/stat fields 14 to 17)."""
-    total = 0
+    reaped (so cpu_seconds() does not count them yet): user and system time, and those of the
+    children each has reaped."""
+    total = 0.0
     for process in running_containers():
         try:
-            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            times = psutil.Process(process.pid).cpu_times()
+        except psutil.NoSuchProcess:
             continue  # gone since the listing
-        total += sum(int(x) for x in fields[11:15])
-    return total / os.sysconf("SC_CLK_TCK")
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
 
 
 def busy() -> dict[str, float]:

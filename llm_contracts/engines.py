@@ -1,6 +1,6 @@
 """How a SageMaker model says which serving engine runs it: what the stacks write into a model
 (project_config/engines.py) and the local AWS reads back from it to run that engine
-(local_aws/runtime.py). A model is read by its environment first, the variables its engine's
+(local_aws/sagemaker/runtime.py). A model is read by its environment first, the variables its engine's
 settings become (which hold whatever image ``image_uri`` names), then by its image's ECR
 repository (AWS's Deep Learning Container for the engine, as the sagemaker SDK's image JSON names
 it); tests/llm/test_engines.py checks both against the engines' own settings and images."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from local_aws.containers import PROJECT_ROOT, Container, ContainerError
+from local_aws.sagemaker.containers import PROJECT_ROOT, Container, ContainerError
 
 LMI_VENV = PROJECT_ROOT / ".venv-lmi"
 LMI_ENTRYPOINT = Path(__file__).with_name("lmi_entrypoint.py")

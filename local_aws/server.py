@@ -24,7 +24,7 @@ from moto.ssm.models import Parameter, ssm_backends
 
 from local_aws import awslambda, patches
 from local_aws import clock as clocks
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker.runtime import HOSTING
 
 #: The account moto answers as; every ARN the emulator returns names it.
 EMULATOR_ACCOUNT: str = DEFAULT_ACCOUNT_ID

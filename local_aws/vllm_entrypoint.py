@@ -16,7 +16,7 @@ same with three differences:
   whenever it exits, up to ``ENGINE_MAX_START_RETRIES`` (3) times, then exits the container
   (aws/model-hosting-container-standards, ``supervisor/README.md``): here the container ends at
   the first exit (vLLM's API server exits when its ``EngineCore`` process dies), and the runtime
-  finds it at the next invocation (local_aws/runtime.py, docs/LOCAL_AWS.md).
+  finds it at the next invocation (local_aws/sagemaker/runtime.py, docs/LOCAL_AWS.md).
 
 Runs in ``.venv-vllm`` only (the standard library here, vLLM in the process it becomes).
 """

@@ -1,7 +1,7 @@
 """The processes a test session started and left running (the session fails if there is one).
 
 The session puts :data:`MARKER` in its environment, and every process a test starts inherits
-it (local_aws/containers.py, which gives a container a fresh environment as SageMaker does,
+it (local_aws/sagemaker/containers.py, which gives a container a fresh environment as SageMaker does,
 passes this project's own ``LLM_INFERENCE_`` variables on). A process that carries this
 session's marker and still runs when the session ends was left behind; the interpreter running
 pytest and the jsii runtime that serves its AWS CDK calls are not.
@@ -28,7 +28,7 @@ def marked(session: str) -> list[Process]:
     """The live processes whose environment carries `session` as the marker, and those of the
     sessions they lead: a process that renames itself with setproctitle (vLLM's
     ``VLLM::EngineCore``) overwrites what /proc/PID/environ reads, but stays in the session of the
-    container that started it (local_aws/containers.py starts each in a session of its own)."""
+    container that started it (local_aws/sagemaker/containers.py starts each in a session of its own)."""
     stats: dict[int, tuple[int, int, str]] = {}
     carries = set()
     for process in psutil.process_iter():

@@ -1,6 +1,6 @@
 """SageMaker: endpoint configs and models as AWS accepts and keeps them, endpoints that run their
 model's container and inference components; the behaviour is local_aws/sagemaker/'s (hosting,
-components) and local_aws/runtime.py's, this module wires it into moto and its CloudFormation."""
+components) and local_aws/sagemaker/runtime.py's, this module wires it into moto and its CloudFormation."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from moto.sagemaker.models import Model as SageMakerModel
 from moto.sagemaker.responses import SageMakerResponse
 
 from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
-from local_aws.runtime import HOSTING
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import (
     InferenceComponent,
@@ -27,6 +26,7 @@ from local_aws.sagemaker.components import (
     wait_component,
 )
 from local_aws.sagemaker.hosting import deploy, wait_settled
+from local_aws.sagemaker.runtime import HOSTING
 from local_aws.sagemaker.scaling import set_copy_count, set_instance_count
 
 # SageMaker hosting instance type names: ml.<family>.<size>.

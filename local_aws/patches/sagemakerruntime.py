@@ -15,7 +15,6 @@ from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 from werkzeug.datastructures import ImmutableMultiDict
 
 from local_aws.patches.base import patch, replace
-from local_aws.runtime import HOSTING, NoCapacity
 from local_aws.sagemaker import async_inference, metrics
 from local_aws.sagemaker.authorization import access_denied
 from local_aws.sagemaker.errors import (
@@ -27,6 +26,7 @@ from local_aws.sagemaker.errors import (
     unroutable,
 )
 from local_aws.sagemaker.invocations import STREAM_PATH_SUFFIX, endpoint_name, forward, route_args, stream
+from local_aws.sagemaker.runtime import HOSTING, NoCapacity
 from local_aws.validation.model import check_request, rest_parameters
 
 # --- The request as the caller sent it ----------------------------------------------------------

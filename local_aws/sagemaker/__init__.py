@@ -10,8 +10,13 @@ backends hold the API's resources; ``local_aws/patches/sagemaker.py`` and
 * :mod:`.async_inference`: InvokeEndpointAsync's queue, answers and notifications;
 * :mod:`.errors`: SageMaker's errors (the runtime's ValidationError and AccessDeniedException as
   classes, ModelError and the 413 as answers, the API's AccessDeniedException);
-* :mod:`.authorization`: whether an assumed role may invoke an endpoint.
+* :mod:`.authorization`: whether an assumed role may invoke an endpoint;
+* :mod:`.runtime`: the hosting runtime, which starts and stops the endpoints' containers, routes
+  invocations to them and scales them;
+* :mod:`.containers`: the processes that run a model's image on this host, one class per image
+  (``local_aws/lmi_container.py`` has DJL's LMI image).
 
-The hosting runtime that starts and stops the endpoints' containers is ``local_aws/runtime.py``
-and ``local_aws/containers.py`` (docs/DEVELOPING.md, the layout of ``local_aws``).
+The images' entrypoints (``local_aws/hf_entrypoint.py``, ``local_aws/vllm_entrypoint.py``,
+``local_aws/lmi_entrypoint.py``) stay at local_aws's top: the images' own interpreters run them by
+path (docs/DEVELOPING.md, the layout of ``local_aws``).
 """

@@ -21,8 +21,8 @@ from moto.sns.models import sns_backends
 from moto.utilities.utils import get_partition
 
 from local_aws import clock
-from local_aws.runtime import HOSTING, split_s3_url
 from local_aws.sagemaker.errors import ValidationError
+from local_aws.sagemaker.runtime import HOSTING, split_s3_url
 
 log = logging.getLogger("local_aws.sagemaker.async_inference")
 

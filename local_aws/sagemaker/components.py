@@ -1,5 +1,6 @@
 """Inference components: what SageMaker keeps of each (DescribeInferenceComponent's fields), in
-the account's and region's store (on moto's SageMaker backend: a reset drops it with it)."""
+the account's and region's hosting backend (local_aws/sagemaker/runtime.py: moto's reset drops it
+with its own)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from moto.cloudformation.exceptions import ValidationError as CloudFormationVali
 from moto.sagemaker import models as sm_models
 from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
 
-from local_aws.runtime import HOSTING, HostedEndpoint
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.hosting import alarm_states, fetch, rollout_of, variant_spec
+from local_aws.sagemaker.runtime import HOSTING, HostedEndpoint, hosting_backends
 
 
 @dataclass
@@ -67,11 +68,8 @@ def component_key(name: str) -> str:
 
 
 def components(account_id: str, region_name: str) -> dict[str, InferenceComponent]:
-    """The account's components in the region, kept on moto's SageMaker backend (a reset of
-    the local AWS drops them with it)."""
-    backend = sm_models.sagemaker_backends[account_id][region_name]
-    found: dict[str, InferenceComponent] = backend.__dict__.setdefault("inference_components", {})
-    return found
+    """The account's components in the region."""
+    return hosting_backends[account_id][region_name].inference_components
 
 
 def deploy_component(

@@ -13,7 +13,7 @@ from typing import Any
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.exceptions import JsonRESTError, ServiceException
 
-from local_aws.runtime import EndpointNotFound, NoCapacity, NotInService, Unhealthy
+from local_aws.sagemaker.runtime import EndpointNotFound, NoCapacity, NotInService, Unhealthy
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 

@@ -1,4 +1,4 @@
-"""SageMaker hosting as the local runtime runs it (local_aws/runtime.py starts the containers):
+"""SageMaker hosting as the local runtime runs it (local_aws/sagemaker/runtime.py starts the containers):
 what an endpoint config asks for, whether the model's execution role may pull its image and read
 its model data, the model data fetched from the local S3, how an update moves traffic
 (DeploymentConfig), and the deploy of an endpoint's config with the endpoint's status kept."""
@@ -18,9 +18,9 @@ from moto.kms.models import kms_backends
 from moto.s3.models import s3_backends
 from moto.utilities.utils import get_partition
 
-from local_aws.containers import ContainerError
 from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
-from local_aws.runtime import (
+from local_aws.sagemaker.containers import ContainerError
+from local_aws.sagemaker.runtime import (
     ALL_AT_ONCE,
     DEFAULT_STARTUP_TIMEOUT_S,
     HOSTING,

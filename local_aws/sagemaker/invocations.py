@@ -15,12 +15,12 @@ from moto.core.common_types import TYPE_RESPONSE
 from moto.sagemaker.models import sagemaker_backends
 
 from local_aws import eventstream
-from local_aws.containers import Container
 from local_aws.faults import FAULTS
-from local_aws.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound
 from local_aws.sagemaker.components import components
+from local_aws.sagemaker.containers import Container
 from local_aws.sagemaker.errors import model_error, no_response
 from local_aws.sagemaker.metrics import Measured
+from local_aws.sagemaker.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound
 
 
 def endpoint_name(self: Any) -> str:

@@ -42,9 +42,9 @@ from llm_contracts import instances
 from llm_contracts import sagemaker_metrics as catalog
 from local_aws import clock
 from local_aws.cloudwatch import publish
-from local_aws.runtime import HOSTING, Deployment
 from local_aws.sagemaker.async_inference import AsyncRequest, pending_async
 from local_aws.sagemaker.components import components
+from local_aws.sagemaker.runtime import HOSTING, Deployment
 
 log = logging.getLogger("local_aws.sagemaker.metrics")
 

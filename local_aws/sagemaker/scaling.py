@@ -1,7 +1,7 @@
 """Capacity as SageMaker changes it (what Application Auto Scaling calls): a variant's instance
 count (UpdateEndpointWeightsAndCapacities) and an inference component's copy count
 (UpdateInferenceComponentRuntimeConfig), which the runtime matches by starting or stopping
-containers (local_aws/runtime.py: ``Hosting.scale``). Meanwhile the endpoint (the component) is
+containers (local_aws/sagemaker/runtime.py: ``Hosting.scale``). Meanwhile the endpoint (the component) is
 Updating, its desired count the new one and its current count the containers that answer /ping
 ("When it receives the request, SageMaker sets the endpoint status to Updating. After updating
 the endpoint, it sets the status to InService", the API reference of
@@ -14,9 +14,9 @@ from typing import Any
 from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
 from moto.sagemaker.models import sagemaker_backends
 
-from local_aws.runtime import HOSTING, Deployment, HostedEndpoint
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import InferenceComponent, component_or_error
+from local_aws.sagemaker.runtime import HOSTING, Deployment, HostedEndpoint
 
 
 def _variant(endpoint: Any, name: str) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import file_entry, sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import NO_CHANGES, Cdk
-from local_aws.containers import Container, ContainerProcess, running_containers
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker.containers import Container, ContainerProcess, running_containers
+from local_aws.sagemaker.runtime import HOSTING
 from project_config import AppConfig, load_config
 from tests.infra.helpers import ROOT, cdk_context, synthesize
 from tests.leaks import MARKER, marked
@@ -517,7 +517,7 @@ def fuzz_target(
     aws: LocalAws, stack: str, seeds: list[Any], keys: tuple[str, ...], *, ours: bool, unusable: dict[str, str]
 ) -> Any:
     """The fuzz's target: the stack's endpoint, its variant's container, and the unusable names."""
-    from local_aws.runtime import HOSTING
+    from local_aws.sagemaker.runtime import HOSTING
     from tests.local_aws import fuzz
 
     name = aws.stack_outputs(stack)["EndpointName"]

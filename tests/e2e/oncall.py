@@ -26,9 +26,9 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cloudwatch.evaluation import RANGE_EXTRA
-from local_aws.containers import Container
-from local_aws.runtime import HOSTING
 from local_aws.sagemaker.components import component_key
+from local_aws.sagemaker.containers import Container
+from local_aws.sagemaker.runtime import HOSTING
 
 
 @dataclass

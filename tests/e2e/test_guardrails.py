@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk, CdkError
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker.runtime import HOSTING
 from tests.e2e.helpers import (
     Assembly,
     assembly_of,

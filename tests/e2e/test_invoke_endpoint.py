@@ -1,5 +1,5 @@
 """The deployed endpoints answer InvokeEndpoint from their own containers (the local AWS's
-SageMaker runtime: local_aws/runtime.py), with SageMaker's errors, and stop with the stack."""
+SageMaker runtime: local_aws/sagemaker/runtime.py), with SageMaker's errors, and stop with the stack."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from local_aws.containers import running_containers
+from local_aws.sagemaker.containers import running_containers
 from project_config import HfToolkitEngine
 from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (

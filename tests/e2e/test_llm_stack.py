@@ -28,7 +28,7 @@ from llm_contracts.causal_lm import ModelFacts
 from llm_contracts.manifest import PAYLOAD_MANIFEST, read_manifest
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from local_aws.containers import VLLM_VENV, VllmContainer, running_containers
+from local_aws.sagemaker.containers import VLLM_VENV, VllmContainer, running_containers
 from tests.e2e.helpers import endpoint_container, invoke, server_sent_events, stream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm]

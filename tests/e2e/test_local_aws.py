@@ -18,7 +18,7 @@ import pytest
 
 from local_aws import LocalAws, UnsupportedMotoVersion, patches, server
 from local_aws.cdk import CDK_BIN, CdkTimeout, run_bounded
-from local_aws.containers import running_containers
+from local_aws.sagemaker.containers import running_containers
 from tests.docs_pages import commands_under
 from tests.e2e.helpers import CLI_TIMEOUT_S
 

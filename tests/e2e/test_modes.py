@@ -22,9 +22,9 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from local_aws.containers import Container, running_containers
-from local_aws.runtime import HOSTING
 from local_aws.sagemaker.async_inference import pending_async
+from local_aws.sagemaker.containers import Container, running_containers
+from local_aws.sagemaker.runtime import HOSTING
 from project_config import HfToolkitEngine
 from tests.e2e.helpers import assembly_of, invoke, loadtest, resources_of_stack, update_check
 from tests.e2e.oncall import (

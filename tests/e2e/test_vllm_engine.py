@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
-from local_aws.containers import VLLM_VENV, Container, _group_members, running_containers
+from local_aws.sagemaker.containers import VLLM_VENV, Container, _group_members, running_containers
 from project_config import load_config
 from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (
@@ -320,14 +320,12 @@ def test_the_engine_process_dying_is_a_5xx_then_a_quick_model_error_and_leaves_n
     """Last: it kills the engine. vLLM V1 runs the engine in a process of its own
     (``VLLM::EngineCore``); when it dies, the API server answers the requests it holds with 500
     (its EngineDeadError), which put the 5xx alarm in ALARM, heard by the on-call queue, then
-    shuts down and exits, and the local runtime (local_aws/runtime.py) finds the container exited
-    at the next invocation."""
+    shuts down and exits, and the local runtime (local_aws/sagemaker/runtime.py) finds the
+    container exited at the next invocation."""
     container = endpoint_container(local_aws, "GptjStack")
     assert container.process is not None and container.run_dir is not None
     run_dir, group = str(container.run_dir), container.process.pid
-    (engine,) = [
-        pid for pid in _group_members(group) if Path(f"/proc/{pid}/comm").read_text().startswith("VLLM::Engine")
-    ]
+    (engine,) = [pid for pid in _group_members(group) if psutil.Process(pid).name().startswith("VLLM::Engine")]
     # Every process of the container carries its marker: running_containers() sees the engine.
     assert {p.pid for p in running_containers() if p.run_dir == run_dir} == set(_group_members(group))
     errors = int(described(local_aws, stack_alarms(local_aws, "GptjStack")["Errors5xxAlarm"])["Threshold"])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 JSON = {"Content-Type": "application/json"}
@@ -24,27 +24,24 @@ class Quantized:
 
 
 def children(pid: int) -> set[int]:
-    """Every process below `pid` (reads /proc; psutil is not needed for this)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            parents.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
+    """Every process below `pid` (none once it has ended)."""
+    try:
+        return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
 
 
 def cmdline(pid: int) -> bytes:
     """A process's command line, arguments separated by spaces (nginx rewrites its own so)."""
-    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    return " ".join(psutil.Process(pid).cmdline()).encode()
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has, its parent not yet told)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def post(

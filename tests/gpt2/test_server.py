@@ -18,10 +18,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from serving.gpt2.local import LocalServer, ping
-from tests.gpt2.helpers import JSON, children, post
+from tests.gpt2.helpers import JSON, alive, children, cmdline, post
 
 
 def invoke(port: int, payload: Any) -> tuple[int, dict[str, Any]]:
@@ -223,7 +224,7 @@ def test_sigterm_stops_everything(running: Running) -> None:
         assert len(tree) >= 4  # nginx master + worker(s), gunicorn master + worker
         srv.process.send_signal(signal.SIGTERM)
         assert srv.process.wait(timeout=30) == 0
-        assert not any(Path(f"/proc/{pid}").exists() for pid in tree)
+        assert not any(psutil.pid_exists(pid) for pid in tree)
 
 
 @pytest.mark.parametrize("child", [b"nginx: master", b"gunicorn"])
@@ -234,12 +235,12 @@ def test_serve_exits_when_a_child_dies_and_leaves_nothing(running: Running, chil
     with running({}) as srv:
         assert srv.process is not None
         tree = children(srv.process.pid)
-        masters = [p for p in tree if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"nginx: master")]
-        masters += sorted(p for p in tree if b"gunicorn" in Path(f"/proc/{p}/cmdline").read_bytes())[:1]
-        victim = next(p for p in masters if Path(f"/proc/{p}/cmdline").read_bytes().find(child) >= 0)
+        masters = [p for p in tree if cmdline(p).startswith(b"nginx: master")]
+        masters += sorted(p for p in tree if b"gunicorn" in cmdline(p))[:1]
+        victim = next(p for p in masters if cmdline(p).find(child) >= 0)
         os.kill(victim, signal.SIGKILL)
         assert srv.process.wait(timeout=30) == 1
-        left = [p for p in tree if Path(f"/proc/{p}").exists() and " Z " not in Path(f"/proc/{p}/stat").read_text()]
+        left = [p for p in tree if alive(p)]
         assert left == [], f"processes of the container left: {left}"
         with socket.socket() as s:
             # No one listens any more (SO_REUSEADDR: closed connections may linger in TIME_WAIT).

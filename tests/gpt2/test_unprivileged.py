@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from serving.gpt2.local import LocalServer, extract_model
@@ -91,11 +92,11 @@ def ids_and_capabilities(pid: int) -> tuple[set[str], set[str], str]:
 def processes_of_group(pgid: int) -> dict[int, str]:
     """pid: command line of each process of the group (serve leads its own, and its children join it)."""
     found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for process in psutil.process_iter():
         try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pgid:
-                found[int(stat.parent.name)] = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError):
+            if os.getpgid(process.pid) == pgid:
+                found[process.pid] = " ".join(process.cmdline())
+        except (psutil.Error, OSError):
             continue  # ended meanwhile
     return found
 

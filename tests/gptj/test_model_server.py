@@ -2,7 +2,7 @@
 
 The image's entrypoint runs the toolkit's ``serve``: Multi Model Server 1.1.11 (a Java front
 end with Python workers) on ``/opt/ml/model``. These tests run that very code under
-``.venv-hf`` (local_aws/containers.py: the model under a base folder laid out like
+``.venv-hf`` (local_aws/sagemaker/containers.py: the model under a base folder laid out like
 ``/opt/ml``, the environment GptjStack sets, ``SAGEMAKER_BIND_TO_PORT``) with the payload
 the builder makes, and talk to it over HTTP as SageMaker does.
 """
@@ -18,7 +18,7 @@ import pytest
 
 from artifacts_builder import gptj
 from llm_contracts.gptj import PAYLOAD_MANIFEST, mms_manifest_lookalikes
-from local_aws.containers import Container, HuggingFaceContainer, _group_members
+from local_aws.sagemaker.containers import Container, HuggingFaceContainer, _group_members
 from project_config import from_cdk_json
 from tests.gptj.helpers import BAD, FEW_SHOT, SEED_PROMPT, SHARD, load_inference
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from local_aws.containers import Container
 from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
+from local_aws.sagemaker.containers import Container
 
 from .helpers import builder_args, stand_in_artifacts
 

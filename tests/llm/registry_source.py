@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from local_aws.containers import VLLM_VENV
+from local_aws.sagemaker.containers import VLLM_VENV
 
 #: The registry file in the CPU build of the image's vLLM.
 REGISTRY = VLLM_VENV / "lib" / "python3.11" / "site-packages" / "vllm" / "model_executor" / "models" / "registry.py"

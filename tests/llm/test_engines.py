@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from llm_contracts.engines import ENGINE_MARKS, engine_of_model
-from local_aws.containers import Gpt2Container, HuggingFaceContainer, VllmContainer
-from local_aws.runtime import container_for
+from local_aws.sagemaker.containers import Gpt2Container, HuggingFaceContainer, VllmContainer
+from local_aws.sagemaker.runtime import container_for
 from project_config import load_config
 from project_config.engines import ENGINES
 

@@ -11,7 +11,7 @@ import pytest
 
 from llm_contracts import vllm_models
 from llm_contracts.causal_lm import QUANTIZATION_MIN_CAPABILITY
-from local_aws.containers import VLLM_VENV
+from local_aws.sagemaker.containers import VLLM_VENV
 from tests.llm.registry_source import REGISTRY, registry
 
 

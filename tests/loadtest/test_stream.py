@@ -20,7 +20,7 @@ from loadtest.request import Request
 from loadtest.runner import LevelRun, Recorder
 from loadtest.stats import classify
 from local_aws import LocalAws
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker.runtime import HOSTING
 from tests.infra.helpers import ROOT
 from tests.loadtest.test_report import report
 from tests.local_aws.helpers import echo_endpoint, echo_launcher, endpoint_status

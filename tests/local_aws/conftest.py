@@ -9,7 +9,7 @@ import pytest
 
 from local_aws import LocalAws
 from local_aws.clock import Clock
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker.runtime import HOSTING
 from tests.local_aws.helpers import echo_launcher
 
 

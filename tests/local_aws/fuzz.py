@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from local_aws import LocalAws
-from local_aws.containers import Container
+from local_aws.sagemaker.containers import Container
 
 #: The seed every fuzz runs with.
 SEED = 20261204

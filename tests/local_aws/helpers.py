@@ -20,8 +20,8 @@ from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
 
 from local_aws import LocalAws
-from local_aws.containers import Container
-from local_aws.runtime import container_for
+from local_aws.sagemaker.containers import Container
+from local_aws.sagemaker.runtime import container_for
 
 Template = dict[str, Any]
 
@@ -172,7 +172,7 @@ def echo_for_the_module(aws: LocalAws, name: str) -> Iterator[str]:
     them (the autouse launcher fixture is per test: set here too)."""
     import pytest
 
-    from local_aws.runtime import HOSTING
+    from local_aws.sagemaker.runtime import HOSTING
 
     aws.reset()
     with pytest.MonkeyPatch.context() as patched:

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from local_aws.containers import CONTAINER_MARKER, running_containers
+from local_aws.sagemaker.containers import CONTAINER_MARKER, running_containers
 
 
 def test_a_renamed_process_of_a_container_is_found_through_its_session(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ import pytest
 from moto.sagemaker.models import FakeEndpointConfig
 
 from local_aws import LocalAws, patches
-from local_aws.containers import running_containers
 from local_aws.patches.base import Patch, find, replace
+from local_aws.sagemaker.containers import running_containers
 from tests.local_aws.helpers import (
     AWS_CUSTOM_RESOURCE,
     ECHO_IMAGE,

@@ -1,4 +1,4 @@
-"""The local SageMaker runtime (local_aws/runtime.py) through the SageMaker API, as a user's
+"""The local SageMaker runtime (local_aws/sagemaker/runtime.py) through the SageMaker API, as a user's
 client sees it: updates that switch only to a healthy container, SageMaker's limits on an
 invocation, the model data laid out as /opt/ml/model, and no process left behind."""
 
@@ -11,14 +11,15 @@ import signal
 import tarfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from local_aws import LocalAws
-from local_aws.containers import ContainerError, running_containers
-from local_aws.runtime import HOSTING, lay_out
 from local_aws.sagemaker import invocations
+from local_aws.sagemaker.containers import ContainerError, running_containers
+from local_aws.sagemaker.runtime import HOSTING, lay_out
 from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status
 
 
@@ -146,7 +147,7 @@ def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_le
 
 
 def test_an_endpoint_that_never_answers_ping_fails_after_its_startup_timeout(fresh: LocalAws) -> None:
-    from local_aws.runtime import HOSTING, VariantSpec
+    from local_aws.sagemaker.runtime import HOSTING, VariantSpec
 
     key = (fresh.account, fresh.region, "never")
     spec = VariantSpec("AllTraffic", ECHO_IMAGE, {"ECHO_PING_AFTER_S": "60"}, {}, 1)
@@ -188,6 +189,22 @@ def test_model_data_is_laid_out_as_sagemaker_does(tmp_path: Path) -> None:
     objects[("bucket", "prefix/../../escape")] = b"!"
     with pytest.raises(ContainerError, match="outside /opt/ml/model"):
         lay_out({"ModelDataSource": prefix}, tmp_path / "escape", read, keys)
+
+
+def test_a_reset_of_moto_drops_the_endpoints_and_stops_their_containers(fresh: LocalAws) -> None:
+    """Endpoints are kept per account and region as moto keeps its resources: its own reset
+    (/moto-api/reset, not LocalAws.reset) forgets them and stops their containers."""
+    echo_endpoint(fresh, "echo")
+    echo_endpoint(fresh, "echo-2")
+    assert endpoint_status(fresh, "echo", settle=True) == endpoint_status(fresh, "echo-2", settle=True) == "InService"
+    assert len(echo_processes()) == 2
+    urllib.request.urlopen(urllib.request.Request(f"{fresh.endpoint}/moto-api/reset", method="POST")).close()
+    assert HOSTING.find((fresh.account, fresh.region, "echo")) is None
+    assert HOSTING.hosted() == []
+    deadline = time.monotonic() + 30
+    while echo_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert echo_processes() == []
 
 
 def test_stopping_the_local_aws_stops_every_container() -> None:

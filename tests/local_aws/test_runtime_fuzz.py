@@ -11,9 +11,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.containers import running_containers
-from local_aws.runtime import HOSTING
 from local_aws.sagemaker.async_inference import pending_async
+from local_aws.sagemaker.containers import running_containers
+from local_aws.sagemaker.runtime import HOSTING
 from tests.local_aws import fuzz
 from tests.local_aws.helpers import (
     ECHO_IMAGE,

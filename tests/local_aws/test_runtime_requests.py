@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.runtime import HOSTING
+from local_aws.sagemaker.runtime import HOSTING
 from tests.local_aws.helpers import client, echo_for_the_module, echo_launcher, endpoint_status
 
 RAW = "application/x-echo-raw"

@@ -1,7 +1,7 @@
 """SageMaker's side of scaling and of its metrics on the local AWS, with the echo image: a
 component at zero copies and back, an asynchronous endpoint at zero instances whose queue waits
 for one, and what SageMaker publishes of the instances and invocations (local_aws/sagemaker/:
-scaling.py, metrics.py; local_aws/runtime.py)."""
+scaling.py, metrics.py; local_aws/sagemaker/runtime.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from local_aws.containers import VllmContainer
-from local_aws.runtime import container_for
+from local_aws.sagemaker.containers import VllmContainer
+from local_aws.sagemaker.runtime import container_for
 from local_aws.vllm_entrypoint import build_args
 from project_config import VllmEngine
 from tests.infra.helpers import ROOT
@@ -66,7 +66,7 @@ def test_the_cpu_build_binds_each_tensor_parallel_rank_to_cores_of_its_own() -> 
     """vLLM's CPU build reads one core range a rank from VLLM_CPU_OMP_THREADS_BIND (`|`-separated):
     the stack's SM_VLLM_TENSOR_PARALLEL_SIZE splits the host's cores (tests/e2e/test_llm_stack.py
     runs two ranks on two cores)."""
-    from local_aws.containers import ContainerError, cpu_binding
+    from local_aws.sagemaker.containers import ContainerError, cpu_binding
 
     assert cpu_binding(None, 2) == "0-1" and cpu_binding("1", 16) == "0-15"
     assert cpu_binding("2", 2) == "0|1" and cpu_binding("4", 16) == "0-3|4-7|8-11|12-15"

@@ -1,6 +1,6 @@
 """A local SageMaker hosting runtime: the local AWS's endpoints run their model's container.
 
-What SageMaker does, done on this host with the image's own server code (local_aws/containers.py):
+What SageMaker does, done on this host with the image's own server code (local_aws/sagemaker/containers.py):
 
 * an endpoint being created gets one container per instance of each production variant (its
   initial instance count; an inference component one per copy): the model data from the
@@ -21,6 +21,10 @@ What SageMaker does, done on this host with the image's own server code (local_a
   endpoint. SageMaker's periodic ``/ping`` would also replace the instance; here the variant
   stays down until the endpoint is updated or deleted (docs/LOCAL_AWS.md);
 * deleting the endpoint, or stopping the local AWS, stops its containers.
+
+The endpoints (and inference components) are kept as moto keeps a service's resources, in a
+backend per account and region (:data:`hosting_backends`), which moto's reset drops with its
+own; :data:`HOSTING` runs them for every account and region, keyed by (account, region, name).
 
 Which local server runs a model is read from the model, as llm_contracts/engines.py says a model
 names its engine (its ``SM_VLLM_*`` or toolkit variables, else its image's repository): the Hugging
@@ -43,14 +47,19 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from moto.core.base_backend import BackendDict, BaseBackend, backend_lock
 
 from llm_contracts.engines import engine_of_model
-from local_aws.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 from local_aws.faults import FAULTS
 from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
+from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 
-log = logging.getLogger("local_aws.runtime")
+if TYPE_CHECKING:
+    from local_aws.sagemaker.components import InferenceComponent
+
+log = logging.getLogger("local_aws.sagemaker.runtime")
 
 #: SageMaker's default when a variant sets no ContainerStartupHealthCheckTimeoutInSeconds.
 DEFAULT_STARTUP_TIMEOUT_S = 600
@@ -265,14 +274,61 @@ ModelFetcher = Callable[[Mapping[str, Any], Path], None]
 Launcher = Callable[[str, Callable[[Path], None], Mapping[str, str]], Container]
 
 
+class HostingBackend(BaseBackend):
+    """An account's hosted endpoints and inference components in one region."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self.endpoints: dict[str, HostedEndpoint] = {}
+        self.inference_components: dict[str, InferenceComponent] = {}
+
+    def reset(self) -> None:
+        held = list(self.endpoints.values())
+        super().reset()
+        if held:
+            # moto resets under the lock it creates backends under, which a container being
+            # started can wait for (its model data is read through S3's backends) while its
+            # deployment is locked: stopping it here could wait for ever. LocalAws stops every
+            # endpoint before it resets moto; this is for moto's own reset (/moto-api/reset).
+            threading.Thread(target=_stop_endpoints, args=(held,), name="reset-endpoints", daemon=True).start()
+
+
+hosting_backends = BackendDict(HostingBackend, "sagemaker")
+
+
+def _stop_endpoints(endpoints: list[HostedEndpoint]) -> None:
+    for endpoint in endpoints:
+        _stop_endpoint(endpoint)
+
+
+def _stop_endpoint(endpoint: HostedEndpoint) -> None:
+    # Stopping the containers still starting ends their wait for /ping at once.
+    pending = endpoint.pending
+    if pending is not None:
+        pending.stop()
+    endpoint.settled.wait(timeout=DEFAULT_STARTUP_TIMEOUT_S)
+    if endpoint.live is not None:
+        endpoint.live.stop()
+
+
+def _held(key: tuple[str, str, str], *, create: bool = False) -> dict[str, HostedEndpoint]:
+    """The endpoints of `key`'s account and region; a lookup alone creates no backend."""
+    account, region, _ = key
+    if create:
+        return hosting_backends[account][region].endpoints
+    regions = hosting_backends.get(account)
+    backend = regions.get(region) if regions is not None else None
+    return backend.endpoints if backend is not None else {}
+
+
 class Hosting:
-    """Every hosted endpoint of this process's local AWS, by (account, region, name)."""
+    """Runs the hosted endpoints of every account and region (kept in :data:`hosting_backends`),
+    each by (account, region, name)."""
 
     def __init__(self, launcher: Launcher = container_for) -> None:
         #: Which local server runs an image (tests give one of their own).
         self.launcher = launcher
         self._lock = threading.Lock()
-        self._endpoints: dict[tuple[str, str, str], HostedEndpoint] = {}
 
     def deploy(
         self,
@@ -289,10 +345,12 @@ class Hosting:
         turns InService or Failed; an existing one moves to them once they are healthy, as
         `rollout` says, and rolls back if one of its alarms (read with `alarm_states`) is in
         ALARM while it bakes."""
+        # Before the runtime's lock: creating a backend takes moto's, which its reset holds.
+        held = _held(key, create=True)
         with self._lock:
-            endpoint = self._endpoints.get(key)
+            endpoint = held.get(key[2])
             if endpoint is None:
-                endpoint = self._endpoints[key] = HostedEndpoint(name=key[2])
+                endpoint = held[key[2]] = HostedEndpoint(name=key[2])
             else:
                 endpoint.status, endpoint.failure_reason = "Updating", None
             endpoint.settled.clear()
@@ -383,19 +441,23 @@ class Hosting:
 
     def find(self, key: tuple[str, str, str]) -> HostedEndpoint | None:
         with self._lock:
-            return self._endpoints.get(key)
+            return _held(key).get(key[2])
 
     def hosted(self) -> list[tuple[tuple[str, str, str], HostedEndpoint]]:
         """Every hosted endpoint (and component), by key."""
+        with backend_lock:  # moto adds an account's or region's backend under it
+            backends = [(a, r, backend) for a, regions in hosting_backends.items() for r, backend in regions.items()]
         with self._lock:
-            return list(self._endpoints.items())
+            return [
+                ((a, r, name), endpoint) for a, r, backend in backends for name, endpoint in backend.endpoints.items()
+            ]
 
     @contextlib.contextmanager
     def route(self, key: tuple[str, str, str], variant: str | None = None) -> Iterator[tuple[str, Container]]:
         """The (variant, container) an invocation goes to, the named variant else the first,
         held while the invocation is answered (an update stops it only after)."""
         with self._lock:
-            endpoint = self._endpoints.get(key)
+            endpoint = _held(key).get(key[2])
             if endpoint is None:
                 raise EndpointNotFound(key[2])
             if endpoint.live is None or endpoint.status not in ("InService", "Updating"):
@@ -434,7 +496,7 @@ class Hosting:
         background, the endpoint Updating meanwhile; `on_change` after each one comes or goes,
         and once the count is reached."""
         with self._lock:
-            endpoint = self._endpoints.get(key)
+            endpoint = _held(key).get(key[2])
             if endpoint is None or endpoint.live is None:
                 raise EndpointNotFound(key[2])
             deployment = endpoint.live
@@ -501,22 +563,12 @@ class Hosting:
 
     def delete(self, key: tuple[str, str, str]) -> None:
         with self._lock:
-            endpoint = self._endpoints.pop(key, None)
-        if endpoint is None:
-            return
-        with self._lock:
-            pending = endpoint.pending
-        # Stopping the containers still starting ends their wait for /ping at once.
-        if pending is not None:
-            pending.stop()
-        endpoint.settled.wait(timeout=DEFAULT_STARTUP_TIMEOUT_S)
-        if endpoint.live is not None:
-            endpoint.live.stop()
+            endpoint = _held(key).pop(key[2], None)
+        if endpoint is not None:
+            _stop_endpoint(endpoint)
 
     def stop_all(self) -> None:
-        with self._lock:
-            keys = list(self._endpoints)
-        for key in keys:
+        for key, _ in self.hosted():
             self.delete(key)
 
 

@@ -34,11 +34,14 @@ from types import TracebackType
 
 import psutil
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: The entrypoints run by path under the images' own interpreters (.venv-hf, .venv-vllm), which
+#: have no local_aws package to import them from: they stay plain files at local_aws/'s top.
+LOCAL_AWS = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = LOCAL_AWS.parent
 HF_VENV = PROJECT_ROOT / ".venv-hf"
-HF_ENTRYPOINT = Path(__file__).with_name("hf_entrypoint.py")
+HF_ENTRYPOINT = LOCAL_AWS / "hf_entrypoint.py"
 VLLM_VENV = PROJECT_ROOT / ".venv-vllm"
-VLLM_ENTRYPOINT = Path(__file__).with_name("vllm_entrypoint.py")
+VLLM_ENTRYPOINT = LOCAL_AWS / "vllm_entrypoint.py"
 #: Multi Model Server refuses a port of Short.MAX_VALUE (32767) or more ("Invalid port number").
 MMS_PORT_LIMIT = 32767
 #: SageMaker sends SIGKILL this long after SIGTERM.
