@@ -22,6 +22,13 @@ its file at that tag):
   leaves when it is full or when its first request has waited the delay, and goes to the
   handler as one input (``PyPredictor.batchPredict``; local_aws/djl.py mirrors what the front
   end then does with the answer).
+* **Overload** (``WorkLoadManager.runJob``, ``InferenceRequestHandler.onException``,
+  ``NettyUtils.sendError``): requests wait in the model's job queue, of ``job_queue_size``
+  (serving.properties, else the server's, which ``SERVING_JOB_QUEUE_SIZE`` sets; 1000 by
+  default: docs/configurations_model.md); one that finds it full, or finds one place left while
+  the worker is busy, is refused at once with 503 and
+  ``{"code": 503, "type": "WlmCapacityException", "message": "Worker queue capacity exceeded for
+  model: <name>"}``.
 
 Neuron itself is replaced by local_aws/neuronx_cpu.py (transformers-neuronx's calls, on the
 CPU). What differs from the image, and why it cannot matter to a bundle that works here:
@@ -63,6 +70,12 @@ CONTAINER_BASE = "/opt/ml"
 #: DJL's limit on a request body (``max_request_size``, ConfigManager: 64 MiB); SageMaker's
 #: front end already refuses more than 6 MB.
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
+#: DJL's job queue per model (WlmConfigManager's default ``job_queue_size``).
+JOB_QUEUE_SIZE = 1000
+
+
+class QueueFull(Exception):
+    """DJL's WlmCapacityException: the model's job queue holds no more."""
 
 
 def log(message: str) -> None:
@@ -106,24 +119,33 @@ def _int(props: Mapping[str, str], key: str, default: int) -> int:
     try:
         return max(int(props.get(key, default)), 0)
     except ValueError:
-        raise SystemExit(f"serving.properties {key}={props[key]!r} is not a whole number") from None
+        raise SystemExit(f"{key}={props[key]!r} (serving.properties or environment) is not a whole number") from None
 
 
 class Batcher:
-    """DJL's static batching for one worker: requests queue, and a batch of at most
-    `batch_size` leaves when full or `delay_s` after its first request arrived."""
+    """DJL's static batching for one worker: requests queue (at most `queue_size`), and a batch
+    of at most `batch_size` leaves when full or `delay_s` after its first request arrived."""
 
-    def __init__(self, predict: Any, *, batch_size: int, delay_s: float) -> None:
+    def __init__(self, predict: Any, *, batch_size: int, delay_s: float, queue_size: int = JOB_QUEUE_SIZE) -> None:
         self.predict = predict
         self.batch_size = max(batch_size, 1)
         self.delay_s = delay_s
-        self.requests: queue.Queue[tuple[Any, Future[Any]] | None] = queue.Queue()
+        self.requests: queue.Queue[tuple[Any, Future[Any]] | None] = queue.Queue(maxsize=max(queue_size, 1))
+        #: The worker is running a batch (DJL's isAllWorkerBusy, for its one worker).
+        self.busy = False
+        self._submitting = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="djl-worker", daemon=True)
         self.thread.start()
 
     def submit(self, request: Any) -> Future[Any]:
+        """The request's answer to come; QueueFull as WorkLoadManager.runJob refuses it: no
+        place left, or the last one while the worker is busy."""
         future: Future[Any] = Future()
-        self.requests.put((request, future))
+        with self._submitting:
+            left = self.requests.maxsize - self.requests.qsize()
+            if left <= 0 or (left == 1 and self.busy):
+                raise QueueFull
+            self.requests.put_nowait((request, future))
         return future
 
     def close(self) -> None:
@@ -148,6 +170,7 @@ class Batcher:
                     self.requests.put(None)
                     break
                 batch.append(item)
+            self.busy = True
             try:
                 answers = self.predict([request for request, _ in batch])
             except Exception as exc:  # the front end answers every request of a failed batch
@@ -155,6 +178,8 @@ class Batcher:
                 for _, future in batch:
                     future.set_exception(exc)
                 continue
+            finally:
+                self.busy = False
             for (_, future), answer in zip(batch, answers, strict=True):
                 future.set_result(answer)
 
@@ -210,7 +235,13 @@ class FrontEnd(BaseHTTPRequestHandler):
             return
         request = self.djl.Input.request(self.rfile.read(length), **dict(self.headers.items()))
         try:
-            answer = self.batcher.submit(request).result()
+            answered = self.batcher.submit(request)
+        except QueueFull:
+            message = f"Worker queue capacity exceeded for model: {self.model_name}"
+            self._json(503, {"code": 503, "type": "WlmCapacityException", "message": message})
+            return
+        try:
+            answer = answered.result()
         except Exception as exc:
             self._json(500, {"code": 500, "type": "InternalServerException", "message": str(exc)})
             return
@@ -258,6 +289,9 @@ def main() -> int:
         lambda requests: djl.predict(handler.handle, requests, str(model_dir)),
         batch_size=_int(props, "batch_size", 1) if batching else 1,
         delay_s=_int(props, "max_batch_delay", 100) / 1000,
+        # The model's own size, else the server's (ConfigManager reads SERVING_* variables as its
+        # properties).
+        queue_size=_int(props, "job_queue_size", _int(env, "SERVING_JOB_QUEUE_SIZE", JOB_QUEUE_SIZE)),
     )
     server = ThreadingHTTPServer(("127.0.0.1", port), front_end(batcher, djl, model_dir.name))
     server.daemon_threads = True

@@ -13,6 +13,7 @@ nothing, no container included."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,7 @@ from tests.e2e.helpers import (
     this_sessions_containers,
     update_check,
 )
+from tests.e2e.oncall import oncall, runtime_errors
 
 pytestmark = pytest.mark.e2e
 STACK = "Inf2Stack"
@@ -47,6 +49,8 @@ TARGET = 1
 ERRORS_ALARM_THRESHOLD = 1
 #: The latency alarm's threshold: the seed's answer takes about 0.15 s here, one of 512 positions 1.2 s.
 LATENCY_ALARM_MS = 500
+#: DJL's job queue in this deploy.
+JOB_QUEUE_SIZE = 2
 #: The disk alarm's threshold (the default), percent of the ML storage volume.
 DISK_FULL_PERCENT = 90
 SAGEMAKER: dict[str, Any] = {
@@ -56,6 +60,9 @@ SAGEMAKER: dict[str, Any] = {
     "inf2.target_invocations_per_instance": TARGET,
     "inf2.model_errors_alarm_threshold": ERRORS_ALARM_THRESHOLD,
     "inf2.latency_alarm_ms": LATENCY_ALARM_MS,
+    # DJL's job queue (the server's job_queue_size, 1000 by default): a few requests at once
+    # overload it, the 5xx alarm's fault.
+    "inf2.environment": {"SERVING_JOB_QUEUE_SIZE": str(JOB_QUEUE_SIZE)},
 }
 SEED_PROMPTS = ["Hello, I am a language model,"]
 SEED_REQUEST = {"text": SEED_PROMPTS, "seq_length": 32, "do_sample": False}
@@ -116,6 +123,10 @@ def alarm_on(aws: LocalAws, metric: str) -> Any:
     return alarm
 
 
+def alarm_state(aws: LocalAws, metric: str) -> str:
+    return str(alarm_on(aws, metric)["StateValue"])
+
+
 def instances(aws: LocalAws, name: str) -> tuple[int, int]:
     (variant,) = aws.client("sagemaker").describe_endpoint(EndpointName=name)["ProductionVariants"]
     return variant["DesiredInstanceCount"], variant["CurrentInstanceCount"]
@@ -148,29 +159,44 @@ def test_deploy_answer_scale_roll_back_and_destroy(
         for documented in bodies_for("inf2"):
             check_answer(invoke(local_aws, STACK, documented.body), documented.body["text"])
 
-        # The ML storage volume filling up (the container's /tmp holds the hub's and the Neuron
-        # compiler's caches): DiskUtilization, from what the instance holds, puts the disk alarm in
-        # ALARM a minute later; emptied, back to OK. ml.inf2 publishes no accelerator metric.
-        (variant,) = sagemaker.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"]
-        (run_dir,) = {c.run_dir for c in this_sessions_containers() if "lmi_entrypoint" in c.cmdline}
-        filler = Path(run_dir) / "tmp" / "neuron-cache-filler"
-        with filler.open("wb") as sparse:  # a hole: no real disk is used
-            sparse.truncate(int(variant["VolumeSizeInGB"] * 1024**3 * (DISK_FULL_PERCENT + 5) / 100))
-        disk = alarm_on(local_aws, "DiskUtilization")
-        assert disk["Threshold"] == DISK_FULL_PERCENT and disk["StateValue"] != "ALARM", disk
-        minutes_until(local_aws, lambda: alarm_on(local_aws, "DiskUtilization")["StateValue"] == "ALARM", "disk ALARM")
-        filler.unlink()
-        minutes_until(local_aws, lambda: alarm_on(local_aws, "DiskUtilization")["StateValue"] == "OK", "disk OK")
+        def state(metric: str) -> str:
+            return alarm_state(local_aws, metric)
 
-        # A slow answer: a minute whose mean ModelLatency is above the threshold (the minutes
-        # above left the seed's quick answers behind) puts the latency alarm in ALARM; a minute of
-        # a quick answer, back to OK.
-        check_answer(invoke(local_aws, STACK, SLOW_REQUEST), SEED_PROMPTS)
-        minutes_until(local_aws, lambda: alarm_on(local_aws, "ModelLatency")["StateValue"] == "ALARM", "latency ALARM")
-        check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
-        minutes_until(
-            local_aws, lambda: alarm_on(local_aws, "ModelLatency")["StateValue"] == "OK", "latency OK", most=1
-        )
+        with oncall(local_aws, STACK) as topic:
+            # The ML storage volume filling up (the container's /tmp holds the hub's and the Neuron
+            # compiler's caches): DiskUtilization, from what the instance holds, puts the disk alarm in
+            # ALARM a minute later; emptied, back to OK. ml.inf2 publishes no accelerator metric.
+            (variant,) = sagemaker.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"]
+            (run_dir,) = {c.run_dir for c in this_sessions_containers() if "lmi_entrypoint" in c.cmdline}
+            filler = Path(run_dir) / "tmp" / "neuron-cache-filler"
+            with filler.open("wb") as sparse:  # a hole: no real disk is used
+                sparse.truncate(int(variant["VolumeSizeInGB"] * 1024**3 * (DISK_FULL_PERCENT + 5) / 100))
+            disk = alarm_on(local_aws, "DiskUtilization")
+            assert disk["Threshold"] == DISK_FULL_PERCENT and disk["StateValue"] != "ALARM", disk
+            minutes_until(local_aws, lambda: state("DiskUtilization") == "ALARM", "disk ALARM")
+            filler.unlink()
+            minutes_until(local_aws, lambda: state("DiskUtilization") == "OK", "disk OK")
+
+            # A slow answer: a minute whose mean ModelLatency is above the threshold (the minutes
+            # above left the seed's quick answers behind) puts the latency alarm in ALARM; a minute of
+            # a quick answer, back to OK.
+            check_answer(invoke(local_aws, STACK, SLOW_REQUEST), SEED_PROMPTS)
+            minutes_until(local_aws, lambda: state("ModelLatency") == "ALARM", "latency ALARM")
+            check_answer(invoke(local_aws, STACK, SEED_REQUEST), SEED_PROMPTS)
+            minutes_until(local_aws, lambda: state("ModelLatency") == "OK", "latency OK", most=1)
+
+            # Overload: more slow requests at once than DJL's batch and job queue take; DJL refuses
+            # the rest with its 503 (WlmCapacityException), and Invocation5XXErrors puts the 5xx alarm
+            # in ALARM; a minute without, back to OK.
+            errors_5xx = int(alarm_on(local_aws, "Invocation5XXErrors")["Threshold"])
+            statuses = runtime_errors(local_aws, STACK, [json.dumps(SLOW_REQUEST).encode()] * (3 * errors_5xx + 1))
+            assert statuses.count(503) >= errors_5xx and 200 in statuses, statuses
+            minutes_until(local_aws, lambda: state("Invocation5XXErrors") == "ALARM", "5xx ALARM")
+            minutes_until(local_aws, lambda: state("Invocation5XXErrors") == "OK", "5xx OK")
+            # CloudWatch told the on-call queue of each alarm's changes (heard in the order they came).
+            for metric in ("DiskUtilization", "ModelLatency", "Invocation5XXErrors"):
+                alarm = alarm_on(local_aws, metric)["AlarmName"]
+                assert topic.heard(alarm, "ALARM") and topic.heard(alarm, "OK")
 
         # Load: more invocations per instance than the target, three minutes running (target
         # tracking's high alarm), scales out, and no further than max_capacity: the policy wants

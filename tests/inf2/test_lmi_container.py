@@ -2,7 +2,8 @@
 HTTP by the DJL front-end stand-in under the image's pinned environment (.venv-lmi), as the local
 SageMaker runtime will run it for Inf2Stack on SageMaker: /ping only once loaded, the seed's OPT
 request answered, a bad request refused with DJL's 4xx, requests batched as serving.properties
-says, and nothing left running after stop."""
+says, more than its job queue holds refused with DJL's 503, and nothing left running after
+stop."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,15 +28,21 @@ BATCH_DELAY_MS = 3000
 
 
 @pytest.fixture(scope="module")
-def lmi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
-    """A tiny bundle built with a wide batching window, served by the local LMI container."""
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny bundle built with a wide batching window."""
     from artifacts_builder.inf2 import run
 
     out = tmp_path_factory.mktemp("lmi-artifacts")
     assert run(builder_args(out, "--tiny", "-c", f"inf2.max_batch_delay_ms={BATCH_DELAY_MS}")) == 0
     stand_in_artifacts(out)
-    # The bundle as SageMaker places an uncompressed S3 prefix under /opt/ml/model.
-    with LmiContainer(out / "inf2" / "bundle") as container:
+    return out / "inf2" / "bundle"
+
+
+@pytest.fixture(scope="module")
+def lmi_server(bundle: Path) -> Iterator[Container]:
+    """The bundle served by the local LMI container, as SageMaker places an uncompressed S3
+    prefix under /opt/ml/model."""
+    with LmiContainer(bundle) as container:
         container.wait_ready(timeout=300)
         yield container
 
@@ -93,3 +102,24 @@ def test_requests_sent_together_are_one_batch(lmi_server: Container) -> None:
     (good_status, good), (bad_status, bad) = answers[0], answers[1]
     assert good_status == 200 and len(good["outputs"]) == 1, good
     assert bad_status == 200 and bad["code"] == 400 and "seq_length" in bad["error"], bad
+
+
+def test_more_requests_than_the_job_queue_holds_are_refused_with_djl_s_503(bundle: Path) -> None:
+    """DJL's job queue of 2 (SERVING_JOB_QUEUE_SIZE, the server's job_queue_size): of requests
+    sent together faster than the worker answers them, those its batch and the queue take are
+    answered, the rest refused at once with WorkLoadManager's 503; the server goes on answering."""
+    with LmiContainer(bundle, environment={"SERVING_JOB_QUEUE_SIZE": "2"}) as server:
+        server.wait_ready(timeout=300)
+        with ThreadPoolExecutor(12) as pool:
+            # The compiled graphs' 512 positions: seconds a batch here, while the others arrive.
+            answers = list(pool.map(lambda _: invoke(server, {**SEED_REQUEST, "seq_length": 512}), range(12)))
+        refused = [body for status, body in answers if status == 503]
+        served = [body for status, body in answers if status == 200]
+        assert len(refused) + len(served) == 12, answers
+        assert served and refused, answers
+        assert refused[0] == {
+            "code": 503,
+            "type": "WlmCapacityException",
+            "message": "Worker queue capacity exceeded for model: model",
+        }
+        assert invoke(server, SEED_REQUEST)[0] == 200
