@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -112,16 +111,6 @@ class Clock:
 
     def _set(self, when: datetime) -> None:
         self._base, self._wall = when, time.monotonic()
-
-    @contextmanager
-    def running_at(self, speed: float) -> Iterator[Clock]:
-        """The clock at `speed` for the duration, then at its speed before."""
-        before = self.speed
-        self.speed = speed
-        try:
-            yield self
-        finally:
-            self.speed = before
 
     def advance(self, seconds: float) -> datetime:
         """Move the clock `seconds` forward, running in this thread every job due on the way

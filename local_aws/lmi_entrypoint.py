@@ -25,7 +25,7 @@ its file at that tag):
 * **Overload** (``WorkLoadManager.runJob``, ``InferenceRequestHandler.onException``,
   ``NettyUtils.sendError``): requests wait in the model's job queue, of ``job_queue_size``
   (serving.properties, else the server's, which ``SERVING_JOB_QUEUE_SIZE`` sets; 1000 by
-  default: docs/configurations_model.md); one that finds it full, or finds one place left while
+  default: serving/docs/configurations_model.md); one that finds it full, or finds one place left while
   the worker is busy, is refused at once with 503 and
   ``{"code": 503, "type": "WlmCapacityException", "message": "Worker queue capacity exceeded for
   model: <name>"}``.

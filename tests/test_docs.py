@@ -31,6 +31,7 @@ OTHER_REPOSITORIES = {
         "serving/docker/pytorch-inf2.Dockerfile",
         "serving/docs/lmi/deployment_guide/deploying-your-endpoint.md",
         "serving/docs/lmi/deployment_guide/configurations.md",
+        "serving/docs/configurations_model.md",
         "tests/integration/llm/prepare.py",
     )
 }

@@ -207,7 +207,6 @@ class Outcome:
     state: str | None
     reason: str
     reason_data: str
-    evaluated: tuple[Datapoint, ...]
 
 
 def _stamp(when: datetime) -> str:
@@ -261,7 +260,7 @@ def evaluate(alarm: Any, index: MetricIndex, at: datetime) -> Outcome:
             for p in reversed(used)
         ],
     }  # fmt: skip
-    return Outcome(state, reason, json.dumps(data), tuple(used))
+    return Outcome(state, reason, json.dumps(data))
 
 
 def due(alarm: Any, at: datetime) -> bool:

@@ -409,8 +409,8 @@ def stall_fires_and_clears(aws: LocalAws, stack: str, topic: Oncall, send: Calla
 
 
 #: Multi Model Server's job queue: requests past it and its workers' are refused with 503 "No
-#: worker is available to serve request" (job_queue_size, 100 by default: awslabs/multi-model-server
-#: docs/configuration.md; the toolkit does not set it).
+#: worker is available to serve request" (job_queue_size, 100 by default: the configuration page
+#: of awslabs/multi-model-server; the toolkit does not set it).
 MMS_JOB_QUEUE = 100
 
 
