@@ -113,12 +113,21 @@ def loadtest(aws: LocalAws, *args: str, timeout: float = 300) -> subprocess.Comp
     )
 
 
+#: What an update of a model rolls out, by its DeploymentConfig: the endpoint, or its inference
+#: component (which carries the model; the endpoint then has no DeploymentConfig).
+GUARDED = ("AWS::SageMaker::Endpoint", "AWS::SageMaker::InferenceComponent")
+
+
 def rollback_alarms(aws: LocalAws, stack: str) -> list[str]:
-    """The alarms the stack's endpoint names in its update policy."""
+    """The alarms the stack's endpoint, or its inference component, names in its update policy."""
     body = aws.client("cloudformation").get_template(StackName=stack)["TemplateBody"]
     template = json.loads(body) if isinstance(body, str) else body
-    (endpoint,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Endpoint"]
-    return [a["AlarmName"] for a in endpoint["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
+    (config,) = [
+        r["Properties"]["DeploymentConfig"]
+        for r in template["Resources"].values()
+        if r["Type"] in GUARDED and "DeploymentConfig" in r["Properties"]
+    ]
+    return [a["AlarmName"] for a in config["AutoRollbackConfiguration"]["Alarms"]]
 
 
 def update_check(aws: LocalAws, stack: str) -> str:

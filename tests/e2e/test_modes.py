@@ -389,20 +389,48 @@ def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
 TARGET = 5
 
 
-def invocations_this_minute(aws: LocalAws, endpoint: str, variant: str) -> float:
-    """The endpoint's Invocations (the SageMaker metric) in the local clock's current minute."""
-    now = aws.clock.now()
-    start = now.replace(second=0, microsecond=0)
+def invocations_this_minute(aws: LocalAws, dimensions: dict[str, str]) -> float:
+    """The Invocations (the SageMaker metric) of what `dimensions` name (an endpoint's variant,
+    or an inference component) in the local clock's current minute."""
+    start = aws.clock.now().replace(second=0, microsecond=0)
     points = aws.client("cloudwatch").get_metric_statistics(
         Namespace="AWS/SageMaker",
         MetricName="Invocations",
-        Dimensions=[{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}],
+        Dimensions=[{"Name": name, "Value": value} for name, value in dimensions.items()],
         StartTime=start,
         EndTime=start + timedelta(minutes=1),
         Period=60,
         Statistics=["Sum"],
     )["Datapoints"]
     return float(sum(p["Sum"] for p in points))
+
+
+def busy_minutes_until(
+    aws: LocalAws, tmp_path: Path, scaled: Callable[[], bool], dimensions: dict[str, str], *target: str
+) -> int:
+    """`python -m loadtest` on `target` (its --endpoint and other options) while CloudWatch's
+    clock moves a minute each time what `dimensions` name has served more than TARGET in it,
+    until `scaled`; those busy minutes."""
+    request = tmp_path / "load.json"
+    request.write_text(json.dumps({"content_type": "application/json", "body": {"input": "amazon"}}))
+    load = subprocess.Popen(
+        [sys.executable, "-m", "loadtest", *target, "--request", str(request), "--concurrency", "2", "--seconds",
+         "60", "--metrics-wait", "0", "--warmup", "1", "--out", str(tmp_path / "load")],
+        cwd=ROOT, env=aws.environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        minutes = 0
+        while not scaled():
+            assert load.poll() is None, f"the load ended before the scale-out: {load.communicate()[1]}"
+            assert minutes < 6, f"no scale-out after {minutes} busy minutes"
+            time.sleep(0.2)
+            if invocations_this_minute(aws, dimensions) > TARGET:
+                aws.clock.advance(60)
+                minutes += 1
+    finally:
+        load.terminate()
+        load.communicate(timeout=60)
+    return minutes
 
 
 def test_gpt2_real_time_scales_out_under_load_and_back_in_when_idle(
@@ -422,25 +450,14 @@ def test_gpt2_real_time_scales_out_under_load_and_back_in_when_idle(
         endpoint = local_aws.stack_outputs("Gpt2Stack")["EndpointName"]
         variant = assembly.config.gpt2.endpoint.variant_name
         assert instances(local_aws, endpoint) == (1, 1)
-        request = tmp_path / "load.json"
-        request.write_text(json.dumps({"content_type": "application/json", "body": {"input": "amazon"}}))
-        load = subprocess.Popen(
-            [sys.executable, "-m", "loadtest", "--endpoint", endpoint, "--request", str(request), "--concurrency",
-             "2", "--seconds", "60", "--metrics-wait", "0", "--warmup", "1", "--out", str(tmp_path / "load")],
-            cwd=ROOT, env=local_aws.environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        try:
-            minutes = 0
-            while instances(local_aws, endpoint)[0] < 2:
-                assert load.poll() is None, f"the load ended before the scale-out: {load.communicate()[1]}"
-                assert minutes < 6, f"no scale-out after {minutes} busy minutes"
-                time.sleep(0.2)
-                if invocations_this_minute(local_aws, endpoint, variant) > TARGET:
-                    local_aws.clock.advance(60)
-                    minutes += 1
-        finally:
-            load.terminate()
-            load.communicate(timeout=60)
+        minutes = busy_minutes_until(
+            local_aws,
+            tmp_path,
+            lambda: instances(local_aws, endpoint)[0] >= 2,
+            {"EndpointName": endpoint, "VariantName": variant},
+            "--endpoint",
+            endpoint,
+        )
         assert minutes >= 3, "target tracking scales out on three minutes above the target"
         until(lambda: instances(local_aws, endpoint) == (2, 2), "the scale-out's container")
         hosted = HOSTING.find((local_aws.account, local_aws.region, endpoint))
