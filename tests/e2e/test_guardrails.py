@@ -1,8 +1,9 @@
 """Updates with SageMaker's deployment guardrails, with the real CDK CLI on the local AWS: an
-update to a model that fails its requests is rolled back by the alarms its failures move, on a
-real-time endpoint, an async endpoint and an inference component, what runs left on its config
-(its model) and the CloudFormation update failed and rolled back; destroy leaves no topic,
-dashboard or alarm. The inference component then scales its copies out under load and back in."""
+update to a model that fails its requests is rolled back by the alarms its failures move (GPT-2's
+real-time endpoint, async endpoint and inference component; GPT-J's real-time endpoint on the
+toolkit engine), what runs left on its config (its model) and the CloudFormation update failed
+and rolled back; destroy leaves no topic, dashboard or alarm. The inference component then scales
+its copies out under load and back in."""
 
 from __future__ import annotations
 
@@ -65,41 +66,46 @@ def rolled_back_by_its_failures(
     send: Send,
     reason: Callable[[], str],
     model_errors: str = "InvocationModelErrors",
+    *,
+    stack: str = "Gpt2Stack",
+    status: int = 503,
 ) -> None:
-    """Gpt2Stack, deployed, updated to `changed` (the failing model) while its new model fails
-    `send`'s requests: a minute of those failures moves each rollback alarm (latency: each took
-    the 1 s limit; 5xx; model errors), which the on-call queue hears, and SageMaker rolls back
-    (`reason`: what it says of it). What the user sees: the update check's resource failed, and
-    the stack rolled back. `model_errors`: the metric the model-error alarm watches."""
-    alarms = rollback_alarms(aws, "Gpt2Stack")
-    watched = {described(aws, alarm)["MetricName"] for alarm in alarms}
-    assert watched == {"ModelLatency", "Invocation5XXErrors", model_errors}, watched
+    """`stack`, deployed, updated to `changed` (the failing model) while its new model fails
+    `send`'s requests with `status`: a minute of those failures moves the rollback alarms they
+    are faults of (a 503 after the 1 s limit: latency, 5xx and model errors; a 4xx: model
+    errors), which the on-call queue hears, and SageMaker rolls back (`reason`: what it says of
+    it). What the user sees: the update check's resource failed, and the stack rolled back.
+    `model_errors`: the metric the model-error alarm watches."""
+    alarms = rollback_alarms(aws, stack)
+    watched = {alarm: described(aws, alarm)["MetricName"] for alarm in alarms}
+    assert set(watched.values()) == {"ModelLatency", "Invocation5XXErrors", model_errors}, watched
+    fired = list(watched) if status >= 500 else [a for a, metric in watched.items() if metric == model_errors]
     updating: dict[str, Any] = {}
 
     def update() -> None:
         try:
-            cdk.deploy(changed.path, ["Gpt2Stack"])
+            cdk.deploy(changed.path, [stack])
         except CdkError as exc:
             updating["failed"] = exc
 
-    with oncall(aws, "Gpt2Stack") as topic:
+    with oncall(aws, stack) as topic:
         deploy = threading.Thread(target=update)
         deploy.start()
-        limits = changed.config.gpt2.endpoint.alarms
+        limits = (changed.config.gpt2 if stack == "Gpt2Stack" else changed.config.gptj).endpoint.alarms
         assert limits is not None and limits.model_errors is not None
         failed = failures_of_the_new_model(aws, hosted, send, wanted=max(limits.errors_5xx, limits.model_errors))
-        assert set(failed) == {503}, failed
+        assert set(failed) == {status}, failed
         aws.clock.advance(60)
         deploy.join(timeout=300)
         assert not deploy.is_alive()
-        for alarm in alarms:
+        for alarm in fired:
             assert topic.heard(alarm)["NewStateReason"]
-        assert any(a in reason() for a in alarms), reason()
+        assert any(a in reason() for a in fired), reason()
     assert "failed" in updating, "the update to a failing model was not rolled back"
     message = updating["failed"].args[0]
     assert "UPDATE_ROLLBACK_COMPLETE" in message or "UPDATE_FAILED" in message
     assert "EndpointUpdateCheck" in message
-    assert stack_of(aws, "Gpt2Stack")["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
+    assert stack_of(aws, stack)["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
 
 
 def nothing_left(aws: LocalAws, deployed: dict[str, tuple[str, str]]) -> None:
@@ -202,6 +208,52 @@ def test_an_update_to_a_failing_model_is_rolled_back_by_its_failures(
         # The rollback deleted the config the update made; the endpoint still answers.
         assert {c["EndpointConfigName"] for c in sagemaker.list_endpoint_configs()["EndpointConfigs"]} == configs
         assert send() == 200
+
+
+#: GPT-J's handler refusing the requests clients make: a setting lowered under what they ask for
+#: (GPTJ_MAX_NEW_TOKENS, serving/gptj/code/inference.py) makes each a 400, a model error.
+REFUSING_GPTJ = {"gptj.environment": {"GPTJ_MAX_NEW_TOKENS": "4"}}
+
+
+def test_a_gptj_update_that_refuses_its_requests_is_rolled_back_on_its_model_errors(
+    bootstrapped: Cdk, local_aws: LocalAws, base: Assembly, tmp_path: Path, e2e_artifacts: Path
+) -> None:
+    """GptjStack on the toolkit engine: an update whose model refuses with 400 what clients ask
+    of the running one is rolled back on the model-error alarm alone (its requests are neither
+    slow nor 5xx); the endpoint answers from its old config."""
+    changed = assembly_of(tmp_path / "cdk.out", local_aws, e2e_artifacts, **REFUSING_GPTJ)
+    sagemaker = local_aws.client("sagemaker")
+    bootstrapped.deploy(base.path, ["GptjStack"])
+    try:
+        outputs = local_aws.stack_outputs("GptjStack")
+        name = outputs["EndpointName"]
+        runtime = local_aws.client("sagemaker-runtime")
+        body = b'{"inputs": "Can you please", "parameters": {"max_new_tokens": 12}}'
+
+        def send() -> int:
+            return status_of(
+                lambda: runtime.invoke_endpoint(EndpointName=name, Body=body, ContentType="application/json")
+            )
+
+        assert send() == 200
+        config = sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+        rolled_back_by_its_failures(
+            bootstrapped,
+            local_aws,
+            changed,
+            name,
+            send,
+            lambda: str(sagemaker.describe_endpoint(EndpointName=name)["FailureReason"]),
+            stack="GptjStack",
+            status=400,
+        )
+        assert sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"] == config
+        assert update_check(local_aws, "GptjStack") == config
+        assert send() == 200
+    finally:
+        bootstrapped.destroy(base.path, ["GptjStack"])
+    assert not sagemaker.list_endpoints()["Endpoints"]
+    assert not running_containers()
 
 
 def test_an_inference_component_update_to_a_failing_model_is_rolled_back_and_its_copies_scale(

@@ -355,6 +355,12 @@ def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
         refused = loadtest(local_aws, "--endpoint", endpoint, "--request", str(tmp_path / "request.json"))
         assert refused.returncode == 2 and "is asynchronous: pass --async" in refused.stderr
         async_alarms_fire_on_their_faults(local_aws, bucket, endpoint)
+        # The faults' idle minutes may have begun a scale-in (to zero instances): the load tester
+        # refuses an endpoint that is Updating, as it should, so the load waits for InService.
+        until(
+            lambda: sagemaker.describe_endpoint(EndpointName=endpoint)["EndpointStatus"] == "InService",
+            "the endpoint InService after its scaling",
+        )
         # Scaling on the backlog from zero instances, and the alarm that starts the first one.
         scaling = local_aws.client("application-autoscaling")
         (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
