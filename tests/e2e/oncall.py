@@ -25,10 +25,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
+from local_aws.cdk import Cdk, CdkError
 from local_aws.cloudwatch.evaluation import RANGE_EXTRA
 from local_aws.sagemaker.components import component_key
 from local_aws.sagemaker.containers import Container
 from local_aws.sagemaker.runtime import HOSTING
+from tests.e2e.helpers import Assembly, rollback_alarms, stack_of
 
 
 @dataclass
@@ -424,3 +426,83 @@ def toolkit_overload_fires_and_clears(aws: LocalAws, stack: str, topic: Oncall, 
     `workers` workers."""
     body = json.dumps({"inputs": "Can you please", "parameters": {"max_new_tokens": 2}}).encode()
     overload_fires_and_clears(aws, stack, topic, body=body, workers=is_mms_worker, queue=MMS_JOB_QUEUE + workers)
+
+
+#: A request's container status (200 for an answer), sent the way the mode is called.
+Send = Callable[[], int]
+
+
+def status_of(call: Callable[[], object]) -> int:
+    """200 for an answer, else the container's status SageMaker reports (OriginalStatusCode)."""
+    try:
+        call()
+    except ClientError as exc:
+        return int(exc.response.get("OriginalStatusCode", 0))
+    return 200
+
+
+def failures_of_the_new_model(
+    aws: LocalAws, hosted: str, send: Send, wanted: int, start_timeout_s: float = 120
+) -> list[int]:
+    """`wanted` requests sent while the update's new model has the traffic of `hosted` (the
+    runtime's name: the endpoint, or its component's key), once it started (within
+    `start_timeout_s`); their statuses."""
+    key = (aws.account, aws.region, hosted)
+    deadline = time.monotonic() + start_timeout_s
+    while (found := HOSTING.find(key)) is None or found.pending is None or found.shifted < 1.0:
+        assert time.monotonic() < deadline, "the update never moved the traffic"
+        time.sleep(0.2)
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda _: send(), range(wanted)))
+
+
+def rolled_back_by_its_failures(
+    cdk: Cdk,
+    aws: LocalAws,
+    changed: Assembly,
+    hosted: str,
+    send: Send,
+    reason: Callable[[], str],
+    model_errors: str = "InvocationModelErrors",
+    *,
+    stack: str = "Gpt2Stack",
+    status: int = 503,
+    start_timeout_s: float = 120,
+) -> None:
+    """`stack`, deployed, updated to `changed` (the failing model) while its new model fails
+    `send`'s requests with `status`: a minute of those failures moves the rollback alarms they
+    are faults of (a 503 after the 1 s limit: latency, 5xx and model errors; a 4xx: model
+    errors), which the on-call queue hears, and SageMaker rolls back (`reason`: what it says of
+    it). What the user sees: the update check's resource failed, and the stack rolled back.
+    `model_errors`: the metric the model-error alarm watches."""
+    alarms = rollback_alarms(aws, stack)
+    watched = {alarm: described(aws, alarm)["MetricName"] for alarm in alarms}
+    assert set(watched.values()) == {"ModelLatency", "Invocation5XXErrors", model_errors}, watched
+    fired = list(watched) if status >= 500 else [a for a, metric in watched.items() if metric == model_errors]
+    updating: dict[str, Any] = {}
+
+    def update() -> None:
+        try:
+            cdk.deploy(changed.path, [stack])
+        except CdkError as exc:
+            updating["failed"] = exc
+
+    with oncall(aws, stack) as topic:
+        deploy = threading.Thread(target=update)
+        deploy.start()
+        limits = (changed.config.gpt2 if stack == "Gpt2Stack" else changed.config.gptj).endpoint.alarms
+        assert limits is not None and limits.model_errors is not None
+        wanted = max(limits.errors_5xx, limits.model_errors)
+        failed = failures_of_the_new_model(aws, hosted, send, wanted, start_timeout_s)
+        assert set(failed) == {status}, failed
+        aws.clock.advance(60)
+        deploy.join(timeout=300 + start_timeout_s)
+        assert not deploy.is_alive()
+        for alarm in fired:
+            assert topic.heard(alarm)["NewStateReason"]
+        assert any(a in reason() for a in fired), reason()
+    assert "failed" in updating, "the update to a failing model was not rolled back"
+    message = updating["failed"].args[0]
+    assert "UPDATE_ROLLBACK_COMPLETE" in message or "UPDATE_FAILED" in message
+    assert "EndpointUpdateCheck" in message
+    assert stack_of(aws, stack)["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"

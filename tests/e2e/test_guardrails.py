@@ -8,19 +8,15 @@ its copies out under load and back in."""
 from __future__ import annotations
 
 import re
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk, CdkError
+from local_aws.cdk import Cdk
 from local_aws.sagemaker.components import component_key
 from local_aws.sagemaker.containers import running_containers
 from local_aws.sagemaker.runtime import HOSTING
@@ -29,10 +25,9 @@ from tests.e2e.helpers import (
     assembly_of,
     resources_of_stack,
     rollback_alarms,
-    stack_of,
     update_check,
 )
-from tests.e2e.oncall import described, oncall
+from tests.e2e.oncall import Send, described, rolled_back_by_its_failures, status_of
 from tests.e2e.test_modes import TARGET, busy_minutes_until, copies, minutes_while, until, wait_for_object
 
 pytestmark = pytest.mark.e2e
@@ -41,71 +36,6 @@ pytestmark = pytest.mark.e2e
 #: A model whose every request fails: each waits for a batch 2 s, past the server's 1 s limit on a
 #: request, and is answered 503 (the GPT-2 server's "timeout").
 FAILING_MODEL = {"gpt2.max_queue_delay_us": 2_000_000, "gpt2.request_timeout_s": 1}
-
-#: A request's container status (200 for an answer), sent the way the mode is called.
-Send = Callable[[], int]
-
-
-def failures_of_the_new_model(aws: LocalAws, hosted: str, send: Send, wanted: int) -> list[int]:
-    """`wanted` requests sent while the update's new model has the traffic of `hosted` (the
-    runtime's name: the endpoint, or its component's key); their statuses."""
-    key = (aws.account, aws.region, hosted)
-    deadline = time.monotonic() + 120
-    while (found := HOSTING.find(key)) is None or found.pending is None or found.shifted < 1.0:
-        assert time.monotonic() < deadline, "the update never moved the traffic"
-        time.sleep(0.2)
-    with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(lambda _: send(), range(wanted)))
-
-
-def rolled_back_by_its_failures(
-    cdk: Cdk,
-    aws: LocalAws,
-    changed: Assembly,
-    hosted: str,
-    send: Send,
-    reason: Callable[[], str],
-    model_errors: str = "InvocationModelErrors",
-    *,
-    stack: str = "Gpt2Stack",
-    status: int = 503,
-) -> None:
-    """`stack`, deployed, updated to `changed` (the failing model) while its new model fails
-    `send`'s requests with `status`: a minute of those failures moves the rollback alarms they
-    are faults of (a 503 after the 1 s limit: latency, 5xx and model errors; a 4xx: model
-    errors), which the on-call queue hears, and SageMaker rolls back (`reason`: what it says of
-    it). What the user sees: the update check's resource failed, and the stack rolled back.
-    `model_errors`: the metric the model-error alarm watches."""
-    alarms = rollback_alarms(aws, stack)
-    watched = {alarm: described(aws, alarm)["MetricName"] for alarm in alarms}
-    assert set(watched.values()) == {"ModelLatency", "Invocation5XXErrors", model_errors}, watched
-    fired = list(watched) if status >= 500 else [a for a, metric in watched.items() if metric == model_errors]
-    updating: dict[str, Any] = {}
-
-    def update() -> None:
-        try:
-            cdk.deploy(changed.path, [stack])
-        except CdkError as exc:
-            updating["failed"] = exc
-
-    with oncall(aws, stack) as topic:
-        deploy = threading.Thread(target=update)
-        deploy.start()
-        limits = (changed.config.gpt2 if stack == "Gpt2Stack" else changed.config.gptj).endpoint.alarms
-        assert limits is not None and limits.model_errors is not None
-        failed = failures_of_the_new_model(aws, hosted, send, wanted=max(limits.errors_5xx, limits.model_errors))
-        assert set(failed) == {status}, failed
-        aws.clock.advance(60)
-        deploy.join(timeout=300)
-        assert not deploy.is_alive()
-        for alarm in fired:
-            assert topic.heard(alarm)["NewStateReason"]
-        assert any(a in reason() for a in fired), reason()
-    assert "failed" in updating, "the update to a failing model was not rolled back"
-    message = updating["failed"].args[0]
-    assert "UPDATE_ROLLBACK_COMPLETE" in message or "UPDATE_FAILED" in message
-    assert "EndpointUpdateCheck" in message
-    assert stack_of(aws, stack)["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
 
 
 def nothing_left(aws: LocalAws, deployed: dict[str, tuple[str, str]]) -> None:
@@ -135,15 +65,6 @@ def deployed(
         resources = resources_of_stack(aws, "Gpt2Stack")
         cdk.destroy(base.path, ["Gpt2Stack"])
     nothing_left(aws, resources)
-
-
-def status_of(call: Callable[[], object]) -> int:
-    """200 for an answer, else the container's status SageMaker reports (OriginalStatusCode)."""
-    try:
-        call()
-    except ClientError as exc:
-        return int(exc.response.get("OriginalStatusCode", 0))
-    return 200
 
 
 def real_time(aws: LocalAws, outputs: dict[str, str], **target: str) -> Send:

@@ -1,7 +1,8 @@
 """`cdk deploy GptjStack -c gptj.engine=vllm` on the local AWS answers InvokeEndpoint and
 InvokeEndpointWithResponseStream from the real vLLM server (the CPU build of the image's vLLM
 version, local_aws/vllm_entrypoint.py); a caller that leaves mid-stream and the engine dying are
-handled as SageMaker handles them. One deploy for the module: the engine's death comes last.
+handled as SageMaker handles them; a guarded update that refuses what the running model answers is
+rolled back on its alarms. One deploy for the module: the engine's death comes last.
 
 Marked ``vllm`` as well as ``e2e``: minutes (the server compiles its kernels at every start).
 Run with ``.venv/bin/python -m pytest -m vllm``.
@@ -42,6 +43,7 @@ from tests.e2e.helpers import (
     server_sent_events,
     stream,
     unusable_endpoints,
+    update_check,
 )
 from tests.e2e.oncall import (
     described,
@@ -49,10 +51,12 @@ from tests.e2e.oncall import (
     model_errors_and_capacity_faults_fire_and_clear,
     oncall,
     rollback_alarms_fire_and_clear,
+    rolled_back_by_its_failures,
     runtime_errors,
     stack_alarms,
     stall_fires_and_clears,
     stalled,
+    status_of,
 )
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
 from tests.local_aws import fuzz
@@ -65,9 +69,9 @@ DEPLOY_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
-def vllm_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+def vllm_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny GPT-J payload (heads of 32: vLLM's CPU attention) and stand-ins for the other
-    stacks' artifacts, synthesized with the vllm engine."""
+    stacks' artifacts."""
     if not (VLLM_VENV / ".installed").exists():
         pytest.fail(f"{VLLM_VENV} is missing: build it with `make .venv-vllm/.installed`")
     artifacts = tmp_path_factory.mktemp("vllm-artifacts")
@@ -79,17 +83,25 @@ def vllm_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
         timeout=300,
     )
     make_artifacts(artifacts, ("gpt2", "inf2"))
+    return artifacts
+
+
+def vllm_app(root: Path, artifacts: Path, max_model_len: int) -> Assembly:
+    """The app synthesized with the vllm engine and the context length `max_model_len`."""
     settings = {
         "project.artifacts_dir": str(artifacts),
         "gptj.engine": "vllm",
-        "gptj.max_model_len": "256",
+        "gptj.max_model_len": str(max_model_len),
         # Alarms on one minute of data, as the other e2e deploys have them (QUICK_UPDATES).
         **{key: str(value) for key, value in QUICK_UPDATES.items() if key.startswith("gptj.")},
     }
-    synthesized = synthesize(
-        tmp_path_factory.mktemp("cdk.out-vllm"), artifacts, may_leave_out=("LlmStack",), **settings
-    )
+    synthesized = synthesize(root, artifacts, may_leave_out=("LlmStack",), **settings)
     return Assembly(path=synthesized.outdir, config=load_config(cdk_context(**settings)))
+
+
+@pytest.fixture(scope="module")
+def vllm_assembly(tmp_path_factory: pytest.TempPathFactory, vllm_artifacts: Path) -> Assembly:
+    return vllm_app(tmp_path_factory.mktemp("cdk.out-vllm"), vllm_artifacts, 256)
 
 
 @pytest.fixture(scope="module")
@@ -283,6 +295,38 @@ def test_a_documented_body_is_answered_by_vllm(deployed: Cdk, local_aws: LocalAw
     else:
         answer = invoke(local_aws, "GptjStack", body.body)
         assert answer["choices"][0]["text"] and answer["usage"]["completion_tokens"] > 0, (body.where, answer)
+
+
+def test_a_guarded_update_to_a_shorter_context_is_rolled_back_on_its_model_errors(
+    deployed: Cdk, local_aws: LocalAws, vllm_artifacts: Path, tmp_path: Path
+) -> None:
+    """An update of the engine to a context of 64 tokens, whose new server refuses with 400 the
+    requests the running one answers (prompt and max_tokens past max_model_len), is rolled back
+    by the model-error alarm its refusals move; the endpoint answers from its old config."""
+    shorter = vllm_app(tmp_path / "cdk.out", vllm_artifacts, 64)
+    sagemaker, runtime = local_aws.client("sagemaker"), local_aws.client("sagemaker-runtime")
+    name = local_aws.stack_outputs("GptjStack")["EndpointName"]
+    body = json.dumps({"prompt": SEED_GPTJ_PROMPT, "max_tokens": 100}).encode()
+
+    def send() -> int:
+        return status_of(lambda: runtime.invoke_endpoint(EndpointName=name, Body=body, ContentType="application/json"))
+
+    assert send() == 200
+    config = sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    rolled_back_by_its_failures(
+        deployed,
+        local_aws,
+        shorter,
+        name,
+        send,
+        lambda: str(sagemaker.describe_endpoint(EndpointName=name)["FailureReason"]),
+        stack="GptjStack",
+        status=400,
+        start_timeout_s=DEPLOY_TIMEOUT_S,
+    )
+    assert sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"] == config
+    assert update_check(local_aws, "GptjStack") == config
+    assert send() == 200
 
 
 def test_each_alarm_with_a_fault_here_fires_on_it_and_the_oncall_queue_hears_it(
