@@ -30,7 +30,7 @@ from local_aws.cloudwatch.evaluation import RANGE_EXTRA
 from local_aws.sagemaker.components import component_key
 from local_aws.sagemaker.containers import Container
 from local_aws.sagemaker.runtime import HOSTING
-from tests.e2e.helpers import Assembly, rollback_alarms, stack_of
+from tests.e2e.helpers import Assembly, rollback_alarms, stack_of, update_check
 
 
 @dataclass
@@ -506,3 +506,26 @@ def rolled_back_by_its_failures(
     assert "UPDATE_ROLLBACK_COMPLETE" in message or "UPDATE_FAILED" in message
     assert "EndpointUpdateCheck" in message
     assert stack_of(aws, stack)["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
+
+
+def a_refusing_gptj_update_is_rolled_back(
+    cdk: Cdk, aws: LocalAws, changed: Assembly, body: bytes, start_timeout_s: float = 120
+) -> None:
+    """GptjStack's endpoint, answering `body`, updated to `changed`, whose model refuses it
+    with 400: rolled back on its model errors (:func:`rolled_back_by_its_failures`), on its old
+    config, which answers `body` again."""
+    sagemaker, runtime = aws.client("sagemaker"), aws.client("sagemaker-runtime")
+    name = aws.stack_outputs("GptjStack")["EndpointName"]
+
+    def send() -> int:
+        return status_of(lambda: runtime.invoke_endpoint(EndpointName=name, Body=body, ContentType="application/json"))
+
+    assert send() == 200
+    config = sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    reason = lambda: str(sagemaker.describe_endpoint(EndpointName=name)["FailureReason"])  # noqa: E731
+    rolled_back_by_its_failures(
+        cdk, aws, changed, name, send, reason, stack="GptjStack", status=400, start_timeout_s=start_timeout_s
+    )
+    assert sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"] == config
+    assert update_check(aws, "GptjStack") == config, "CloudFormation's state matches the endpoint"
+    assert send() == 200

@@ -27,7 +27,13 @@ from tests.e2e.helpers import (
     rollback_alarms,
     update_check,
 )
-from tests.e2e.oncall import Send, described, rolled_back_by_its_failures, status_of
+from tests.e2e.oncall import (
+    Send,
+    a_refusing_gptj_update_is_rolled_back,
+    described,
+    rolled_back_by_its_failures,
+    status_of,
+)
 from tests.e2e.test_modes import TARGET, busy_minutes_until, copies, minutes_while, until, wait_for_object
 
 pytestmark = pytest.mark.e2e
@@ -146,31 +152,8 @@ def test_a_gptj_update_that_refuses_its_requests_is_rolled_back_on_its_model_err
     sagemaker = local_aws.client("sagemaker")
     bootstrapped.deploy(base.path, ["GptjStack"])
     try:
-        outputs = local_aws.stack_outputs("GptjStack")
-        name = outputs["EndpointName"]
-        runtime = local_aws.client("sagemaker-runtime")
         body = b'{"inputs": "Can you please", "parameters": {"max_new_tokens": 12}}'
-
-        def send() -> int:
-            return status_of(
-                lambda: runtime.invoke_endpoint(EndpointName=name, Body=body, ContentType="application/json")
-            )
-
-        assert send() == 200
-        config = sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-        rolled_back_by_its_failures(
-            bootstrapped,
-            local_aws,
-            changed,
-            name,
-            send,
-            lambda: str(sagemaker.describe_endpoint(EndpointName=name)["FailureReason"]),
-            stack="GptjStack",
-            status=400,
-        )
-        assert sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"] == config
-        assert update_check(local_aws, "GptjStack") == config
-        assert send() == 200
+        a_refusing_gptj_update_is_rolled_back(bootstrapped, local_aws, changed, body)
     finally:
         bootstrapped.destroy(base.path, ["GptjStack"])
     assert not sagemaker.list_endpoints()["Endpoints"]

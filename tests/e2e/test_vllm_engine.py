@@ -43,20 +43,18 @@ from tests.e2e.helpers import (
     server_sent_events,
     stream,
     unusable_endpoints,
-    update_check,
 )
 from tests.e2e.oncall import (
+    a_refusing_gptj_update_is_rolled_back,
     described,
     from_ok,
     model_errors_and_capacity_faults_fire_and_clear,
     oncall,
     rollback_alarms_fire_and_clear,
-    rolled_back_by_its_failures,
     runtime_errors,
     stack_alarms,
     stall_fires_and_clears,
     stalled,
-    status_of,
 )
 from tests.infra.helpers import ROOT, cdk_context, make_artifacts, synthesize
 from tests.local_aws import fuzz
@@ -304,29 +302,8 @@ def test_a_guarded_update_to_a_shorter_context_is_rolled_back_on_its_model_error
     requests the running one answers (prompt and max_tokens past max_model_len), is rolled back
     by the model-error alarm its refusals move; the endpoint answers from its old config."""
     shorter = vllm_app(tmp_path / "cdk.out", vllm_artifacts, 64)
-    sagemaker, runtime = local_aws.client("sagemaker"), local_aws.client("sagemaker-runtime")
-    name = local_aws.stack_outputs("GptjStack")["EndpointName"]
     body = json.dumps({"prompt": SEED_GPTJ_PROMPT, "max_tokens": 100}).encode()
-
-    def send() -> int:
-        return status_of(lambda: runtime.invoke_endpoint(EndpointName=name, Body=body, ContentType="application/json"))
-
-    assert send() == 200
-    config = sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-    rolled_back_by_its_failures(
-        deployed,
-        local_aws,
-        shorter,
-        name,
-        send,
-        lambda: str(sagemaker.describe_endpoint(EndpointName=name)["FailureReason"]),
-        stack="GptjStack",
-        status=400,
-        start_timeout_s=DEPLOY_TIMEOUT_S,
-    )
-    assert sagemaker.describe_endpoint(EndpointName=name)["EndpointConfigName"] == config
-    assert update_check(local_aws, "GptjStack") == config
-    assert send() == 200
+    a_refusing_gptj_update_is_rolled_back(deployed, local_aws, shorter, body, start_timeout_s=DEPLOY_TIMEOUT_S)
 
 
 def test_each_alarm_with_a_fault_here_fires_on_it_and_the_oncall_queue_hears_it(
