@@ -11,7 +11,19 @@ TIERS: dict[str, frozenset[str]] = {
     # the real CDK CLI against the local AWS
     "e2e": frozenset({"local_aws", "cdk", "bootstrapped", "base", "updated", "e2e_artifacts", "neuron_ami"}),
     # a process that serves: the GPT-2 container, the toolkit's model server, the local AWS
-    "server": frozenset({"server", "running", "running_tar", "serve", "aws", "echo_image", "free_port", "lmi_server"}),
+    "server": frozenset(
+        {
+            "server",
+            "running",
+            "running_tar",
+            "serve",
+            "aws",
+            "echo_image",
+            "free_port",
+            "lmi_server",
+            "lmi_server_queue_of_2",
+        }
+    ),
     # the artifacts builder on a tiny model
     "build": frozenset(
         {
@@ -28,6 +40,7 @@ TIERS: dict[str, frozenset[str]] = {
             "builder_cli",
             "llm_build",
             "tiny_sources",
+            "lmi_bundle",
         }
     ),
     # CDK synthesis of the app (the jsii runtime: seconds per app), or the CDK CLI

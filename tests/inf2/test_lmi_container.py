@@ -28,7 +28,7 @@ BATCH_DELAY_MS = 3000
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def lmi_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny bundle built with a wide batching window."""
     from artifacts_builder.inf2 import run
 
@@ -39,10 +39,10 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lmi_server(bundle: Path) -> Iterator[Container]:
+def lmi_server(lmi_bundle: Path) -> Iterator[Container]:
     """The bundle served by the local LMI container, as SageMaker places an uncompressed S3
     prefix under /opt/ml/model."""
-    with LmiContainer(bundle) as container:
+    with LmiContainer(lmi_bundle) as container:
         container.wait_ready(timeout=300)
         yield container
 
@@ -104,22 +104,30 @@ def test_requests_sent_together_are_one_batch(lmi_server: Container) -> None:
     assert bad_status == 200 and bad["code"] == 400 and "seq_length" in bad["error"], bad
 
 
-def test_more_requests_than_the_job_queue_holds_are_refused_with_djl_s_503(bundle: Path) -> None:
-    """DJL's job queue of 2 (SERVING_JOB_QUEUE_SIZE, the server's job_queue_size): of requests
-    sent together faster than the worker answers them, those its batch and the queue take are
-    answered, the rest refused at once with WorkLoadManager's 503; the server goes on answering."""
-    with LmiContainer(bundle, environment={"SERVING_JOB_QUEUE_SIZE": "2"}) as server:
-        server.wait_ready(timeout=300)
-        with ThreadPoolExecutor(12) as pool:
-            # The compiled graphs' 512 positions: seconds a batch here, while the others arrive.
-            answers = list(pool.map(lambda _: invoke(server, {**SEED_REQUEST, "seq_length": 512}), range(12)))
-        refused = [body for status, body in answers if status == 503]
-        served = [body for status, body in answers if status == 200]
-        assert len(refused) + len(served) == 12, answers
-        assert served and refused, answers
-        assert refused[0] == {
-            "code": 503,
-            "type": "WlmCapacityException",
-            "message": "Worker queue capacity exceeded for model: model",
-        }
-        assert invoke(server, SEED_REQUEST)[0] == 200
+@pytest.fixture
+def lmi_server_queue_of_2(lmi_bundle: Path) -> Iterator[Container]:
+    """The bundle served with DJL's job queue of 2 (SERVING_JOB_QUEUE_SIZE, the server's
+    job_queue_size)."""
+    with LmiContainer(lmi_bundle, environment={"SERVING_JOB_QUEUE_SIZE": "2"}) as container:
+        container.wait_ready(timeout=300)
+        yield container
+
+
+def test_more_requests_than_the_job_queue_holds_are_refused_with_djl_s_503(lmi_server_queue_of_2: Container) -> None:
+    """Of requests sent together faster than the worker answers them, those its batch and the
+    queue take are answered, the rest refused at once with WorkLoadManager's 503; the server goes
+    on answering."""
+    server = lmi_server_queue_of_2
+    with ThreadPoolExecutor(12) as pool:
+        # The compiled graphs' 512 positions: seconds a batch here, while the others arrive.
+        answers = list(pool.map(lambda _: invoke(server, {**SEED_REQUEST, "seq_length": 512}), range(12)))
+    refused = [body for status, body in answers if status == 503]
+    served = [body for status, body in answers if status == 200]
+    assert len(refused) + len(served) == 12, answers
+    assert served and refused, answers
+    assert refused[0] == {
+        "code": 503,
+        "type": "WlmCapacityException",
+        "message": "Worker queue capacity exceeded for model: model",
+    }
+    assert invoke(server, SEED_REQUEST)[0] == 200
