@@ -382,16 +382,19 @@ def overload_fires_and_clears(
     return statuses
 
 
-def sent_to(container: Container, timeout_s: float = 30) -> None:
-    """Wait until the local runtime (in this process) has a connection open to the container:
-    a request handed to it, which its time (ModelLatency) counts from, whether or not the
-    container has read it yet."""
+def sent_to(container: Container, requests: int = 1, timeout_s: float = 30) -> None:
+    """Wait until the local runtime (in this process) has `requests` connections open to the
+    container: requests handed to it, which their time (ModelLatency) counts from, whether or
+    not the container has read them yet."""
     deadline = time.monotonic() + timeout_s
-    while not any(
-        c.raddr and c.raddr.port == container.port and c.status == psutil.CONN_ESTABLISHED
-        for c in psutil.Process().net_connections("tcp")
+    while (
+        sum(
+            bool(c.raddr and c.raddr.port == container.port and c.status == psutil.CONN_ESTABLISHED)
+            for c in psutil.Process().net_connections("tcp")
+        )
+        < requests
     ):
-        assert time.monotonic() < deadline, f"no request reached the container on port {container.port}"
+        assert time.monotonic() < deadline, f"not {requests} requests at the container on port {container.port}"
         time.sleep(0.05)
 
 

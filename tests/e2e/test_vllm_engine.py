@@ -52,6 +52,7 @@ from tests.e2e.oncall import (
     oncall,
     rollback_alarms_fire_and_clear,
     runtime_errors,
+    sent_to,
     stack_alarms,
     stall_fires_and_clears,
     stalled,
@@ -357,7 +358,8 @@ def test_the_engine_process_dying_is_a_5xx_then_a_quick_model_error_and_leaves_n
             # The engine stopped first, so that the requests are surely in the server's hands.
             with stalled([psutil.Process(engine)]):
                 sent = pool.submit(runtime_errors, local_aws, "GptjStack", [body] * errors)
-                time.sleep(3)
+                sent_to(container, errors)
+                time.sleep(1)  # the server reads them and hands them to the (stopped) engine
                 os.kill(engine, signal.SIGKILL)
                 killed = time.monotonic()
             statuses = sent.result(timeout=120)
