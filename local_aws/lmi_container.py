@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from local_aws.sagemaker.containers import PROJECT_ROOT, Container, ContainerError
+from local_aws.sagemaker.containers import PROJECT_ROOT, Container, venv_python
 
 LMI_VENV = PROJECT_ROOT / ".venv-lmi"
 LMI_ENTRYPOINT = Path(__file__).with_name("lmi_entrypoint.py")
@@ -24,13 +24,7 @@ class LmiContainer(Container):
     """The LMI neuronx image: DJL Serving's front end and Python worker around ``model.py``."""
 
     def command(self, run_dir: Path) -> Sequence[str]:
-        python = LMI_VENV / "bin" / "python"
-        if not python.exists():
-            raise ContainerError(
-                f"{python} is missing: build the environment pinned to the LMI neuronx image with "
-                "`make .venv-lmi/.installed`"
-            )
-        return [str(python), str(LMI_ENTRYPOINT)]
+        return [str(venv_python(LMI_VENV, "the environment pinned to the LMI neuronx image")), str(LMI_ENTRYPOINT)]
 
     def process_environment(self, run_dir: Path) -> dict[str, str]:
         env = super().process_environment(run_dir)

@@ -56,6 +56,15 @@ class ContainerError(RuntimeError):
     """The container exited, or never answered /ping with 200; the message ends with its log."""
 
 
+def venv_python(venv: Path, built: str) -> Path:
+    """The interpreter of the environment pinned to an image; ContainerError naming the make
+    target that builds it (`built`: what it is) when it is missing."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise ContainerError(f"{python} is missing: build {built} with `make {venv.name}/.installed`")
+    return python
+
+
 def free_port(low: int = 20000, high: int = MMS_PORT_LIMIT - 1) -> int:
     """A TCP port of 127.0.0.1 in [low, high] that nothing listens on right now (the OS's own
     ephemeral ports lie above what Multi Model Server accepts)."""
@@ -333,12 +342,7 @@ class HuggingFaceContainer(Container):
     (local_aws/hf_entrypoint.py says how it differs from the image's entrypoint)."""
 
     def command(self, run_dir: Path) -> Sequence[str]:
-        python = HF_VENV / "bin" / "python"
-        if not python.exists():
-            raise ContainerError(
-                f"{python} is missing: build the environment pinned to the Hugging Face image with "
-                "`make .venv-hf/.installed`"
-            )
+        python = venv_python(HF_VENV, "the environment pinned to the Hugging Face image")
         if shutil.which("java") is None:
             raise ContainerError(
                 "java is not on PATH: the image's model server (Multi Model Server) has a Java front end; "
@@ -419,12 +423,7 @@ class VllmContainer(Container):
     kv_cache_gib = 1
 
     def command(self, run_dir: Path) -> Sequence[str]:
-        python = VLLM_VENV / "bin" / "python"
-        if not python.exists():
-            raise ContainerError(
-                f"{python} is missing: build the CPU build of the image's vLLM with `make .venv-vllm/.installed`"
-            )
-        return [str(python), str(VLLM_ENTRYPOINT)]
+        return [str(venv_python(VLLM_VENV, "the CPU build of the image's vLLM")), str(VLLM_ENTRYPOINT)]
 
     def process_environment(self, run_dir: Path) -> dict[str, str]:
         env = super().process_environment(run_dir)

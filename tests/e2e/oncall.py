@@ -268,11 +268,8 @@ def model_errors_and_capacity_faults_fire_and_clear(
     by `topic`: whatever earlier tests sent ends with its minute (each alarm starts from OK), then
     `model_error` (one request the model answers with an error) as many times as the model-error
     alarm's threshold, then :func:`capacity_faults_fire_and_clear`."""
-    alarms = stack_alarms(aws, stack)
-    for alarm in ("ModelErrorsAlarm", "DiskAlarm"):
-        minutes_until(aws, alarms[alarm], "OK")
-    topic.forget()
-    for _ in range(int(described(aws, alarms["ModelErrorsAlarm"])["Threshold"])):
+    from_ok(aws, stack, topic, ["ModelErrorsAlarm", "DiskAlarm"])
+    for _ in range(int(described(aws, stack_alarms(aws, stack)["ModelErrorsAlarm"])["Threshold"])):
         model_error()
     capacity_faults_fire_and_clear(aws, stack, topic, ["ModelErrorsAlarm"])
 

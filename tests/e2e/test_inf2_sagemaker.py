@@ -123,10 +123,6 @@ def alarm_on(aws: LocalAws, metric: str) -> Any:
     return alarm
 
 
-def alarm_state(aws: LocalAws, metric: str) -> str:
-    return str(alarm_on(aws, metric)["StateValue"])
-
-
 def instances(aws: LocalAws, name: str) -> tuple[int, int]:
     (variant,) = aws.client("sagemaker").describe_endpoint(EndpointName=name)["ProductionVariants"]
     return variant["DesiredInstanceCount"], variant["CurrentInstanceCount"]
@@ -160,7 +156,7 @@ def test_deploy_answer_scale_roll_back_and_destroy(
             check_answer(invoke(local_aws, STACK, documented.body), documented.body["text"])
 
         def state(metric: str) -> str:
-            return alarm_state(local_aws, metric)
+            return str(alarm_on(local_aws, metric)["StateValue"])
 
         with oncall(local_aws, STACK) as topic:
             # The ML storage volume filling up (the container's /tmp holds the hub's and the Neuron
