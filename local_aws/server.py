@@ -19,6 +19,7 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.core.utils import utcnow
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal.models import moto_api_backend
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
@@ -110,6 +111,10 @@ class LocalAws:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
         server.start()
+        # moto keeps the server private; its app is the dispatcher it made.
+        dispatcher = getattr(server._server, "app", None)
+        assert isinstance(dispatcher, DomainDispatcherApplication), dispatcher
+        patches.serving(dispatcher)
         self._server = server
         self._port = server.get_host_and_port()[1]
         patches.set_endpoint(

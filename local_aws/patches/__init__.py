@@ -29,7 +29,7 @@ from local_aws.patches import (
     sns,
     ssm,
 )
-from local_aws.patches.base import MOTO_VERSION, PATCHES, Patch, apply, patch, without
+from local_aws.patches.base import MOTO_VERSION, PATCHES, Patch, apply, patch, serving, without
 
 
 def set_endpoint(url: str, access_key: str, secret_key: str) -> None:
@@ -58,6 +58,7 @@ __all__ = [
     "s3",
     "sagemaker",
     "sagemakerruntime",
+    "serving",
     "set_endpoint",
     "sns",
     "ssm",

@@ -8,6 +8,7 @@ reverted (tests show what stock moto does with :func:`without`) and installed ag
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, ClassVar
 
 from moto.cloudformation import parsing as cfn_parsing
 from moto.core.common_models import CloudFormationModel
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 #: The one moto release these patches were written against and tested with.
 MOTO_VERSION = "5.2.5"
@@ -72,6 +74,7 @@ class Patch:
             finally:
                 _recording = None
             self._installed = True
+            _rebuild_routes()
 
     def revert(self) -> None:
         """Put back what the patch replaced: moto behaves as stock moto there again."""
@@ -79,6 +82,7 @@ class Patch:
             if self._installed:
                 self._undo()
                 self._installed = False
+                _rebuild_routes()
 
     def _undo(self) -> None:
         # Last first: a patch may replace an attribute it replaced before.
@@ -91,6 +95,24 @@ PATCHES: list[Patch] = []
 _lock = threading.RLock()
 # Where `replace` records, while a patch installs.
 _recording: list[_Replacement] | None = None
+
+
+#: The dispatchers of the servers running in this process (:func:`serving`).
+_DISPATCHERS: weakref.WeakSet[DomainDispatcherApplication] = weakref.WeakSet()
+
+
+def serving(dispatcher: DomainDispatcherApplication) -> None:
+    """A server answers through ``dispatcher``: its routes follow the patches installed now."""
+    _DISPATCHERS.add(dispatcher)
+
+
+def _rebuild_routes() -> None:
+    # moto's dispatcher builds a service's Flask app once, from the service's url paths of that
+    # moment (create_backend_app), and keeps it: a patch of those paths installed or reverted
+    # while a server runs would otherwise change nothing until the process ends.
+    for dispatcher in list(_DISPATCHERS):
+        with dispatcher.lock:
+            dispatcher.app_instances.clear()
 
 
 def replace(owner: object, name: str, value: object) -> None:

@@ -1327,6 +1327,17 @@ def test_revert_puts_back_what_the_patch_replaced(name: str) -> None:
         assert all(a is b for a, b in zip(own_attributes(places), stock, strict=True))
 
 
+def test_a_server_routes_as_the_patches_now_installed(aws: LocalAws) -> None:
+    # moto's dispatcher builds a service's routes once, from its url paths of that moment: the
+    # runtime's app built while its paths were stock's kept them, and a streamed invocation
+    # found no route (HTTP 404) once the patch was back, in whichever test came next.
+    aws.reset()
+    with patches.without("runtime_bodies_are_bytes"):
+        runtime = client(aws, "sagemaker-runtime")
+        assert error_of(lambda: runtime.invoke_endpoint_with_response_stream(EndpointName="none", Body=b"{}")) == "404"
+    assert streamed_invocation(aws) == (None, b"abc")
+
+
 def test_a_second_patch_of_the_same_attribute_is_refused() -> None:
     patches.apply()
     patched = vars(FakeEndpointConfig)["validate_instance_type"]
