@@ -12,7 +12,7 @@ timing each and reading pytest's closing line. Targets (issue 24): ``make demo``
 ``make test-fast`` under 60 s, ``make test`` within 20 min, on a 2-core machine.
 
     python -m bench.fresh_clone                  # about 30 minutes on 2 cores
-    python -m bench.fresh_clone --keep           # keep the clone (its logs) afterwards
+    python -m bench.fresh_clone --keep           # keep the clone (its logs) afterwards, as a failed run does
 
 Results: ``bench/results/fresh_clone.json`` and a Markdown table on stdout for
 docs/BENCHMARKS.md; each phase's full output in the clone's ``build/fresh-clone/``.
@@ -69,6 +69,8 @@ def run_phase(name: str, command: list[str], clone: Path, env: dict[str, str], l
     text = log.read_text(errors="replace")
     summary = PYTEST_SUMMARY.findall(text)
     return {
+        # pytest's short summary: what to read first when a phase failed.
+        "failed": re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", text, flags=re.MULTILINE),
         "phase": name,
         "command": " ".join(command),
         "exit_code": code,
@@ -108,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             result = {**run_phase(name, command, clone, env, logs), "target_seconds": target}
             print(f"[fresh-clone] {name}: exit {result['exit_code']} in {result['seconds']:.0f} s "
                   f"({result['pytest'] or 'no pytest summary'})", file=sys.stderr, flush=True)  # fmt: skip
+            for test in result["failed"]:
+                print(f"[fresh-clone]   failed: {test}", file=sys.stderr, flush=True)
             results.append(result)
             if result["exit_code"] != 0:
                 break
@@ -119,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")
-        if not args.keep:
+        failed = any(r["exit_code"] != 0 for r in results) or len(results) < len(PHASES)
+        if args.keep or failed:
+            # A failure's log is the one thing to read next: kept, whatever --keep says.
+            print(f"[fresh-clone] the clone and its logs are kept in {work}", file=sys.stderr, flush=True)
+        else:
             shutil.rmtree(work, ignore_errors=True)
     print(f"Commit {head}, {report['machine']}\n")
     print("| phase | exit | time | target | pytest | load before |")
