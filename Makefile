@@ -161,13 +161,15 @@ demo: setup
 # deploys wait on servers more than they compute; the groups in the order collected, the longest
 # (end to end) first. 12 min where one process took 15.5 on 2 cores (docs/BENCHMARKS.md).
 PYTEST_WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
+# More pytest arguments for `make test`, e.g. PYTEST_ARGS=--durations=0 for bench/test_durations.py.
+PYTEST_ARGS ?=
 
 # Lint first: a style or type error fails the same command CI runs. The environments, node_modules
 # and the linters are made side by side from the start (an image environment waits only for uv, a
 # linter only for .venv), the longest path (uv, .venv, mypy) first; then every test runs.
 test: system-deps
 	@$(PARALLEL) lint-mypy node_modules/.installed $(IMAGE_ENVS) lint-mypy-images lint-ruff lint-hadolint
-	$(BIN)/python -m pytest $(PYTEST_WORKERS)
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # GptjStack on the vllm engine, deployed on the local AWS, one GPT-J answer streamed token by token;
 # its endpoint runs vLLM's CPU build from .venv-vllm (about 2.4 GB, made once).
