@@ -26,21 +26,6 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(scope="module")
-def tiny_sources(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """Each tiny model's source folder (a hub snapshot's layout), made once."""
-    from artifacts_builder.tiny import make_tiny_causal_lm
-
-    made: dict[str, Path] = {}
-
-    def source(kind: str) -> Path:
-        if kind not in made:
-            made[kind] = make_tiny_causal_lm(kind, tmp_path_factory.mktemp(f"source-{kind}"))
-        return made[kind]
-
-    return source
-
-
-@pytest.fixture(scope="module")
 def llm_build(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """The builder in process, into a fresh output folder."""
 
