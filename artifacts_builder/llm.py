@@ -9,6 +9,9 @@ bfloat16, a pre-quantized checkpoint's packed weights stay packed); the config, 
 and tokenizer files and the chat template copied verbatim; ``payload-manifest.json`` with each
 file's sha256. ``<out>/llm/manifest.json`` records where the model came from (the hub id and the
 commit its revision resolved to, or the folder), which synthesis checks against ``llm.model``.
+The command prints that commit and the ``npx cdk deploy LlmStack`` line that deploys the payload:
+``llm.model``, ``llm.revision``, the ``-c`` settings it was built with and, where ``--out`` is not
+the configured artifacts folder, ``project.artifacts_dir``.
 
 Refused before anything is written, in one line: a model the pinned vLLM cannot serve (its
 architecture checked against vLLM's model registry, llm_contracts/vllm_models.py), and a
@@ -35,6 +38,7 @@ from artifacts_builder.payload import (
     ExpectedKeys,
     add_payload_arguments,
     check_shard_size,
+    deploy_command,
     expected_keys,
     file_entry,
     parse_context,
@@ -47,10 +51,12 @@ from artifacts_builder.payload import (
 from artifacts_builder.tiny import TINY_CAUSAL_LMS, make_tiny_causal_lm
 from llm_contracts import instances
 from llm_contracts.causal_lm import ModelFacts, PayloadError, architecture_problem, engine_problem
-from llm_contracts.manifest import PAYLOAD_MANIFEST, library_versions, sha256_file, write_manifest
+from llm_contracts.manifest import PAYLOAD_MANIFEST, library_versions, read_manifest, sha256_file, write_manifest
 from llm_contracts.manifest import file_entry as manifest_entry
 
 COMPONENT = "llm"
+#: The stack that deploys the payload (app.py), whose cdk.json section is COMPONENT.
+STACK = "LlmStack"
 PAYLOAD_DIR = "model"
 #: What the engine reads besides the weights: the config, the tokenizer (a SentencePiece model
 #: too) and the chat template in either of its files.
@@ -83,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        context = parse_context(args.context)
         payload = build(
             model=args.model,
             tiny=args.tiny,
@@ -90,13 +97,21 @@ def run(args: argparse.Namespace) -> int:
             chat_template=args.chat_template,
             out=args.out,
             shard_bytes=args.shard_size_mb * 1024 * 1024,
-            context=parse_context(args.context),
+            context=context,
         )
+        size = sum(p.stat().st_size for p in payload.rglob("*") if p.is_file())
+        print(f"llm: wrote {payload}/ ({size / 1e9:.3f} GB); peak RSS {peak_rss() / 1e9:.3f} GB")
+        record = read_manifest(payload.parent)["model"]
+        settings = {} if record.get("tiny") else {f"{COMPONENT}.model": str(record["source"])}
+        if "revision" in record:
+            # The deploy needs the commit (a branch or tag can move to other files): the reader
+            # copies it from here rather than from the manifest.
+            print(f"llm: {record['source']} at {args.revision or 'main'} is commit {record['revision']}")
+            settings[f"{COMPONENT}.revision"] = str(record["revision"])
+        print(f"llm: deploy it, from the project root, with:\n  {deploy_command(STACK, settings, context, args.out)}")
     except BuildError as exc:
         print(f"llm: error: {exc}", file=sys.stderr)
         return 2
-    size = sum(p.stat().st_size for p in payload.rglob("*") if p.is_file())
-    print(f"llm: wrote {payload}/ ({size / 1e9:.3f} GB); peak RSS {peak_rss() / 1e9:.3f} GB")
     return 0
 
 

@@ -15,10 +15,11 @@ import json
 import math
 import os
 import resource
+import shlex
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -108,6 +109,28 @@ def parse_context(pairs: Sequence[str]) -> dict[str, str]:
         return parse_context_pairs(pairs)
     except ConfigError as exc:
         raise BuildError(str(exc)) from None
+
+
+def deploy_command(stack: str, settings: Mapping[str, str], context: Mapping[str, str], out: Path) -> str:
+    """The ``npx cdk deploy`` line, run from the project root, that deploys `stack` with what the
+    builder wrote into `out`: `settings` first (what the payload was built from, which synthesis
+    checks it against), then the builder's own ``-c`` pairs (synthesis checks the payload again
+    with the settings it was built for: the instance type, the length), and the artifacts folder
+    where `out` is not the one the configuration names (a relative one is the project root's)."""
+    from project_config import ConfigError, from_cdk_json
+    from project_config.reader import PROJECT_ROOT
+
+    pairs = {**settings, **{key: value for key, value in context.items() if key not in settings}}
+    try:
+        configured = from_cdk_json(context).project.artifacts_dir
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
+    written = out.resolve()
+    if written != configured.resolve():
+        pairs["project.artifacts_dir"] = str(
+            written.relative_to(PROJECT_ROOT) if written.is_relative_to(PROJECT_ROOT) else written
+        )
+    return shlex.join(["npx", "cdk", "deploy", stack, *(w for k, v in pairs.items() for w in ("-c", f"{k}={v}"))])
 
 
 def swap_in(staging: Path, target: Path, previous: Path) -> None:

@@ -45,8 +45,10 @@ _PINNED_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,-]+
 class ModelServerSettings:
     """DJL Serving (LMI) with transformers-neuronx, rendered into `serving.properties`.
 
-    The image, the entry point and any further property are settings, so the stack can
-    move to the successor stack (NxD Inference, vLLM on Neuron) without code changes."""
+    The image, the entry point and any further property are settings (an image of your own, a
+    handler module of the image). Moving off transformers-neuronx is not one of them: no Neuron
+    serving path still maintained supports OPT, so the handler and the bundle's model rules would
+    change with the model (docs/IMAGES.md, "Moving off transformers-neuronx")."""
 
     #: The hub model the instance downloads (None: the model the bundle ships, else
     #: facebook/opt-13b). A bundle that ships its model refuses any other.

@@ -8,7 +8,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,23 @@ def cdk_cli_fixture() -> Path:
 def builder_cli_fixture() -> list[str]:
     """The artifacts builder's documented command line, ``python -m artifacts_builder``."""
     return [sys.executable, "-m", "artifacts_builder"]
+
+
+@pytest.fixture(scope="module")
+def tiny_sources(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Each tiny causal language model's source folder (a hub snapshot's layout), made once a
+    module: the llm builder's input (tests/llm/test_builder.py, the documented commands' offline
+    runs in tests/test_doc_commands.py)."""
+    from artifacts_builder.tiny import make_tiny_causal_lm
+
+    made: dict[str, Path] = {}
+
+    def source(kind: str) -> Path:
+        if kind not in made:
+            made[kind] = make_tiny_causal_lm(kind, tmp_path_factory.mktemp(f"source-{kind}"))
+        return made[kind]
+
+    return source
 
 
 #: Every process a test starts inherits this marker (tests/leaks.py).

@@ -1,6 +1,7 @@
 """README and the pages of docs/, read as the tests that check them read them: the fenced blocks
 (with the heading they stand under and the `<!-- commands: ... -->` marker above them), the shell
-commands in them and in inline code, and the request bodies the pages document.
+commands in them and in inline code, what the blocks' comments say a command prints, and the
+request bodies the pages document.
 
 tests/test_docs.py and tests/test_doc_commands.py check what the pages say against the code;
 the end-to-end tests send the documented bodies (`bodies_for`) and run the blocks a marker names
@@ -83,16 +84,22 @@ def commands_of(text: str) -> list[str]:
     """The commands of a shell block, one string each: a line ending in a backslash, an indented
     line (a synopsis wrapped) and a quoted string left open continue the command; comments and
     blank lines are dropped."""
-    commands: list[str] = []
-    pending, joint = "", "\n"
-    for line in text.splitlines():
+    return [command for _, command in numbered_commands(text)]
+
+
+def numbered_commands(text: str) -> list[tuple[range, str]]:
+    """:func:`commands_of` with the lines of `text` (0-based) each command spans."""
+    commands: list[tuple[range, str]] = []
+    pending, joint, start = "", "\n", 0
+    for index, line in enumerate(text.splitlines()):
         if pending:
             pending += joint + (line.strip() if joint == " " else line)
         elif line[:1].isspace() and line.strip() and commands:
-            commands[-1] += " " + line.strip()
+            lines, command = commands[-1]
+            commands[-1] = (range(lines.start, index + 1), command + " " + line.strip())
             continue
         else:
-            pending = line
+            pending, start = line, index
         if pending.endswith("\\"):
             pending, joint = pending[:-1].rstrip(), " "
             continue
@@ -102,7 +109,7 @@ def commands_of(text: str) -> list[str]:
         except ValueError:  # a quote still open: the command goes on
             continue
         if words:
-            commands.append(_without_comment(pending).strip())
+            commands.append((range(start, index + 1), _without_comment(pending).strip()))
         pending = ""
     return commands
 
@@ -118,6 +125,50 @@ def _without_comment(command: str) -> str:
         elif char == "#" and (index == 0 or command[index - 1].isspace()):
             return command[:index]
     return command
+
+
+#: A shell comment's claim of what its command prints: `# your model; prints its commit`.
+_PRINTS = re.compile(r"(?:^|[\s;,(])prints (?P<what>[^;#()]+)")
+
+
+@dataclass(frozen=True)
+class PrintClaim:
+    """A comment of a shell block that says what a command prints: the command on its line, or,
+    on a line of its own, the next command."""
+
+    block: Block
+    #: The comment's line of the page (1-based).
+    line: int
+    #: The command it is about ("" where none follows it).
+    command: str
+    #: What it says the command prints: "its commit and the deploy command below".
+    what: str
+    #: The block's command after it, which "below" points to (None where it is the last).
+    following: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{page_id(self.block.page)}:{self.line}"
+
+
+def print_claims() -> list[PrintClaim]:
+    """Every shell block's claims of what a command prints (tests/test_doc_commands.py checks each)."""
+    found = []
+    for block in shell_blocks():
+        numbered = numbered_commands(block.text)
+        for index, line in enumerate(block.text.splitlines()):
+            for match in _PRINTS.finditer(line[len(_without_comment(line)) :]):
+                at = next((i for i, (lines, _) in enumerate(numbered) if lines.stop > index), len(numbered))
+                found.append(
+                    PrintClaim(
+                        block=block,
+                        line=block.line + 1 + index,
+                        command=numbered[at][1] if at < len(numbered) else "",
+                        what=match.group("what").strip(),
+                        following=numbered[at + 1][1] if at + 1 < len(numbered) else None,
+                    )
+                )
+    return found
 
 
 def commands_under(page: Path, heading: str) -> list[str]:

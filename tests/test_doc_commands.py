@@ -9,6 +9,10 @@ above it, or has none:
   run here, and each must name what it needs (an AWS call, a GPU, a download from the hub);
 - `synopsis`: usage lines with placeholders, not commands to run.
 
+A comment that says what a command prints (`# prints its commit`) is checked whatever the
+block's marker: the command runs here offline (the builder from a stand-in hub) and what it
+prints must hold what the comment claims.
+
 Whatever its block, every documented command (the inline ones too) is also checked against the
 code: a `make` target exists and takes its variables, a `python -m` command's flags and literal
 values are its parser's, a `cdk` command names the app's stacks and settings it accepts, and a
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import io
 import os
 import re
 import runpy
@@ -28,7 +34,8 @@ import subprocess
 import sys
 import tomllib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from unittest import mock
@@ -41,12 +48,15 @@ from tests.docs_pages import (
     PAGES,
     ROOT,
     Block,
+    PrintClaim,
     all_commands,
     commands_of,
     is_placeholder,
     page_id,
+    print_claims,
     shell_blocks,
 )
+from tests.inf2.helpers import COMMIT, FakeHub
 from tests.tiers import TIERS
 
 #: What a `need ...` marker may name, and how a command shows that it needs it.
@@ -392,3 +402,101 @@ def named_settings(page: Path) -> set[tuple[str, str]]:
 def test_every_setting_a_page_names_exists(page: Path) -> None:
     unknown = sorted(f"{s}.{k}" for s, k in named_settings(page) if k not in settings_of(s))
     assert not unknown, f"{page_id(page)} names settings the configuration does not read: {unknown}"
+
+
+# --- what a command is said to print ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Printed:
+    """What an offline run of a documented command printed."""
+
+    stdout: str
+    #: The values the run resolved that the page writes as placeholders (`<commit>`).
+    placeholders: dict[str, str]
+    #: Words the offline run adds to a command it prints, which the reader's run leaves out (its
+    #: output folder, a temporary one here).
+    added: list[str]
+
+
+def _llm_builder_from_a_stand_in_hub(command: str, tmp_path: Path, tiny_sources: Callable[[str], Path]) -> Printed:
+    """`python -m artifacts_builder llm --model <hub id> ...` as written, into `tmp_path`, its hub a
+    stand-in serving a tiny Qwen2 as that id's revision (main unless the command names one) at
+    COMMIT."""
+    from artifacts_builder import llm
+    from artifacts_builder.__main__ import build_parser, main
+
+    words = shlex.split(command)
+    argv = words[words.index("artifacts_builder") + 1 :]
+    args = build_parser().parse_args(argv)
+    hub = FakeHub(
+        tiny_sources("qwen2"), into=tmp_path, repo=args.model, commit=args.revision or "main", resolves_to=COMMIT
+    )
+    out, stdout = tmp_path / "out", io.StringIO()
+    with mock.patch.object(llm, "hub_api", lambda: hub), contextlib.redirect_stdout(stdout):
+        code = main([*argv, "--out", str(out)])
+    assert code == 0, f"{command!r} failed offline: {stdout.getvalue()}"
+    return Printed(
+        stdout.getvalue(), {"commit": COMMIT, "hub-id": args.model}, ["-c", f"project.artifacts_dir={out.resolve()}"]
+    )
+
+
+#: How each command a page says prints something runs here, offline, by what it starts with.
+PRINTERS: dict[re.Pattern[str], Callable[[str, Path, Callable[[str], Path]], Printed]] = {
+    re.compile(r"(?:\S*/)?python3? -m artifacts_builder llm --model (?![./~<])"): _llm_builder_from_a_stand_in_hub,
+}
+
+
+def _shows_the_commit(claim: PrintClaim, printed: Printed) -> str | None:
+    commit = printed.placeholders.get("commit")
+    if commit is None:
+        return "its offline run resolves no commit"
+    return None if re.search(rf"\b{commit}\b", printed.stdout) else f"the commit {commit} is not in its output"
+
+
+def _shows_the_command_below(claim: PrintClaim, printed: Printed) -> str | None:
+    """The block's next command, its placeholders filled with what the run resolved, is a line of
+    the output (with the words the offline run adds)."""
+    if claim.following is None:
+        return "no command follows it in the block"
+    unknown = set(re.findall(r"<([\w-]+)>", claim.following)) - set(printed.placeholders)
+    if unknown:
+        return f"the command below has placeholders {sorted(unknown)} the run does not resolve"
+    filled = re.sub(r"<([\w-]+)>", lambda m: printed.placeholders[m.group(1)], claim.following)
+    expected = shlex.split(filled) + printed.added
+    lines = [line.strip() for line in printed.stdout.splitlines()]
+    if any(line.startswith(expected[0]) and shlex.split(line) == expected for line in lines):
+        return None
+    return f"no line of its output is {shlex.join(expected)!r}"
+
+
+#: What a claim may say a command prints (each part of it: "its commit and the deploy command
+#: below" is two), and how its output shows it.
+CLAIMS: dict[re.Pattern[str], Callable[[PrintClaim, Printed], str | None]] = {
+    re.compile(r"(?:its|the) commit(?: it resolved)?"): _shows_the_commit,
+    re.compile(r"the (?:`?(?:npx )?cdk deploy`? |deploy )(?:command|line) below"): _shows_the_command_below,
+}
+
+
+@pytest.mark.parametrize("claim", print_claims(), ids=lambda claim: claim.where)
+def test_what_a_command_is_said_to_print_is_printed(
+    claim: PrintClaim, tmp_path: Path, tiny_sources: Callable[[str], Path]
+) -> None:
+    printers = [run for pattern, run in PRINTERS.items() if pattern.match(claim.command)]
+    assert printers, (
+        f"{claim.where}: says {claim.command!r} prints {claim.what!r}, and no test runs it: add its offline "
+        "run to PRINTERS in tests/test_doc_commands.py"
+    )
+    parts = [part for part in re.split(r"\s*(?:,|\band\b)\s*", claim.what) if part]
+    checks = [next((check for pattern, check in CLAIMS.items() if pattern.fullmatch(part)), None) for part in parts]
+    unchecked = [part for part, check in zip(parts, checks, strict=True) if check is None]
+    assert not unchecked, (
+        f"{claim.where}: says {claim.command!r} prints {unchecked}, which no check reads: word it as one of "
+        f"{[p.pattern for p in CLAIMS]} or add a check to CLAIMS in tests/test_doc_commands.py"
+    )
+    printed = printers[0](claim.command, tmp_path, tiny_sources)
+    problems = [problem for check in checks if check is not None and (problem := check(claim, printed))]
+    assert not problems, (
+        f"{claim.where}: {claim.command!r} is said to print {claim.what!r}, but {problems}; it printed:\n"
+        f"{printed.stdout}"
+    )

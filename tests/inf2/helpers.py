@@ -69,7 +69,8 @@ class FakeHub:
         return ModelInfo(id=repo_id, sha=self.resolves_to, siblings=siblings)
 
     def hf_hub_download(self, repo_id: str, filename: str, *, revision: str | None = None) -> str:
-        assert (repo_id, revision) == (self.repo, self.commit)
+        # A branch's files are downloaded at the commit it resolved to, as the llm builder does.
+        assert repo_id == self.repo and revision in (self.commit, self.resolves_to)
         self.downloads.append(filename)
         return str(self.folder / filename)
 

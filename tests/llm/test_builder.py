@@ -5,6 +5,7 @@ refuses before it downloads or writes anything."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,21 +23,6 @@ from tests.infra.helpers import ROOT
 
 REPO = "example/tiny-qwen"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-@pytest.fixture(scope="module")
-def tiny_sources(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """Each tiny model's source folder (a hub snapshot's layout), made once."""
-    from artifacts_builder.tiny import make_tiny_causal_lm
-
-    made: dict[str, Path] = {}
-
-    def source(kind: str) -> Path:
-        if kind not in made:
-            made[kind] = make_tiny_causal_lm(kind, tmp_path_factory.mktemp(f"source-{kind}"))
-        return made[kind]
-
-    return source
 
 
 @pytest.fixture(scope="module")
@@ -249,3 +235,46 @@ def test_the_command_line(builder_cli: list[str], tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "llm: error: --model './no/such/folder' is not a folder" in done.stderr
+
+
+def test_the_command_prints_the_commit_and_a_deploy_line_synthesis_accepts(
+    tiny_sources: Callable[[str], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The reader deploys with what the builder prints: the commit `main` resolved to, and a
+    `cdk deploy` line whose settings name the payload it wrote (the checks synthesis makes)."""
+    from artifacts_builder import llm as llm_builder
+    from artifacts_builder.__main__ import main
+    from project_config import ConfigError, from_cdk_json, parse_context_pairs
+    from project_config.llm import check_payload, check_source
+
+    hub = FakeHub(tiny_sources("qwen2"), into=tmp_path, repo=REPO, commit="main", resolves_to=COMMIT)
+    monkeypatch.setattr(llm_builder, "hub_api", lambda: hub)
+    out = tmp_path / "out"
+
+    def deploy_pairs(*argv: str) -> tuple[str, list[str]]:
+        """What the builder printed, and the -c pairs of its deploy line, checked as synthesis checks them."""
+        assert main(["llm", *argv, "--out", str(out), "-c", "llm.instance_type=ml.g5.xlarge"]) == 0
+        printed = capsys.readouterr().out
+        words = shlex.split(printed.rstrip().splitlines()[-1])
+        assert words[:4] == ["npx", "cdk", "deploy", "LlmStack"] and words[4::2] == ["-c"] * len(words[5::2])
+        settings = from_cdk_json(parse_context_pairs(words[5::2])).llm
+        check_source(settings)
+        check_payload(settings)
+        return printed, words[5::2]
+
+    printed, pairs = deploy_pairs("--model", REPO)
+    assert f"llm: {REPO} at main is commit {COMMIT}\n" in printed
+    artifacts = f"project.artifacts_dir={out.resolve()}"
+    assert pairs == [f"llm.model={REPO}", f"llm.revision={COMMIT}", "llm.instance_type=ml.g5.xlarge", artifacts]
+    # The printed settings are what synthesis needs: another commit is refused.
+    wrong = [pair if not pair.startswith("llm.revision=") else f"llm.revision={'f' * 40}" for pair in pairs]
+    with pytest.raises(ConfigError, match=f"allowed is the model .* was built from \\({REPO} at {COMMIT}\\)"):
+        check_source(from_cdk_json(parse_context_pairs(wrong)).llm)
+
+    source = tiny_sources("llama")
+    printed, pairs = deploy_pairs("--model", str(source))
+    assert "commit" not in printed  # a folder has none
+    assert pairs == [f"llm.model={source.resolve()}", "llm.instance_type=ml.g5.xlarge", artifacts]
