@@ -18,7 +18,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-#: One line of pytest's durations report: ``12.34s call     tests/x.py::test_y[param]``.
+#: One line of pytest's durations report: ``12.34s call     <module>::<test>``.
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(tests/\S+?\.py)::\S", re.MULTILINE)
 #: The end-to-end modules that run the vLLM engine form a group of their own (tests/conftest.py).
 VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py")
