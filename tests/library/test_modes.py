@@ -181,6 +181,35 @@ def test_a_component_that_cannot_fit_or_a_second_mode_is_refused(given: dict[str
     assert "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("asks", "message"),
+    [
+        # 4 GPUs hold four copies of one; 48 vCPUs only two copies of 24 cores.
+        (
+            {"cpu_cores": 24},
+            "max_instances=1 is invalid: allowed is at least 2: 4 copies take 2 ml.g5.12xlarge, 2 to an instance (each "
+            "asks for 1 of its 4 GPUs, 24 of its 48 vCPUs and 8192 of its 196608 MiB of memory)",
+        ),
+        # 192 GiB hold one copy of 100 GiB.
+        ({"memory_mb": 102_400}, "max_instances=1 is invalid: allowed is at least 4: 4 copies take 4 ml.g5.12xlarge"),
+    ],
+    ids=["cpus", "memory"],
+)
+def test_copies_an_instance_holds_count_what_a_copy_asks_for(asks: dict[str, Any], message: str) -> None:
+    """Issue 38: the instances a component's copies need were counted by its GPUs alone
+    (instance GPUs // accelerators), so copies whose CPU cores or memory two of them could not
+    share on one instance passed with room for too few instances, and the copies beyond it never
+    got placed."""
+    props = {"accelerators": 1, "cpu_cores": 2, "memory_mb": 8192, "max_copies": 4, "max_instances": 1, **asks}
+    with pytest.raises(PropError) as refused:
+        SageMakerEndpointProps(instance_type="ml.g5.12xlarge", inference_component=component(**props))
+    assert str(refused.value).startswith(f"InferenceComponentProps: {message}"), refused.value
+    assert "\n" not in str(refused.value)
+    # What four copies of one GPU, 2 cores and 8 GiB fit: one instance.
+    SageMakerEndpointProps(instance_type="ml.g5.12xlarge", inference_component=component(**{**props, **{
+        "cpu_cores": 2, "memory_mb": 8192}}))  # fmt: skip
+
+
 def test_component_props_refuse_bounds_that_contradict() -> None:
     with pytest.raises(PropError, match=r"max_copies=1 is invalid: allowed is at least min_copies \(2\)"):
         component(min_copies=2, max_copies=1)
