@@ -94,6 +94,31 @@ def test_every_mode_gets_the_same_resources_on_either_engine(synth: Callable[...
         assert len(resources_of(vllm, name)) == len(resources_of(toolkit, name))
 
 
+#: The log groups each mode's containers write to (SageMaker names them after the endpoint, or
+#: the inference component).
+LOG_GROUPS = {
+    "realtime": "/aws/sagemaker/Endpoints",
+    "inference-component": "/aws/sagemaker/InferenceComponents",
+    "async": "/aws/sagemaker/Endpoints",
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_execution_role_writes_the_logs_of_its_mode(synth: Callable[..., Synthesized], mode: str) -> None:
+    """Issue 38: the role (EndpointRoleDefaultPolicy) allowed the logs actions under
+    /aws/sagemaker/Endpoints/* alone, where an inference component's container writes to
+    /aws/sagemaker/InferenceComponents/<component name>."""
+    template = synth(**MODES[mode], **VLLM).template_json("GptjStack")
+    policies = resources_of(template, "AWS::IAM::Policy")
+    (policy,) = [p for k, p in policies.items() if k.startswith("EndpointRoleDefaultPolicy")]
+    (logs,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "logs:PutLogEvents" in s["Action"]]
+    assert sorted(logs["Action"]) == [
+        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"
+    ]  # fmt: skip
+    tails = [r["Fn::Join"][1][-1] for r in logs["Resource"]]
+    assert tails == [f":log-group:{LOG_GROUPS[mode]}/*", f":log-group:{LOG_GROUPS[mode]}/*:log-stream:*"]
+
+
 def _copy(template: dict[str, Any]) -> tuple[dict[str, str], int]:
     """The model's environment and the GPUs its component gives each copy."""
     (model,) = resources_of(template, "AWS::SageMaker::Model").values()

@@ -293,3 +293,54 @@ def test_async_topics_say_they_carry_answers_not_alarms() -> None:
     keys = sorted(k["Properties"]["Description"] for k in template.find_resources("AWS::KMS::Key").values())
     assert not [k for k in keys if "alarm" in k.lower()], keys
     assert "Encrypts the notices of this endpoint's answers" in keys
+
+
+# --- every mode -------------------------------------------------------------------------------
+
+
+def _arn(value: Any) -> str:
+    """An ARN CloudFormation joins, its references written ${Name}."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    separator, parts = value["Fn::Join"]
+    return str(separator).join(_arn(part) for part in parts)
+
+
+#: Each mode, and the log group prefix its containers write to: an endpoint's under
+#: /aws/sagemaker/Endpoints/<endpoint name>, an inference component's under
+#: /aws/sagemaker/InferenceComponents/<component name>.
+MODE_LOGS = {
+    "realtime": ({}, "/aws/sagemaker/Endpoints"),
+    "inference-component": ({"inference_component": component()}, "/aws/sagemaker/InferenceComponents"),
+    "async": ({"async_inference": AsyncInferenceProps(max_instances=2)}, "/aws/sagemaker/Endpoints"),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODE_LOGS))
+def test_the_role_writes_the_log_group_of_its_mode_and_no_other(mode: str) -> None:
+    """Issue 38: an inference component's container writes to its own log group,
+    /aws/sagemaker/InferenceComponents/<component name>, while the execution role allowed the logs
+    actions only under /aws/sagemaker/Endpoints/*, so a component's logs were denied. The role gets
+    the actions SageMaker's "CreateModel API: Execution Role Permissions" lists, on the groups (and
+    their streams) of its mode alone."""
+    props, prefix = MODE_LOGS[mode]
+    stack, made, template = synthesized(**props)
+    role = stack.resolve(made.role.role_name)
+    granted = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        if role in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    logs = [s for s in granted if "logs:" in json.dumps(s["Action"])]
+    assert [sorted(s["Action"]) for s in logs] == [
+        ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"]
+    ]
+    group = f"arn:${{AWS::Partition}}:logs:${{AWS::Region}}:${{AWS::AccountId}}:log-group:{prefix}/*"
+    assert [_arn(r) for r in logs[0]["Resource"]] == [group, f"{group}:log-stream:*"]
+    (metrics,) = [s for s in granted if s["Action"] == "cloudwatch:PutMetricData"]
+    assert metrics["Resource"] == "*" and metrics["Condition"] == {
+        "StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}
+    }
