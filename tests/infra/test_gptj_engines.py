@@ -18,6 +18,7 @@ from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import write_manifest
 from project_config import ConfigError, load_config
 from project_config.llm import check_payload
+from tests.infra.copy_check import synthesized_problems
 from tests.infra.helpers import (
     COMPONENTS_ON_4_GPUS,
     ENDPOINT_MODES,
@@ -92,6 +93,9 @@ def test_every_mode_gets_the_same_resources_on_either_engine(synth: Callable[...
     assert set(vllm["Outputs"]) == set(toolkit["Outputs"])
     for name in ("AWS::CloudWatch::Alarm", "AWS::IAM::Policy", "AWS::ApplicationAutoScaling::ScalingPolicy"):
         assert len(resources_of(vllm, name)) == len(resources_of(toolkit, name))
+    # Each copy gets what its engine uses (tests/infra/copy_check.py).
+    for engine in ({}, VLLM):
+        assert synthesized_problems(synth(**MODES[mode], **engine), "GptjStack") == []
 
 
 #: The log groups each mode's containers write to (SageMaker names them after the endpoint, or

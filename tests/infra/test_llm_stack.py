@@ -19,6 +19,7 @@ from aws_cdk.assertions import Annotations, Match
 
 from project_config import ConfigError, load_config
 from project_config.llm import check_payload, check_source
+from tests.infra.copy_check import synthesized_problems
 from tests.infra.helpers import (
     COMPONENTS_ON_4_GPUS,
     ENDPOINT_MODES,
@@ -102,6 +103,8 @@ def test_every_mode_builds_what_gptjstack_builds(synth: Callable[..., Synthesize
         r["Type"] for r in gptj["Resources"].values()
     )
     assert set(ours["Outputs"]) == set(gptj["Outputs"])
+    # Each copy gets what its engine uses (tests/infra/copy_check.py).
+    assert synthesized_problems(synthesized, "LlmStack") == []
 
 
 def test_a_tensor_parallel_configuration(synth: Callable[..., Synthesized]) -> None:
