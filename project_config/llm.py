@@ -2,7 +2,7 @@
 engine serves (a hub id at a pinned revision, or a folder), built into a payload by
 ``python -m artifacts_builder llm`` and checked at synthesis from that payload (its architecture
 against the pinned vLLM's registry, its weights from the safetensors headers, its KV cache from
-config.json, against the instance type's GPUs: :func:`check_payload`).
+config.json, against the GPUs one copy of the model gets: :func:`check_payload`).
 
 GPT-J (the ``gptj`` section, project_config/gptj.py) is this same code path with GPT-J's defaults
 (:class:`ModelProfile`), and the seed's second engine, the Hugging Face toolkit."""
@@ -357,14 +357,15 @@ def check_source(settings: LlmSettings) -> None:
 
 def check_payload(settings: LlmSettings) -> None:
     """ConfigError, in one line naming the key, unless the vllm engine can serve the payload on the
-    endpoint's instance type: an architecture the pinned vLLM serves, a quantization and a dtype
-    the GPU runs, a tensor-parallel degree that divides the heads, ``max_model_len`` within the
-    model's, and each GPU's memory, up to ``gpu_memory_utilization``, holding its share of the
-    weights, the engine's overhead and the KV cache of ``max_num_seqs`` sequences of
-    ``max_model_len`` tokens (llm_contracts/causal_lm.py says how each is counted). vLLM
-    allocates its cache in blocks as sequences grow, so this is the worst case, every sequence at
-    full length at once; a model that does not fit is refused with the cheapest instance type that
-    holds it, and its price."""
+    GPUs one copy of it gets (the instance type's, or an inference component's accelerators): an
+    architecture the pinned vLLM serves, a quantization and a dtype the GPU runs, a
+    tensor-parallel degree that divides the heads, ``max_model_len`` within the model's, and each
+    GPU's memory, up to ``gpu_memory_utilization``, holding its share of the weights, the
+    engine's overhead and the KV cache of ``max_num_seqs`` sequences of ``max_model_len`` tokens
+    (llm_contracts/causal_lm.py says how each is counted). vLLM allocates its cache in blocks as
+    sequences grow, so this is the worst case, every sequence at full length at once; a model that
+    does not fit is refused with the cheapest instance type that holds it, and its price (a
+    component's copy with the accelerators of its instance type that would)."""
     engine = settings.engine
     if not isinstance(engine, VllmEngine):
         return
