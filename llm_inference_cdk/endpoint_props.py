@@ -6,6 +6,7 @@ without loading the AWS CDK.
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections.abc import Iterator, Mapping
@@ -399,16 +400,39 @@ class SageMakerEndpointProps:
             yield invalid(component, "cpu_cores", f"at most {host[0]}: the vCPUs of one {self.instance_type}")
         if host is not None and component.memory_mb > host[1] * 1024:
             yield invalid(component, "memory_mb", f"at most {host[1] * 1024}: the memory of one {self.instance_type}")
-        if gpus and component.accelerators and not too_many:
-            per_instance = gpus // component.accelerators
+        fits = self._copies_per_instance(component)
+        if fits is not None and fits[0] >= 1:
+            per_instance, asks = fits
             needed = -(-component.max_copies // per_instance)
             if component.most_instances < needed:
                 yield invalid(
                     component,
                     "max_instances",
-                    f"at least {needed}: {component.max_copies} copies of {component.accelerators} GPU(s) take "
-                    f"{needed} {self.instance_type}",
+                    f"at least {needed}: {component.max_copies} copies take {needed} {self.instance_type}, "
+                    f"{per_instance} to an instance (each asks for {asks})",
                 )
+
+    def _copies_per_instance(self, component: InferenceComponentProps) -> tuple[int, str] | None:
+        """How many copies one instance holds, and what each asks for of it, in words: SageMaker
+        places a copy where its accelerators, CPU cores and memory are all free (botocore's
+        SageMaker model, InferenceComponentComputeResourceRequirements), so the scarcest of the
+        three bounds it. None for an instance type this project has no facts of."""
+        gpus, host = instances.gpus(self.instance_type), instances.host(self.instance_type)
+        bounds: list[int] = []
+        asks: list[str] = []
+        if gpus and component.accelerators:
+            bounds.append(gpus // component.accelerators)
+            asks.append(f"{component.accelerators} of its {gpus} GPU{'s' if gpus != 1 else ''}")
+        if host is not None:
+            vcpus, memory_mb = host[0], host[1] * 1024
+            bounds += [math.floor(vcpus / component.cpu_cores), memory_mb // component.memory_mb]
+            asks += [
+                f"{component.cpu_cores:g} of its {vcpus} vCPUs",
+                f"{component.memory_mb} of its {memory_mb} MiB of memory",
+            ]
+        if not bounds:
+            return None
+        return min(bounds), ", ".join(asks[:-1]) + (" and " if len(asks) > 1 else "") + asks[-1]
 
     @property
     def instance_bounds(self) -> tuple[int, int, str, str] | None:

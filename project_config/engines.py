@@ -44,8 +44,10 @@ class VllmEngine:
     dtype: str = prop("auto", check=one_of(*DTYPES))
     #: The fraction of each GPU's memory the engine may take (``--gpu-memory-utilization``).
     gpu_memory_utilization: float = prop(0.9, check=number(0.1, 0.99))
-    #: GPUs one copy of the model is split over (``--tensor-parallel-size``). None: every GPU of
-    #: the instance type; the flag is left out on a single-GPU type (vLLM's default is 1).
+    #: GPUs one copy of the model is split over (``--tensor-parallel-size``). None: every GPU the
+    #: copy gets (the instance type's, or an inference component's accelerators, which its
+    #: container sees alone: project_config/llm.py's ``copy_gpus``); the flag is left out on one
+    #: GPU (vLLM's default is 1).
     tensor_parallel_size: int | None = prop(None, check=optional(integer(1, 64)))
     #: A Jinja chat template for OpenAI's messages body (``--chat-template``), the text itself or
     #: a ``.jinja`` file (relative to the project root) read at synthesis. None: the model's own
@@ -68,7 +70,8 @@ class VllmEngine:
         return (PROJECT_ROOT / self.chat_template).read_text()
 
     def container_environment(self, *, gpus: int) -> dict[str, str]:
-        """The ``SM_VLLM_*`` variables of the settings that are set, on an instance of `gpus` GPUs."""
+        """The ``SM_VLLM_*`` variables of the settings that are set, for a copy of the model that
+        gets `gpus` GPUs."""
         degree = self.tensor_parallel_size or gpus
         values: dict[str, Any] = {
             "SM_VLLM_MAX_MODEL_LEN": self.max_model_len,
@@ -96,7 +99,8 @@ class HfToolkitEngine:
     transformers_version: str = prop("4.51.3", check=text(_VERSION, what="a version such as 4.51.3"))
     pytorch_version: str = prop("2.6.0", check=text(_VERSION, what="a version such as 2.6.0"))
     py_version: str = prop("py312", check=text(re.compile(r"^py3[0-9]+$"), what="py3xx"))
-    #: Model server workers; each loads its own copy of the weights onto a GPU of its own.
+    #: Model server workers; each loads its own copy of the weights onto a GPU of its own (at
+    #: most the GPUs one copy of the model gets: project_config/llm.py's ``copy_gpus``).
     model_server_workers: int = prop(1, check=integer(1, 8))
     #: Seconds a request may run before the model server restarts its worker.
     model_server_timeout_s: int = prop(60, check=integer(1, 3600))

@@ -2,7 +2,7 @@
 engine serves (a hub id at a pinned revision, or a folder), built into a payload by
 ``python -m artifacts_builder llm`` and checked at synthesis from that payload (its architecture
 against the pinned vLLM's registry, its weights from the safetensors headers, its KV cache from
-config.json, against the instance type's GPUs: :func:`check_payload`).
+config.json, against the GPUs one copy of the model gets: :func:`check_payload`).
 
 GPT-J (the ``gptj`` section, project_config/gptj.py) is this same code path with GPT-J's defaults
 (:class:`ModelProfile`), and the seed's second engine, the Hugging Face toolkit."""
@@ -123,11 +123,22 @@ class LlmSettings:
 
     @property
     def gpus(self) -> int:
-        return instances.gpus(self.endpoint.instance_type)
+        """The GPUs one copy of the model runs on (:func:`copy_gpus`)."""
+        return copy_gpus(self.endpoint)
 
     def container_environment(self) -> dict[str, str]:
-        """The engine's environment on the endpoint's instance type."""
+        """The engine's environment on the GPUs one copy of the model gets."""
         return self.engine.container_environment(gpus=self.gpus)
+
+
+def copy_gpus(endpoint: SageMakerEndpointProps) -> int:
+    """The GPUs one copy of the model runs on: an inference component's copy gets exactly its
+    accelerators and its container sees those alone (botocore's SageMaker model,
+    InferenceComponentComputeResourceRequirements: "the number of accelerators to allocate to run
+    a model that you assign to an inference component"); otherwise the model has every GPU of the
+    instance type."""
+    component = endpoint.inference_component
+    return component.accelerators if component is not None else instances.gpus(endpoint.instance_type)
 
 
 def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSettings:
@@ -174,23 +185,59 @@ def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSetting
 
 
 def _check_gpus(section: Section, endpoint: SageMakerEndpointProps, engine: Engine) -> None:
-    """What the engine spreads over GPUs fits the instance type's GPUs."""
-    gpus = instances.gpus(endpoint.instance_type)
-    have = f"{endpoint.instance_type} has {gpus} GPU{'s' if gpus != 1 else ''}"
+    """What the engine spreads over GPUs fits the GPUs one copy of the model gets: the instance
+    type's, or an inference component's accelerators (:func:`copy_gpus`)."""
+    gpus = copy_gpus(endpoint)
+    plural = "s" if gpus != 1 else ""
+    if endpoint.inference_component is not None:
+        _check_copy_gpus(section, engine, gpus)
+        have = (
+            f"each copy of the inference component gets {section.key('accelerators')}={gpus} GPU{plural} and sees "
+            f"{'it' if gpus == 1 else 'them'} alone"
+        )
+    else:
+        have = f"{endpoint.instance_type} has {gpus} GPU{plural}"
     if isinstance(engine, HfToolkitEngine):
+        # Multi Model Server gives its workers the GPUs it sees in turn: more workers than GPUs
+        # put two copies of the weights on one GPU.
         section.check(
             "model_server_workers",
             engine.model_server_workers,
             engine.model_server_workers <= max(1, gpus),
             f"at most {max(1, gpus)}: {have}, and each worker loads its own copy of the weights onto a GPU of its own",
         )
-    elif engine.tensor_parallel_size is not None:
+    elif engine.tensor_parallel_size is not None and endpoint.inference_component is None:
         section.check(
             "tensor_parallel_size",
             engine.tensor_parallel_size,
             engine.tensor_parallel_size <= gpus,
             f"at most {gpus}: {have}",
         )
+
+
+def _check_copy_gpus(section: Section, engine: Engine, gpus: int) -> None:
+    """vLLM splits a component's copy over exactly the accelerators it gets: its container sees
+    those alone, and vLLM refuses a larger degree at start ("World size (N) is larger than the
+    number of available GPUs (M) in this node"), while a smaller one leaves GPUs the copy
+    reserves, and no other copy may use, idle."""
+    if not isinstance(engine, VllmEngine):
+        return
+    section.check(
+        "accelerators",
+        gpus,
+        gpus >= 1,
+        f"at least 1 with the vllm engine: vLLM serves on GPUs, and the GPUs of each copy are its tensor-parallel "
+        f"degree ({section.key('tensor_parallel_size')})",
+    )
+    degree = engine.tensor_parallel_size
+    section.check(
+        "tensor_parallel_size",
+        degree,
+        degree is None or degree == gpus,
+        f"{section.key('accelerators')} ({gpus}), the GPUs each copy of the inference component gets: its container "
+        "sees those alone, and vLLM splits the model over exactly its degree (a larger one stops it at start, a "
+        "smaller one leaves GPUs the copy reserves idle); set both to the same number",
+    )
 
 
 def _model_source(section: Section, artifacts: Path) -> dict[str, Any]:
@@ -310,14 +357,15 @@ def check_source(settings: LlmSettings) -> None:
 
 def check_payload(settings: LlmSettings) -> None:
     """ConfigError, in one line naming the key, unless the vllm engine can serve the payload on the
-    endpoint's instance type: an architecture the pinned vLLM serves, a quantization and a dtype
-    the GPU runs, a tensor-parallel degree that divides the heads, ``max_model_len`` within the
-    model's, and each GPU's memory, up to ``gpu_memory_utilization``, holding its share of the
-    weights, the engine's overhead and the KV cache of ``max_num_seqs`` sequences of
-    ``max_model_len`` tokens (llm_contracts/causal_lm.py says how each is counted). vLLM
-    allocates its cache in blocks as sequences grow, so this is the worst case, every sequence at
-    full length at once; a model that does not fit is refused with the cheapest instance type that
-    holds it, and its price."""
+    GPUs one copy of it gets (the instance type's, or an inference component's accelerators): an
+    architecture the pinned vLLM serves, a quantization and a dtype the GPU runs, a
+    tensor-parallel degree that divides the heads, ``max_model_len`` within the model's, and each
+    GPU's memory, up to ``gpu_memory_utilization``, holding its share of the weights, the
+    engine's overhead and the KV cache of ``max_num_seqs`` sequences of ``max_model_len`` tokens
+    (llm_contracts/causal_lm.py says how each is counted). vLLM allocates its cache in blocks as
+    sequences grow, so this is the worst case, every sequence at full length at once; a model that
+    does not fit is refused with the cheapest instance type that holds it, and its price (a
+    component's copy with the accelerators of its instance type that would)."""
     engine = settings.engine
     if not isinstance(engine, VllmEngine):
         return
@@ -366,7 +414,14 @@ def _check_serves(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) 
     degree = engine.tensor_parallel_size or settings.gpus
     problem = facts.parallel_problem(degree)
     if problem is not None:
-        degrees = ", ".join(str(d) for d in facts.parallel_degrees(settings.gpus))
+        degrees = ", ".join(str(d) for d in facts.parallel_degrees(instances.gpus(instance_type)))
+        if settings.endpoint.inference_component is not None:
+            # A copy's degree is its accelerators (read() refuses another): the key to change.
+            raise ConfigError(
+                f"{settings.key('accelerators')}={degree} is invalid: allowed is a number of GPUs the model splits "
+                f"into on {instance_type}: {degrees} (each copy's GPUs are its tensor-parallel degree, "
+                f"{settings.key('tensor_parallel_size')}): {problem}"
+            )
         value = engine.tensor_parallel_size if engine.tensor_parallel_size is not None else f"unset ({degree} GPUs)"
         raise ConfigError(
             f"{settings.key('tensor_parallel_size')}={value!r} is invalid: allowed is a degree the model splits into "
@@ -406,7 +461,15 @@ def _check_memory(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) 
         f"{_fit_hint(facts, engine, wanted)}"
     )
     value: object
-    if tokens < 16:  # the smallest max_model_len
+    holding = _copy_degrees_that_hold(settings, facts, dtype, engine, wanted) if tokens < 16 else []
+    if holding:
+        # A copy of more of the instance type's GPUs holds it: the copy's key to change.
+        key, value = "accelerators", degree
+        allowed = (
+            f"{', '.join(str(d) for d in holding[:-1])}{' or ' if len(holding) > 1 else ''}{holding[-1]} (GPUs a "
+            "copy, its tensor-parallel degree, whose memory holds the model and its KV cache)"
+        )
+    elif tokens < 16:  # the smallest max_model_len
         key, value, allowed = "instance_type", instance_type, "a GPU instance type that holds the model"
     elif tokens < length:
         key, allowed = "max_model_len", f"at most {tokens}"
@@ -418,6 +481,22 @@ def _check_memory(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) 
     else:
         key, value, allowed = "max_num_seqs", engine.max_num_seqs, f"at most {tokens // length}"
     raise ConfigError(f"{settings.key(key)}={value!r} is invalid: allowed is {allowed}: {why}")
+
+
+def _copy_degrees_that_hold(
+    settings: LlmSettings, facts: ModelFacts, dtype: str, engine: VllmEngine, tokens: int
+) -> list[int]:
+    """The numbers of GPUs an inference component's copy may get on its instance type whose
+    memory holds the model and `tokens` tokens of KV cache, smallest first ([] outside that mode)."""
+    if settings.endpoint.inference_component is None:
+        return []
+    instance_type, utilization = settings.endpoint.instance_type, engine.gpu_memory_utilization
+    degrees = facts.parallel_degrees(instances.gpus(instance_type))
+    return sorted(
+        d
+        for d in degrees
+        if plan(facts, instance_type, degree=d, dtype=dtype, utilization=utilization).tokens >= tokens
+    )
 
 
 #: The ``llm`` section's defaults: GPT-J's endpoint (a 7B model's needs are alike) on the vllm
@@ -443,6 +522,7 @@ __all__ = [
     "ModelProfile",
     "check_payload",
     "check_source",
+    "copy_gpus",
     "payload_facts",
     "read",
     "read_section",

@@ -129,6 +129,25 @@ ENDPOINT_MODES: dict[str, dict[str, str]] = {
 }
 
 
+#: Both causal language models as inference components on ml.g5.12xlarge's four GPUs (issue 38):
+#: GptjStack on vLLM with each copy's default one GPU, LlmStack's copies of two (the stand-in Qwen's
+#: 14 heads split over 2, not 4). Shared, so that a module synthesizes it once.
+COMPONENTS_ON_4_GPUS: dict[str, str] = {
+    **{f"{section}.{key}": value for section in ("gptj", "llm") for key, value in (
+        ("endpoint_mode", "inference-component"), ("instance_type", "ml.g5.12xlarge"))},
+    "gptj.engine": "vllm",
+    "llm.accelerators": "2",
+}  # fmt: skip
+#: GptjStack on the toolkit as an inference component whose copies get all four GPUs, a worker on each.
+TOOLKIT_COMPONENT_ON_4_GPUS: dict[str, str] = {
+    "gptj.engine": "hf-toolkit",
+    "gptj.endpoint_mode": "inference-component",
+    "gptj.instance_type": "ml.g5.12xlarge",
+    "gptj.accelerators": "4",
+    "gptj.model_server_workers": "4",
+}
+
+
 def regional_dlc_image(repository_and_tag: str) -> dict[str, Any]:
     """What an environment-agnostic stack writes for a Deep Learning Container's URI: the
     registry account looked up per region, then ``/<repository>:<tag>``."""

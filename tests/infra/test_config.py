@@ -208,7 +208,8 @@ def test_endpoint_modes_read_their_own_settings_and_refuse_the_others() -> None:
         ("gptj.accelerators", "2", "inference-component"): "gptj.accelerators=2 is invalid: allowed is at most 1: "
         "each copy must fit on one ml.g4dn.xlarge",
         ("gptj.ic_max_instances", "1", "inference-component"): "gptj.ic_max_instances=1 is invalid: allowed is at "
-        "least 2: 2 copies of 1 GPU(s) take 2 ml.g4dn.xlarge",
+        "least 2: 2 copies take 2 ml.g4dn.xlarge, 1 to an instance (each asks for 1 of its 1 GPU, 2 of its 4 vCPUs and "
+        "8192 of its 16384 MiB of memory)",
         ("gptj.ic_max_instances", "2", "inference-component"): None,
         ("gptj.endpoint_mode", "serverless", ""): "gptj.endpoint_mode='serverless' is invalid: allowed is one of "
         "realtime, inference-component, async",

@@ -18,9 +18,12 @@ from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import write_manifest
 from project_config import ConfigError, load_config
 from project_config.llm import check_payload
+from tests.infra.copy_check import synthesized_problems
 from tests.infra.helpers import (
+    COMPONENTS_ON_4_GPUS,
     ENDPOINT_MODES,
     GPTJ_CONFIG,
+    TOOLKIT_COMPONENT_ON_4_GPUS,
     Synthesized,
     cdk_context,
     regional_dlc_image,
@@ -90,6 +93,80 @@ def test_every_mode_gets_the_same_resources_on_either_engine(synth: Callable[...
     assert set(vllm["Outputs"]) == set(toolkit["Outputs"])
     for name in ("AWS::CloudWatch::Alarm", "AWS::IAM::Policy", "AWS::ApplicationAutoScaling::ScalingPolicy"):
         assert len(resources_of(vllm, name)) == len(resources_of(toolkit, name))
+    # Each copy gets what its engine uses (tests/infra/copy_check.py).
+    for engine in ({}, VLLM):
+        assert synthesized_problems(synth(**MODES[mode], **engine), "GptjStack") == []
+
+
+#: The log groups each mode's containers write to (SageMaker names them after the endpoint, or
+#: the inference component).
+LOG_GROUPS = {
+    "realtime": "/aws/sagemaker/Endpoints",
+    "inference-component": "/aws/sagemaker/InferenceComponents",
+    "async": "/aws/sagemaker/Endpoints",
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_execution_role_writes_the_logs_of_its_mode(synth: Callable[..., Synthesized], mode: str) -> None:
+    """Issue 38: the role (EndpointRoleDefaultPolicy) allowed the logs actions under
+    /aws/sagemaker/Endpoints/* alone, where an inference component's container writes to
+    /aws/sagemaker/InferenceComponents/<component name>."""
+    template = synth(**MODES[mode], **VLLM).template_json("GptjStack")
+    policies = resources_of(template, "AWS::IAM::Policy")
+    (policy,) = [p for k, p in policies.items() if k.startswith("EndpointRoleDefaultPolicy")]
+    (logs,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "logs:PutLogEvents" in s["Action"]]
+    assert sorted(logs["Action"]) == [
+        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"
+    ]  # fmt: skip
+    tails = [r["Fn::Join"][1][-1] for r in logs["Resource"]]
+    assert tails == [f":log-group:{LOG_GROUPS[mode]}/*", f":log-group:{LOG_GROUPS[mode]}/*:log-stream:*"]
+
+
+def _copy(template: dict[str, Any]) -> tuple[dict[str, str], int]:
+    """The model's environment and the GPUs its component gives each copy."""
+    (model,) = resources_of(template, "AWS::SageMaker::Model").values()
+    (component,) = resources_of(template, "AWS::SageMaker::InferenceComponent").values()
+    compute = component["Properties"]["Specification"]["ComputeResourceRequirements"]
+    return model["Properties"]["PrimaryContainer"]["Environment"], compute["NumberOfAcceleratorDevicesRequired"]
+
+
+def test_a_component_copy_runs_on_the_gpus_it_gets(synth: Callable[..., Synthesized]) -> None:
+    """Issue 38, fault 1: as an inference component on ml.g5.12xlarge, GPT-J on vLLM was split over
+    the instance type's four GPUs (SM_VLLM_TENSOR_PARALLEL_SIZE=4) while each copy asked for one,
+    and vLLM stopped at start ("World size (4) is larger than the number of available GPUs (1) in
+    this node"); the toolkit's workers were counted against the four GPUs too, where a copy's
+    container sees its own alone. Now the copy's one GPU runs one unsplit model, and a copy of four
+    runs a worker on each."""
+    environment, gpus = _copy(synth(**COMPONENTS_ON_4_GPUS).template_json("GptjStack"))
+    assert gpus == 1 and "SM_VLLM_TENSOR_PARALLEL_SIZE" not in environment
+    environment, gpus = _copy(synth(**TOOLKIT_COMPONENT_ON_4_GPUS).template_json("GptjStack"))
+    assert gpus == 4 and environment["SAGEMAKER_MODEL_SERVER_WORKERS"] == "4"
+
+
+ON_4_GPUS = {"gptj.endpoint_mode": "inference-component", "gptj.instance_type": "ml.g5.12xlarge"}
+COPY_ERRORS = [
+    (
+        {**VLLM, **ON_4_GPUS, "gptj.tensor_parallel_size": "4"},
+        "gptj.tensor_parallel_size=4 is invalid: allowed is gptj.accelerators (1), the GPUs each copy of the inference "
+        "component gets: its container sees those alone",
+    ),
+    (
+        {"gptj.engine": "hf-toolkit", **ON_4_GPUS, "gptj.model_server_workers": "4"},
+        "gptj.model_server_workers=4 is invalid: allowed is at most 1: each copy of the inference component gets "
+        "gptj.accelerators=1 GPU and sees it alone, and each worker loads its own copy of the weights onto a GPU of "
+        "its own",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), COPY_ERRORS, ids=["vllm-degree", "toolkit-workers"])
+def test_what_a_copy_does_not_get_is_refused_in_one_line(overrides: dict[str, str], message: str) -> None:
+    """Issue 38, fault 1: refused where each engine's setting exceeds the copy's GPUs (they were
+    checked against the instance type's)."""
+    with pytest.raises(ConfigError) as error:
+        load_config(cdk_context(**overrides))
+    assert str(error.value).startswith(message) and "\n" not in str(error.value), str(error.value)
 
 
 SETTING_ERRORS = [

@@ -19,7 +19,9 @@ from aws_cdk.assertions import Annotations, Match
 
 from project_config import ConfigError, load_config
 from project_config.llm import check_payload, check_source
+from tests.infra.copy_check import synthesized_problems
 from tests.infra.helpers import (
+    COMPONENTS_ON_4_GPUS,
     ENDPOINT_MODES,
     PAYLOADS,
     QWEN_CONFIG,
@@ -28,6 +30,7 @@ from tests.infra.helpers import (
     llama_tensors,
     make_artifacts,
     regional_dlc_image,
+    resources_of,
     write_payload,
 )
 
@@ -100,6 +103,8 @@ def test_every_mode_builds_what_gptjstack_builds(synth: Callable[..., Synthesize
         r["Type"] for r in gptj["Resources"].values()
     )
     assert set(ours["Outputs"]) == set(gptj["Outputs"])
+    # Each copy gets what its engine uses (tests/infra/copy_check.py).
+    assert synthesized_problems(synthesized, "LlmStack") == []
 
 
 def test_a_tensor_parallel_configuration(synth: Callable[..., Synthesized]) -> None:
@@ -109,6 +114,77 @@ def test_a_tensor_parallel_configuration(synth: Callable[..., Synthesized]) -> N
     template.has_resource_properties(
         "AWS::SageMaker::Model", {"PrimaryContainer": Match.object_like({"Environment": environment})}
     )
+
+
+def test_a_component_copy_is_split_over_the_gpus_it_gets(synth: Callable[..., Synthesized]) -> None:
+    """Issue 38, fault 1: in inference-component mode on ml.g5.12xlarge the model was split over
+    the instance type's four GPUs (SM_VLLM_TENSOR_PARALLEL_SIZE=4) while its component asked for
+    one: a copy's container sees its own accelerators alone, and vLLM stopped at start ("World size
+    (4) is larger than the number of available GPUs (1) in this node"). The degree is the copy's
+    accelerators: 2 here."""
+    template = synth(**COMPONENTS_ON_4_GPUS).template_json("LlmStack")
+    (model,) = resources_of(template, "AWS::SageMaker::Model").values()
+    (component,) = resources_of(template, "AWS::SageMaker::InferenceComponent").values()
+    assert model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "2"
+    compute = component["Properties"]["Specification"]["ComputeResourceRequirements"]
+    assert compute["NumberOfAcceleratorDevicesRequired"] == 2
+
+
+COMPONENT_ON_4_GPUS = llm(endpoint_mode="inference-component", instance_type="ml.g5.12xlarge")
+
+
+def test_a_degree_the_copy_does_not_get_is_refused_in_one_line() -> None:
+    """Issue 38, fault 1: an explicit degree is checked against the copy's accelerators (it was
+    checked against the instance type's GPUs alone)."""
+    with pytest.raises(ConfigError) as raised:
+        load_config(cdk_context(**COMPONENT_ON_4_GPUS, **llm(tensor_parallel_size=4)))
+    assert str(raised.value) == (
+        "llm.tensor_parallel_size=4 is invalid: allowed is llm.accelerators (1), the GPUs each copy of the inference "
+        "component gets: its container sees those alone, and vLLM splits the model over exactly its degree (a larger "
+        "one stops it at start, a smaller one leaves GPUs the copy reserves idle); set both to the same number"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(cdk_context(**COMPONENT_ON_4_GPUS, **llm(accelerators=0)))
+    assert str(raised.value).startswith("llm.accelerators=0 is invalid: allowed is at least 1 with the vllm engine")
+    # The two agree: taken.
+    agreed = load_config(cdk_context(**COMPONENT_ON_4_GPUS, **llm(tensor_parallel_size=2, accelerators=2))).llm
+    assert agreed.container_environment()["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "2"
+
+
+def test_a_copy_whose_gpus_the_heads_do_not_divide_over_is_refused(tmp_path: Path) -> None:
+    """The stand-in Qwen's 14 heads over a copy's four GPUs: the key to change is the copy's."""
+    artifacts = make_artifacts(tmp_path / "artifacts", components=("llm",))
+    with pytest.raises(ConfigError) as raised:
+        check_payload(settings(artifacts, **COMPONENT_ON_4_GPUS, **llm(accelerators=4)))
+    assert str(raised.value) == (
+        "llm.accelerators=4 is invalid: allowed is a number of GPUs the model splits into on ml.g5.12xlarge: 2, 1 "
+        "(each copy's GPUs are its tensor-parallel degree, llm.tensor_parallel_size): its 14 attention heads do not "
+        "divide over 4 GPUs"
+    )
+
+
+#: A 13B Llama-2-layout model: 24 GiB of bfloat16 weights, more than one A10G holds.
+LLAMA_13B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 5120,
+             "intermediate_size": 13824, "num_hidden_layers": 40, "num_attention_heads": 40,
+             "num_key_value_heads": 40, "max_position_embeddings": 4096, "vocab_size": 32000,
+             "torch_dtype": "bfloat16"}  # fmt: skip
+
+
+def test_the_memory_check_counts_the_gpus_a_copy_gets(tmp_path: Path) -> None:
+    """Issue 38: the memory check sized each GPU at a quarter of the weights on ml.g5.12xlarge, so a
+    model that needs all four GPUs passed synthesis as a copy of one. It counts the copy's GPUs, and
+    names the number that holds it."""
+    payload_of(tmp_path / "llm" / "model", LLAMA_13B)
+    with pytest.raises(ConfigError) as raised:
+        check_payload(settings(tmp_path, **COMPONENT_ON_4_GPUS))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "llm.accelerators=1 is invalid: allowed is 4 (GPUs a copy, its tensor-parallel degree, whose memory holds the "
+        "model and its KV cache): on ml.g5.12xlarge (A10G, 24 GiB) gpu_memory_utilization 0.9 gives 21.6 GiB a GPU "
+        "for the weights (13.02e9 parameters as bfloat16: 24.2 GiB)"
+    ), message
+    check_payload(settings(tmp_path, **COMPONENT_ON_4_GPUS, **llm(accelerators=4, max_copies=1)))
 
 
 def test_a_model_without_a_chat_template_is_warned_of(synth: Callable[..., Synthesized]) -> None:

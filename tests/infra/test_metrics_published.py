@@ -1,7 +1,9 @@
 """Every alarm, dashboard widget and scaling policy of every stack, on every variant of the app,
 names a metric its publisher publishes for that endpoint mode and instance type, with those
 dimensions and a statistic its page lists, and every threshold lies in the metric's range on
-that instance type (tests/infra/metric_check.py, against llm_contracts/sagemaker_metrics.py)."""
+that instance type (tests/infra/metric_check.py, against llm_contracts/sagemaker_metrics.py);
+and every copy of a model gets what its engine is set to use: the tensor-parallel degree, the
+workers, the memory and the copies an instance holds (tests/infra/copy_check.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.helpers import MODE_VARIANTS, Synthesized
+from tests.infra.copy_check import synthesized_problems
+from tests.infra.helpers import COMPONENTS_ON_4_GPUS, MODE_VARIANTS, TOOLKIT_COMPONENT_ON_4_GPUS, Synthesized
 from tests.infra.metric_check import problems
 
 STACKS = ["Gpt2Stack", "GptjStack", "Inf2Stack"]
@@ -38,7 +41,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "gptj.instance_type": "ml.g5.12xlarge",
         "gptj.model_server_workers": 4,
     },
+    # Inference components on 4 GPUs (issue 38): copies of one GPU (GPT-J on vLLM) and of two
+    # (LlmStack), and the toolkit's copies of four with a worker on each.
+    "components-on-4-gpus": COMPONENTS_ON_4_GPUS,
+    "toolkit-component-on-4-gpus": TOOLKIT_COMPONENT_ON_4_GPUS,
 }
+#: The stacks whose models copy_check reads (Inf2Stack's runs on NeuronCores, on EC2 or SageMaker).
+COPY_STACKS = ["Gpt2Stack", "GptjStack", "LlmStack"]
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -49,6 +58,34 @@ def variant(request: pytest.FixtureRequest, synth: Callable[..., Synthesized]) -
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_metric_is_one_aws_publishes(variant: Synthesized, stack: str) -> None:
     assert problems(variant.template_json(stack)) == []
+
+
+@pytest.mark.parametrize("stack", COPY_STACKS)
+def test_every_copy_gets_what_its_engine_uses(variant: Synthesized, stack: str) -> None:
+    """Issue 38: in inference-component mode the degree, the workers and the memory check counted
+    the instance type's GPUs where a copy gets its accelerators alone, and the copies an instance
+    holds were counted by GPUs alone."""
+    assert synthesized_problems(variant, stack) == []
+
+
+def test_the_copy_check_sees_what_a_copy_does_not_get(synth: Callable[..., Synthesized]) -> None:
+    """A negative control: the component variant's templates, each changed where issue 38 found
+    them wrong, are reported."""
+    from tests.infra.copy_check import problems
+
+    synthesized = synth(**VARIANTS["components-on-4-gpus"])
+    template = synthesized.template_json("GptjStack")
+    (model,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Model"]
+    model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] = "4"
+    (found,) = problems(template)
+    assert found.endswith("(each copy of its inference component gets 1 GPU): vLLM's tensor-parallel degree is 4")
+    template = synthesized.template_json("LlmStack")
+    (config,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::EndpointConfig"]
+    config["Properties"]["ProductionVariants"][0]["ManagedInstanceScaling"]["MaxInstanceCount"] = 1
+    (component,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
+    component["Properties"]["Specification"]["ComputeResourceRequirements"]["NumberOfCpuCoresRequired"] = 48
+    (found,) = problems(template)
+    assert "1 instances of 1 copies each hold fewer than its 2 copies" in found
 
 
 def test_the_gpu_memory_alarm_counts_the_gpus(synth: Callable[..., Synthesized]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.infra.copy_check import synthesized_problems
 from tests.infra.helpers import MODE_VARIANTS, Synthesized, actions_of, policy_statements, resources_of
 
 STACKS = ["Gpt2Stack", "GptjStack", "Inf2Stack"]
@@ -151,6 +152,12 @@ def test_no_metric_namespace_granted_is_one_aws_reserves(variant: Synthesized, s
     ]
     assert granted, "every stack's servers publish metrics under a namespace condition"
     assert [n for n in granted if n.startswith("AWS/")] == []
+
+
+@pytest.mark.parametrize("stack", ["Gpt2Stack", "GptjStack", "LlmStack"])
+def test_every_copy_gets_what_its_engine_uses(variant: Synthesized, stack: str) -> None:
+    # The check tests/infra/test_metrics_published.py runs on its variants, on these too.
+    assert synthesized_problems(variant, stack) == []
 
 
 def test_storage_is_encrypted_everywhere(variant: Synthesized) -> None:

@@ -181,6 +181,35 @@ def test_a_component_that_cannot_fit_or_a_second_mode_is_refused(given: dict[str
     assert "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("asks", "message"),
+    [
+        # 4 GPUs hold four copies of one; 48 vCPUs only two copies of 24 cores.
+        (
+            {"cpu_cores": 24},
+            "max_instances=1 is invalid: allowed is at least 2: 4 copies take 2 ml.g5.12xlarge, 2 to an instance (each "
+            "asks for 1 of its 4 GPUs, 24 of its 48 vCPUs and 8192 of its 196608 MiB of memory)",
+        ),
+        # 192 GiB hold one copy of 100 GiB.
+        ({"memory_mb": 102_400}, "max_instances=1 is invalid: allowed is at least 4: 4 copies take 4 ml.g5.12xlarge"),
+    ],
+    ids=["cpus", "memory"],
+)
+def test_copies_an_instance_holds_count_what_a_copy_asks_for(asks: dict[str, Any], message: str) -> None:
+    """Issue 38: the instances a component's copies need were counted by its GPUs alone
+    (instance GPUs // accelerators), so copies whose CPU cores or memory two of them could not
+    share on one instance passed with room for too few instances, and the copies beyond it never
+    got placed."""
+    props = {"accelerators": 1, "cpu_cores": 2, "memory_mb": 8192, "max_copies": 4, "max_instances": 1, **asks}
+    with pytest.raises(PropError) as refused:
+        SageMakerEndpointProps(instance_type="ml.g5.12xlarge", inference_component=component(**props))
+    assert str(refused.value).startswith(f"InferenceComponentProps: {message}"), refused.value
+    assert "\n" not in str(refused.value)
+    # What four copies of one GPU, 2 cores and 8 GiB fit: one instance.
+    SageMakerEndpointProps(instance_type="ml.g5.12xlarge", inference_component=component(**{**props, **{
+        "cpu_cores": 2, "memory_mb": 8192}}))  # fmt: skip
+
+
 def test_component_props_refuse_bounds_that_contradict() -> None:
     with pytest.raises(PropError, match=r"max_copies=1 is invalid: allowed is at least min_copies \(2\)"):
         component(min_copies=2, max_copies=1)
@@ -264,3 +293,54 @@ def test_async_topics_say_they_carry_answers_not_alarms() -> None:
     keys = sorted(k["Properties"]["Description"] for k in template.find_resources("AWS::KMS::Key").values())
     assert not [k for k in keys if "alarm" in k.lower()], keys
     assert "Encrypts the notices of this endpoint's answers" in keys
+
+
+# --- every mode -------------------------------------------------------------------------------
+
+
+def _arn(value: Any) -> str:
+    """An ARN CloudFormation joins, its references written ${Name}."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    separator, parts = value["Fn::Join"]
+    return str(separator).join(_arn(part) for part in parts)
+
+
+#: Each mode, and the log group prefix its containers write to: an endpoint's under
+#: /aws/sagemaker/Endpoints/<endpoint name>, an inference component's under
+#: /aws/sagemaker/InferenceComponents/<component name>.
+MODE_LOGS = {
+    "realtime": ({}, "/aws/sagemaker/Endpoints"),
+    "inference-component": ({"inference_component": component()}, "/aws/sagemaker/InferenceComponents"),
+    "async": ({"async_inference": AsyncInferenceProps(max_instances=2)}, "/aws/sagemaker/Endpoints"),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODE_LOGS))
+def test_the_role_writes_the_log_group_of_its_mode_and_no_other(mode: str) -> None:
+    """Issue 38: an inference component's container writes to its own log group,
+    /aws/sagemaker/InferenceComponents/<component name>, while the execution role allowed the logs
+    actions only under /aws/sagemaker/Endpoints/*, so a component's logs were denied. The role gets
+    the actions SageMaker's "CreateModel API: Execution Role Permissions" lists, on the groups (and
+    their streams) of its mode alone."""
+    props, prefix = MODE_LOGS[mode]
+    stack, made, template = synthesized(**props)
+    role = stack.resolve(made.role.role_name)
+    granted = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        if role in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    logs = [s for s in granted if "logs:" in json.dumps(s["Action"])]
+    assert [sorted(s["Action"]) for s in logs] == [
+        ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"]
+    ]
+    group = f"arn:${{AWS::Partition}}:logs:${{AWS::Region}}:${{AWS::AccountId}}:log-group:{prefix}/*"
+    assert [_arn(r) for r in logs[0]["Resource"]] == [group, f"{group}:log-stream:*"]
+    (metrics,) = [s for s in granted if s["Action"] == "cloudwatch:PutMetricData"]
+    assert metrics["Resource"] == "*" and metrics["Condition"] == {
+        "StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}
+    }
