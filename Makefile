@@ -156,20 +156,28 @@ demo: setup
 	@$(PARALLEL) artifacts .venv-hf/.installed
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
-# The tests on two pytest-xdist workers, a group of tests each at a time (tests/conftest.py:
+# The tests on three pytest-xdist workers, a group of tests each at a time (tests/conftest.py:
 # xdist_group): a module, or the end-to-end modules that share a bootstrapped local AWS, whose
 # deploys wait on servers more than they compute; the groups in the order collected, the longest
-# (end to end) first. 12 min where one process took 15.5 on 2 cores (docs/BENCHMARKS.md).
-PYTEST_WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
+# (end to end) first. Three on 2 cores: with two, the cores still idled over half the time (the
+# deploys wait on servers and polls), so a third worker runs the other tiers' modules beside both
+# end-to-end groups (docs/DEVELOPING.md, "Where make test's time goes").
+PYTEST_WORKERS ?= -n 3 --dist loadgroup --no-loadscope-reorder
 # More pytest arguments for `make test`, e.g. PYTEST_ARGS=--durations=0 for bench/test_durations.py.
 PYTEST_ARGS ?=
 
-# Lint first: a style or type error fails the same command CI runs. The environments, node_modules
-# and the linters are made side by side from the start (an image environment waits only for uv, a
-# linter only for .venv), the longest path (uv, .venv, mypy) first; then every test runs.
+# Lint first: a style error fails the same command CI runs. The environments, node_modules, ruff
+# and hadolint are made side by side from the start (an image environment waits only for uv, a
+# linter only for .venv); then every test runs, with mypy (a minute or more on a cold cache, the
+# longest step before the first test) beside it, its report printed after pytest's. Either failing
+# fails the command; an interrupt ends both (one process group).
 test: system-deps
-	@$(PARALLEL) lint-mypy node_modules/.installed $(IMAGE_ENVS) lint-mypy-images lint-ruff lint-hadolint
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	@$(PARALLEL) $(VENV)/.installed node_modules/.installed $(IMAGE_ENVS) lint-ruff lint-hadolint
+	@mkdir -p build; \
+	$(MAKE) --no-print-directory lint-mypy lint-mypy-images >build/mypy.log 2>&1 & mypy=$$!; \
+	status=0; $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) || status=$$?; \
+	if wait $$mypy; then cat build/mypy.log; else cat build/mypy.log; echo "make test: mypy failed" >&2; status=1; fi; \
+	exit $$status
 
 # GptjStack on the vllm engine, deployed on the local AWS, one GPT-J answer streamed token by token;
 # its endpoint runs vLLM's CPU build from .venv-vllm (about 2.4 GB, made once).
