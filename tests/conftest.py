@@ -40,6 +40,9 @@ def xdist_group(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A tier comes from fixtures, `e2e`, `slow`, `gpu` and `tensorrt` only: `timing` (a test that
+    # compares wall-clock durations, tests/test_timing.py) says nothing of what a test needs, and
+    # a timing test has its tier like any other.
     # The marker is pytest-xdist's (--strict-markers refuses it where the plugin is left out).
     grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
