@@ -34,8 +34,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
@@ -154,7 +152,6 @@ def python_files() -> list[Path]:
     return sorted(p for p in TESTS.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: the offenders are fixed module by module in the next commits")
 def test_every_clock_read_in_the_tests_is_a_timing_test_or_says_why_it_is_no_bound() -> None:
     offenders = [read for path in python_files() for read in reads(path) if not read.allowed]
     assert not offenders, (
