@@ -117,22 +117,30 @@ def count_tokens(line: bytes) -> int:
 class StreamingInvoker(SageMakerInvoker):
     """InvokeEndpointWithResponseStream: the time each token arrived. Tokens are counted by line
     (count_tokens); an answer with no such line counts each PayloadPart as one token. An error
-    event in the stream (ModelStreamError) raises, as a failed call does."""
+    event in the stream (ModelStreamError) raises, as a failed call does. The times are read off
+    `clock` (seconds; a test gives one it controls), once when each part arrives."""
+
+    def __init__(
+        self, client: Any, target: Target, request: Request, *, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        super().__init__(client, target, request)
+        self.clock = clock
 
     def __call__(self) -> StreamTiming:
-        started = time.perf_counter()
+        started = self.clock()
         answer = self.client.invoke_endpoint_with_response_stream(**self.arguments)
         times: list[float] = []
         parts: list[float] = []
         pending = b""
         for event in answer["Body"]:
             data = event.get("PayloadPart", {}).get("Bytes", b"")
-            now = time.perf_counter() - started
+            now = self.clock() - started
             parts.append(now)
             *lines, pending = (pending + data).split(b"\n")
             times.extend(now for line in lines for _ in range(count_tokens(line)))
-        times.extend(time.perf_counter() - started for _ in range(count_tokens(pending)))
-        return StreamTiming(tuple(times or parts), time.perf_counter() - started)
+        ended = self.clock() - started
+        times.extend(ended for _ in range(count_tokens(pending)))
+        return StreamTiming(tuple(times or parts), ended)
 
 
 def sagemaker_invokers(

@@ -91,15 +91,19 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _client(invoker: Invoker, recorder: Recorder, deadline: float, stop: threading.Event) -> None:
-    while not stop.is_set() and time.perf_counter() < deadline:
-        started = time.perf_counter()
+#: What a level is timed on: seconds (a test gives a clock it controls).
+Clock = Callable[[], float]
+
+
+def _client(invoker: Invoker, recorder: Recorder, deadline: float, stop: threading.Event, clock: Clock) -> None:
+    while not stop.is_set() and clock() < deadline:
+        started = clock()
         try:
             timing = invoker()
         except Exception as exc:  # every failure is a data point of the level, whatever it is
             recorder.errors.append((classify(exc), error_message(exc)))
         else:
-            recorder.latencies_s.append(time.perf_counter() - started)
+            recorder.latencies_s.append(clock() - started)
             if timing is not None:
                 recorder.streams.append(timing)
 
@@ -107,30 +111,38 @@ def _client(invoker: Invoker, recorder: Recorder, deadline: float, stop: threadi
 Progress = Callable[[int, float, list[Recorder]], None]
 
 
-def run_level(factory: InvokerFactory, concurrency: int, seconds: float, progress: Progress | None = None) -> LevelRun:
-    """Run one level. Ctrl-C stops the clients after their current request and marks the level
-    interrupted (the caller runs no further level)."""
+def run_level(
+    factory: InvokerFactory,
+    concurrency: int,
+    seconds: float,
+    progress: Progress | None = None,
+    clock: Clock = time.perf_counter,
+) -> LevelRun:
+    """Run one level, timed on `clock`. Ctrl-C stops the clients after their current request and
+    marks the level interrupted (the caller runs no further level)."""
     invokers = [factory() for _ in range(concurrency)]
     recorders = [Recorder() for _ in range(concurrency)]
     stop = threading.Event()
     started_at = datetime.now(UTC)
-    started = time.perf_counter()
+    started = clock()
     deadline = started + seconds
     threads = [
-        threading.Thread(target=_client, args=(invoker, recorder, deadline, stop), name=f"client-{i}", daemon=True)
+        threading.Thread(
+            target=_client, args=(invoker, recorder, deadline, stop, clock), name=f"client-{i}", daemon=True
+        )
         for i, (invoker, recorder) in enumerate(zip(invokers, recorders, strict=True))
     ]
     for thread in threads:
         thread.start()
     interrupted = False
     try:
-        _watch(threads, started, recorders, concurrency, progress)
+        _watch(threads, started, recorders, concurrency, progress, clock)
     except KeyboardInterrupt:
         interrupted = True
         stop.set()
         for thread in threads:
             thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed = clock() - started
     return LevelRun(concurrency, seconds, started_at, datetime.now(UTC), elapsed, recorders, interrupted)
 
 
@@ -140,15 +152,16 @@ def _watch(
     recorders: list[Recorder],
     concurrency: int,
     progress: Progress | None,
+    clock: Clock,
 ) -> None:
     """Wait for the clients, reporting progress once a second."""
     next_tick = started + 1.0
     for thread in threads:
         while thread.is_alive():
-            thread.join(timeout=max(0.0, next_tick - time.perf_counter()))
-            if time.perf_counter() >= next_tick:
+            thread.join(timeout=max(0.0, next_tick - clock()))
+            if clock() >= next_tick:
                 if progress is not None:
-                    progress(concurrency, time.perf_counter() - started, recorders)
+                    progress(concurrency, clock() - started, recorders)
                 next_tick += 1.0
 
 

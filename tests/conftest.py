@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests import leaks
+from tests.stress import Burners
 from tests.tiers import TIERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,38 @@ def xdist_group(item: pytest.Item) -> str:
     return module
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--stress",
+        action="store_true",
+        help="run the tests with every core busy: one CPU-bound process per core (tests/stress.py), "
+        "started before the first test and killed at the session's end (make test-stress)",
+    )
+
+
+#: The CPU burners of --stress, in the controlling process only (not in each xdist worker).
+_BURNERS = Burners()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--stress") and not hasattr(config, "workerinput"):
+        _BURNERS.start()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if _BURNERS.leader is None:
+        return None
+    return f"--stress: {_BURNERS.count} CPU burners (process group {_BURNERS.leader.pid}), one per core"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _BURNERS.stop()  # where the session ended before pytest_sessionfinish (a usage error)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A tier comes from fixtures, `e2e`, `slow`, `gpu` and `tensorrt` only: `timing` (a test that
+    # compares wall-clock durations, tests/test_timing.py) says nothing of what a test needs, and
+    # a timing test has its tier like any other.
     # The marker is pytest-xdist's (--strict-markers refuses it where the plugin is left out).
     grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
@@ -130,8 +162,8 @@ def session_problems() -> list[str]:
     own after the last test looked, processes its tests started still running (ended here, so
     that the machine is clean either way). Processes end asynchronously: they get a moment."""
     problems = [f"the local AWS failed on its own:\n{fault}" for fault in _LATE + _local_aws_faults()]
-    deadline = time.monotonic() + 5
-    while (left := leaks.left_running(_SESSION)) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 5  # clock: the moment processes get to end, then they are killed
+    while (left := leaks.left_running(_SESSION)) and time.monotonic() < deadline:  # clock: the same
         time.sleep(0.2)
     for process in left:
         problems.append(f"a process started by this test session is still running: pid {process.pid}: "
@@ -148,7 +180,9 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """The run fails on a session problem of this process or of any worker's."""
+    """The run fails on a session problem of this process or of any worker's. The burners of
+    --stress are ended first: they carry the session's marker, and one left running fails the run."""
+    _BURNERS.stop()
     problems = session_problems() + _FROM_WORKERS
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # a worker: the controller reports them

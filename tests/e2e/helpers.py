@@ -230,8 +230,10 @@ def alarms_reach_the_topic(aws: LocalAws, stack: str) -> dict[str, list[str]]:
             for name in alarms:
                 cw.set_alarm_state(AlarmName=name, StateValue=state, StateReason=f"e2e: {stack}'s alarms forced")
             heard: list[tuple[str, str]] = []
-            deadline = time.monotonic() + 10  # CloudWatch runs an alarm's actions within seconds
-            while len(heard) < len(alarms) and time.monotonic() < deadline:
+            # clock: a generous wait for notifications that come within a second here (CloudWatch
+            # runs an alarm's actions at its change); its expiry only ends a wait for a missing one.
+            deadline = time.monotonic() + 60
+            while len(heard) < len(alarms) and time.monotonic() < deadline:  # clock: the same wait
                 for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
                     "Messages", []
                 ):
@@ -507,9 +509,10 @@ def unusable_endpoints(aws: LocalAws, stack: str) -> dict[str, str]:
         EndpointConfigName=f"{prefix}-no-data", ProductionVariants=[{**kept, "ModelName": f"{prefix}-no-data"}]
     )
     sm.create_endpoint(EndpointName=f"{prefix}-failed", EndpointConfigName=f"{prefix}-no-data")
+    # clock: a generous wait for a failure that comes at once (no model data to fetch)
     deadline = time.monotonic() + 60
     while sm.describe_endpoint(EndpointName=f"{prefix}-failed")["EndpointStatus"] == "Creating":
-        assert time.monotonic() < deadline
+        assert time.monotonic() < deadline  # clock: the same wait
         time.sleep(0.2)
     return {"missing": f"{prefix}-never", "deleted": f"{prefix}-deleted", "failed": f"{prefix}-failed"}
 

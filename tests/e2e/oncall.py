@@ -50,16 +50,17 @@ class Oncall:
                 sqs.delete_message(QueueUrl=self.queue, ReceiptHandle=m["ReceiptHandle"])
         self.notices.clear()
 
-    def heard(self, alarm: str, state: str = "ALARM", timeout_s: float = 10) -> dict[str, Any]:
+    def heard(self, alarm: str, state: str = "ALARM", timeout_s: float = 60) -> dict[str, Any]:
         """CloudWatch's notification of `alarm` going into `state` (CloudWatch runs an alarm's
-        actions within seconds of its change)."""
+        actions at its change: it comes within a second here)."""
         sqs = self.aws.client("sqs")
+        # clock: a generous wait, whose expiry only ends a wait for a notification never sent
         deadline = time.monotonic() + timeout_s
         while True:
             for name, new, notice in self.notices:
                 if (name, new) == (alarm, state):
                     return notice
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline:  # clock: the same wait
                 heard = [(n, s) for n, s, _ in self.notices]
                 raise AssertionError(f"no notification of {alarm} in {state} within {timeout_s} s; heard {heard}")
             for m in sqs.receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
@@ -383,6 +384,7 @@ def sent_to(container: Container, requests: int = 1, timeout_s: float = 30) -> N
     """Wait until the local runtime (in this process) has `requests` connections open to the
     container: requests handed to it, which their time (ModelLatency) counts from, whether or
     not the container has read them yet."""
+    # clock: a generous wait for requests handed over within moments; no bound on their speed
     deadline = time.monotonic() + timeout_s
     while (
         sum(
@@ -391,6 +393,7 @@ def sent_to(container: Container, requests: int = 1, timeout_s: float = 30) -> N
         )
         < requests
     ):
+        # clock: the same wait
         assert time.monotonic() < deadline, f"not {requests} requests at the container on port {container.port}"
         time.sleep(0.05)
 
@@ -448,9 +451,11 @@ def failures_of_the_new_model(
     runtime's name: the endpoint, or its component's key), once it started (within
     `start_timeout_s`); their statuses."""
     key = (aws.account, aws.region, hosted)
+    # clock: a generous wait for a container start (seconds here); it only fails an update that
+    # never moves the traffic
     deadline = time.monotonic() + start_timeout_s
     while (found := HOSTING.find(key)) is None or found.pending is None or found.shifted < 1.0:
-        assert time.monotonic() < deadline, "the update never moved the traffic"
+        assert time.monotonic() < deadline, "the update never moved the traffic"  # clock: the same wait
         time.sleep(0.2)
     with ThreadPoolExecutor(4) as pool:
         return list(pool.map(lambda _: send(), range(wanted)))

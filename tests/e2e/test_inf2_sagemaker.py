@@ -97,9 +97,11 @@ def model_error(aws: LocalAws, request: Any) -> bool:
 
 
 def until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    # clock: a generous wait (its callers give minutes for what takes seconds here); its expiry
+    # only fails what never happens
     deadline = time.monotonic() + timeout_s
     while not (found := check()):
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:.0f} s"
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:.0f} s"  # clock: the same
         time.sleep(0.2)
     return found
 

@@ -73,9 +73,11 @@ def copies(aws: LocalAws, component: str) -> tuple[int, int]:
 
 def until(done: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
     """Real time, for the containers to follow a count."""
+    # clock: a generous wait (two minutes by default) for containers that start within seconds
+    # here; its expiry only fails what never happens
     deadline = time.monotonic() + timeout_s
     while not done():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"  # clock: the same wait
         time.sleep(0.2)
 
 
@@ -186,8 +188,9 @@ def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
 def wait_for_object(aws: LocalAws, *urls: str, timeout_s: float = 120) -> tuple[str, bytes]:
     """The first of `urls` (s3://bucket/key) to exist, and its body."""
     s3 = aws.client("s3")
+    # clock: a generous wait (two minutes by default) for an answer written within seconds here
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # clock: the same wait
         for url in urls:
             bucket, _, key = url.removeprefix("s3://").partition("/")
             try:
@@ -261,9 +264,10 @@ def a_crashed_worker_answers_503_while_it_reloads(aws: LocalAws, endpoint: str, 
     old = gunicorn_workers(container)
     for worker in old:
         worker.kill()
-    deadline = time.monotonic() + 30
+    # clock: a generous wait for workers gunicorn forks at once
+    deadline = time.monotonic() + 60
     while len(new := [w for w in gunicorn_workers(container) if w not in old]) < len(old):
-        assert time.monotonic() < deadline, "gunicorn started no new worker"
+        assert time.monotonic() < deadline, "gunicorn started no new worker"  # clock: the same wait
         time.sleep(0.01)
     with stalled(new):
         queued = aws.client("sagemaker-runtime").invoke_endpoint_async(

@@ -27,10 +27,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
 from local_aws.cdk import Cdk
+from local_aws.sagemaker import invocations
 from local_aws.sagemaker.containers import VLLM_VENV, Container, _group_members, running_containers
 from project_config import load_config
 from tests.docs_pages import Body, bodies_for
@@ -246,11 +248,13 @@ def test_a_caller_that_goes_away_mid_stream_stops_its_generation(deployed: Cdk, 
         events = iter(answer["Body"])
         next(events), next(events)
         answer["Body"].close()
+        # clock: how long the engine took to stop is reported, not judged; the wait for it is a
+        # generous minute, after which a request still running fails the assertion below.
         closed = time.monotonic()
         at_close = metric(container, "vllm:generation_tokens_total") - before
-        while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() - closed < 30:
+        while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() - closed < 60:  # clock: the same
             time.sleep(0.01)
-        stopped_after = time.monotonic() - closed
+        stopped_after = time.monotonic() - closed  # clock: reported only
         generated = metric(container, "vllm:generation_tokens_total") - before
         print(f"n={n}: {at_close:.0f} tokens when the caller left, {generated:.0f} of {asked} when the "
               f"generation stopped {stopped_after:.3f} s later")  # fmt: skip
@@ -283,8 +287,10 @@ def test_the_runtimes_fuzz_gets_what_aws_answers_and_leaves_the_engine_answering
     answer = invoke(local_aws, "GptjStack", seeds[0])
     assert answer["usage"]["completion_tokens"] == 4, answer
     container = endpoint_container(local_aws, "GptjStack")
-    deadline = time.monotonic() + 30
-    while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
+    # clock: a generous wait for the engine to finish what the fuzz left (moments here); a request
+    # still running after it fails the assertion below
+    deadline = time.monotonic() + 60
+    while metric(container, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:  # clock: the same
         time.sleep(0.1)
     assert metric(container, "vllm:num_requests_running") == 0
 
@@ -343,7 +349,7 @@ def test_each_alarm_with_a_fault_here_fires_on_it_and_the_oncall_queue_hears_it(
 
 
 def test_the_engine_process_dying_is_a_5xx_then_a_quick_model_error_and_leaves_nothing_running(
-    deployed: Cdk, local_aws: LocalAws
+    deployed: Cdk, local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Last: it kills the engine. vLLM V1 runs the engine in a process of its own
     (``VLLM::EngineCore``); when it dies, the API server answers the requests it holds with 500
@@ -367,21 +373,23 @@ def test_the_engine_process_dying_is_a_5xx_then_a_quick_model_error_and_leaves_n
                 sent_to(container, errors)
                 time.sleep(1)  # the server reads them and hands them to the (stopped) engine
                 os.kill(engine, signal.SIGKILL)
-                killed = time.monotonic()
+                killed = time.monotonic()  # clock: for the report below, not judged
             statuses = sent.result(timeout=120)
         assert statuses == [500] * errors, statuses
         code = container.process.wait(timeout=60)
-        print(f"the API server exited with code {code} {time.monotonic() - killed:.1f} s after the engine was killed")
+        exited_after = time.monotonic() - killed  # clock: reported only
+        print(f"the API server exited with code {code} {exited_after:.1f} s after the engine was killed")
         rollback_alarms_fire_and_clear(local_aws, "GptjStack", topic, ["Errors5xxAlarm"])
     assert "engine core exited unexpectedly" in container.log_tail(200_000)
     assert container.ping() == 0  # nothing answers /ping
-    runtime = local_aws.client("sagemaker-runtime")
+    # Quick: an invocation that waited for an answer would wait an hour here, past the client's
+    # 60 s read timeout (a ReadTimeoutError, not the ModelError below; the client does not retry).
+    monkeypatch.setattr(invocations, "INVOCATION_TIMEOUT_S", 3600)
+    runtime = local_aws.client("sagemaker-runtime", config=Config(retries={"total_max_attempts": 1}))
     name = local_aws.stack_outputs("GptjStack")["EndpointName"]
     for call in (runtime.invoke_endpoint, runtime.invoke_endpoint_with_response_stream):
-        started = time.monotonic()
         with pytest.raises(ClientError) as raised:
             call(EndpointName=name, ContentType="application/json", Body=json.dumps({"prompt": "a", "max_tokens": 2}))
-        assert time.monotonic() - started < 5
         response = raised.value.response
         assert response["Error"]["Code"] == "ModelError" and response["OriginalStatusCode"] == 0, response
         assert "could not get a response" in response["OriginalMessage"], response

@@ -212,28 +212,46 @@ def test_one_failing_request_over_http_fails_only_itself(model_dir: Path, monkey
         predictor.batcher.stop()
 
 
-class SlowBackend(FakeBackend):
+class HeldBackend(FakeBackend):
+    """A backend whose first batch runs until the test lets it end (`release`); `started` is set
+    once it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started, self.release = threading.Event(), threading.Event()
+
     def generate(
         self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams], stop: StopCheck | None = None
     ) -> list[Completion]:
-        time.sleep(0.3)
+        self.started.set()
+        self.release.wait(60)
         return super().generate(prompts, params, stop)
 
 
+@pytest.mark.timing
 def test_a_busy_server_waits_for_the_callers_of_the_batch_that_just_finished() -> None:
     """A job queued during a batch waits its delay from the end of that batch, so the caller
     whose answer just went out (and who asks again at once) joins it: steady load keeps full
-    batches instead of two half batches taking turns."""
-    backend = SlowBackend()
-    dyn = DynamicBatcher(backend, max_batch_size=8, max_queue_delay_s=0.2, max_queue_rows=64, max_total_length=64)
+    batches instead of two half batches taking turns.
+
+    Timing: the follow-up must come within the queue delay (1 s) of the batch's end. Its caller
+    submits it as its answer comes: measured on the 2-core dev host, a batch's end to its caller's
+    next submit took under 0.1 ms (20 tries beside a running `make test`, and with two CPU
+    burners added); 1 s is 10 000 times that. The rest is an order: the batch runs until the
+    queued job's own delay has passed (a sleep longer than it: a lower bound)."""
+    backend = HeldBackend()
+    dyn = DynamicBatcher(backend, max_batch_size=8, max_queue_delay_s=1.0, max_queue_rows=64, max_total_length=64)
     try:
         first = dyn.submit(job([1]))
-        time.sleep(0.25)  # the first batch is running now
-        queued = dyn.submit(job([2]))  # its own delay from arrival runs out before the batch ends
-        first.result(timeout=10)
+        assert backend.started.wait(60)  # the first batch is running now
+        queued = dyn.submit(job([2]))
+        time.sleep(1.2)  # its own delay from arrival runs out before the batch ends
+        backend.release.set()
+        first.result(timeout=60)
         follow_up = dyn.submit(job([3]))  # the first caller asks again at once
-        assert queued.result(timeout=10).batch_rows == 2
-        assert follow_up.result(timeout=10).batch_rows == 2
+        assert queued.result(timeout=60).batch_rows == 2
+        assert follow_up.result(timeout=60).batch_rows == 2
         assert backend.calls == [[[1]], [[2], [3]]]
     finally:
+        backend.release.set()
         dyn.stop()

@@ -142,8 +142,10 @@ def test_a_worker_dying_with_the_request_answers_503_retry_after(running: Runnin
         assert (status, headers.get("retry-after"), headers["content-type"]) == (503, "5", "application/json")
         assert json.loads(body)["error"]["code"] == "unavailable"
         # gunicorn's new worker loads the model (503 loading, with Retry-After, until then) and serves.
+        # clock: a generous wait for a worker that loads the tiny model within seconds here
         deadline = time.monotonic() + 90
         while (answer := exchange(srv.port, request("POST", "/invocations", JSON, BODY), "POST"))[0] != 200:
+            # clock: the same wait
             assert (answer[0], answer[1].get("retry-after")) == (503, "5") and time.monotonic() < deadline, answer
             time.sleep(0.1)
 

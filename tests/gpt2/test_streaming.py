@@ -73,27 +73,27 @@ def test_a_stop_string_ends_the_stream_without_sending_it(server: LocalServer) -
     assert stop not in "".join(line["token"]["text"] for line in lines[:-1])
 
 
-def test_a_streamed_request_batches_with_others(server: LocalServer) -> None:
+def test_a_streamed_request_batches_with_others(running: Any) -> None:
+    # A batch of 6 rows that waits for its rows as long as the server lets it (10 s): it runs once
+    # the 6 requests sent together are in, on any host.
     barrier = threading.Barrier(6)
+    with running({"GPT2_MAX_BATCH_SIZE": "6", "GPT2_MAX_QUEUE_DELAY_US": "10000000"}) as server:
 
-    def streamed() -> int:
-        barrier.wait()
-        _, _, lines = stream(server.port, {"input": "query", "parameters": {"max_new_tokens": 6}})
-        return int(lines[-1]["end"]["batch_size"])
+        def streamed() -> int:
+            barrier.wait()
+            _, _, lines = stream(server.port, {"input": "query", "parameters": {"max_new_tokens": 6}})
+            return int(lines[-1]["end"]["batch_size"])
 
-    def whole(i: int) -> int:
-        barrier.wait()
-        return int(
-            post(server.port, json.dumps({"input": f"q {i}", "parameters": {"max_new_tokens": 6}}).encode())[1][
-                "batch_size"
-            ]
-        )
+        def whole(i: int) -> int:
+            barrier.wait()
+            request = json.dumps({"input": f"q {i}", "parameters": {"max_new_tokens": 6}}).encode()
+            return int(post(server.port, request)[1]["batch_size"])
 
-    with ThreadPoolExecutor(6) as pool:
-        mine = pool.submit(streamed)
-        others = [pool.submit(whole, i) for i in range(5)]
-        sizes = [mine.result(), *(f.result() for f in others)]
-    assert sizes[0] > 1, f"the streamed request ran alone: batch sizes {sizes}"
+        with ThreadPoolExecutor(6) as pool:
+            mine = pool.submit(streamed)
+            others = [pool.submit(whole, i) for i in range(5)]
+            sizes = [mine.result(), *(f.result() for f in others)]
+    assert sizes == [6] * 6, f"the streamed request did not run with the others: batch sizes {sizes}"
 
 
 def test_errors_before_the_stream_are_json_statuses(server: LocalServer) -> None:
@@ -113,14 +113,23 @@ def test_errors_before_the_stream_are_json_statuses(server: LocalServer) -> None
 class SlowModel:
     """A StepModel of a model that takes 20 ms a step (a real GPT-2 on a CPU takes about that; the
     tiny build is done before a caller could leave): each step's greedy token is 7, or it raises
-    from step `fail_at` on."""
+    from step `fail_at` on. A gated model takes each step only once :meth:`allow` let it (a test
+    sets the pace by what it has read, not by time)."""
 
-    def __init__(self, fail_at: int | None = None) -> None:
+    def __init__(self, fail_at: int | None = None, *, gated: bool = False) -> None:
         self.steps = 0
         self.fail_at = fail_at
+        self._allowed = threading.Semaphore(0) if gated else None
+
+    def allow(self, steps: int = 1) -> None:
+        assert self._allowed is not None
+        self._allowed.release(steps)
 
     def forward(self, input_ids: Any, attention_mask: Any, position_ids: Any, past: Any) -> tuple[Any, Any]:
-        time.sleep(0.02)
+        if self._allowed is None:
+            time.sleep(0.02)
+        else:
+            self._allowed.acquire()
         self.steps += 1
         if self.fail_at is not None and self.steps >= self.fail_at:
             raise RuntimeError("the device fell over")
@@ -134,11 +143,16 @@ class SlowBackend:
 
     def __init__(self, model: SlowModel) -> None:
         self.model = model
+        #: Set when a generation has returned.
+        self.returned = threading.Event()
 
     def generate(
         self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams], stop: StopCheck | None = None
     ) -> list[Completion]:
-        return decode_loop(self.model, prompts, params, eos_token_id=0, rng=np.random.default_rng(0), stop=stop)
+        try:
+            return decode_loop(self.model, prompts, params, eos_token_id=0, rng=np.random.default_rng(0), stop=stop)
+        finally:
+            self.returned.set()
 
 
 class Letters:
@@ -146,37 +160,48 @@ class Letters:
         return "".join(chr(ord("a") + i) for i in ids)
 
 
-def streamed(model: SlowModel, max_new_tokens: int) -> tuple[DynamicBatcher, TokenStream, Job]:
-    batcher = DynamicBatcher(
-        SlowBackend(model), max_batch_size=4, max_queue_delay_s=0.0, max_queue_rows=8, max_total_length=512
-    )  # type: ignore[arg-type]
-    job = Job(prompts=[[1, 2]], params=[SamplingParams(max_new_tokens=max_new_tokens)], deadline=time.monotonic() + 30)
+def streamed(model: SlowModel, max_new_tokens: int) -> tuple[DynamicBatcher, TokenStream, Job, SlowBackend]:
+    backend = SlowBackend(model)
+    batcher = DynamicBatcher(backend, max_batch_size=4, max_queue_delay_s=0.0, max_queue_rows=8, max_total_length=512)  # type: ignore[arg-type]
+    # clock: the job's deadline as the server sets one, a generous minute for what ends within a
+    # second here; no bound on the host's speed.
+    deadline = time.monotonic() + 60
+    job = Job(prompts=[[1, 2]], params=[SamplingParams(max_new_tokens=max_new_tokens)], deadline=deadline)
     stream = TokenStream(Letters(), [], job)
     batcher.submit(job).add_done_callback(stream.on_done)
-    stream.wait_first(10)
-    stream.bind(job, batcher, on_result=lambda _: None, end={}, idle_timeout_s=10)
-    return batcher, stream, job
+    stream.wait_first(60)
+    stream.bind(job, batcher, on_result=lambda _: None, end={}, idle_timeout_s=60)
+    return batcher, stream, job, backend
 
 
 def test_a_caller_that_goes_away_stops_its_generation() -> None:
-    model = SlowModel()
-    batcher, stream, job = streamed(model, max_new_tokens=400)
+    # The model takes a step only when this test has read the token before: after three, the
+    # caller goes away while the fourth step waits; then the model may take 100 more, which a
+    # generation that ignored the caller's going would take (and then wait for more, for good).
+    model = SlowModel(gated=True)
+    model.allow()  # the first token's step (the prefill)
+    batcher, stream, job, backend = streamed(model, max_new_tokens=400)
     try:
         lines = iter(stream)
-        first = [json.loads(next(lines)) for _ in range(3)]
+        first = []
+        for _ in range(3):
+            first.append(json.loads(next(lines)))
+            if len(first) < 3:
+                model.allow()
         assert [line["token"]["text"] for line in first] == ["h", "h", "h"]
         stream.close()  # what the server does when the caller's connection is gone
-        time.sleep(0.2)
-        stopped_at = model.steps
-        time.sleep(0.3)
-        assert model.steps == stopped_at < 50  # of 400, at 20 ms a step
-        assert job.future.cancelled() or len(job.future.result().completions[0].tokens) < 50
+        model.allow(100)
+        assert backend.returned.wait(60), "the generation went on after its caller left"
+        # The three read, and the step that was waiting when the caller left: its token ended it.
+        assert model.steps == 4
+        assert job.future.cancelled() or len(job.future.result().completions[0].tokens) == 4
     finally:
+        model.allow(1000)  # whatever a failed test left waiting
         batcher.stop()
 
 
 def test_a_failure_after_the_first_token_is_the_last_line() -> None:
-    batcher, stream, _ = streamed(SlowModel(fail_at=4), max_new_tokens=20)
+    batcher, stream, _, _ = streamed(SlowModel(fail_at=4), max_new_tokens=20)
     try:
         lines = [json.loads(line) for line in stream]
     finally:
@@ -251,6 +276,7 @@ def test_a_request_past_the_models_length_is_a_model_error_before_the_stream(end
     assert "input_too_long" in response["OriginalMessage"]
 
 
+@pytest.mark.timing
 def test_a_streamed_request_past_its_deadline_before_the_first_token_is_a_503(running: Any) -> None:
     # a 3 s queue delay and a 1 s deadline: the lone request's first token never comes in time
     env = {"GPT2_MAX_BATCH_SIZE": "4", "GPT2_MAX_QUEUE_DELAY_US": "3000000", "GPT2_REQUEST_TIMEOUT_S": "1"}
@@ -258,6 +284,8 @@ def test_a_streamed_request_past_its_deadline_before_the_first_token_is_a_503(ru
         status, headers, (answer,) = stream(srv.port, {"input": "a", "parameters": {"max_new_tokens": 2}})
         assert (status, answer["error"]["code"], headers.get("Retry-After")) == (503, "timeout", "1")
         assert headers["Content-Type"] == "application/json"
-        # the server is whole: a full batch does not wait for the delay
+        # the server is whole: a full batch does not wait for the delay. Timing: the 1 s deadline
+        # bounds this answer (4 rows of 2 tokens of the tiny build), the same margin as
+        # tests/gpt2/test_server.py's test_full_queue_and_deadline_answer_503_with_retry_after.
         four = json.dumps({"inputs": ["a", "b", "c", "d"], "parameters": {"max_new_tokens": 2}}).encode()
         assert post(srv.port, four)[0] == 200

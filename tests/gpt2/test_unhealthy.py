@@ -34,11 +34,13 @@ def payload_with_a_foreign_token(model_tar: Path, folder: Path) -> Path:
     return folder
 
 
-def ping_becomes(port: int, status: int, timeout: float = 10) -> dict[str, Any]:
+def ping_becomes(port: int, status: int, timeout: float = 60) -> dict[str, Any]:
     """/ping's body once it answers `status` (serve folds the workers' states every 100 ms)."""
+    # clock: a generous wait for a change that shows within 100 ms here; it only fails a /ping
+    # that never changes.
     deadline = time.monotonic() + timeout
     while (answer := ping(port))[0] != status:
-        assert time.monotonic() < deadline, f"/ping still answers {answer}"
+        assert time.monotonic() < deadline, f"/ping still answers {answer}"  # clock: the same wait
         time.sleep(0.05)
     return answer[1]
 

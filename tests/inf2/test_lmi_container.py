@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -80,10 +79,17 @@ def test_a_bad_request_gets_djl_s_4xx_not_a_5xx(lmi_server: Container) -> None:
     assert lmi_server.ping() == 200, "the worker survives bad requests"
 
 
+@pytest.mark.timing
 def test_requests_sent_together_are_one_batch(lmi_server: Container) -> None:
     """DJL 0.29.0's static batching gives every request of a batch the batch's status: a request
     refused inside a batch is answered 200 with the refusal as its body (IMAGES.md says why
-    clients must read `code`), while alone it gets its own 400."""
+    clients must read `code`), while alone it gets its own 400.
+
+    Timing: the two must reach DJL within its batching window, BATCH_DELAY_MS (3 s). They leave
+    a barrier together; 12 threads leaving a pool together started their requests within 9 ms
+    of each other on the 2-core dev host beside a running `make test`, 37 ms with two CPU
+    burners added (test_more_requests_than_the_job_queue_holds_are_refused_with_djl_s_503's
+    requests, measured): the window is 80 times the worst of those."""
     bodies: list[Any] = [SEED_REQUEST, {"text": ["hi"], "seq_length": 100_000}]
     answers: dict[int, tuple[int, Any]] = {}
     barrier = threading.Barrier(len(bodies))
@@ -93,12 +99,10 @@ def test_requests_sent_together_are_one_batch(lmi_server: Container) -> None:
         answers[index] = invoke(lmi_server, bodies[index])
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
-    started = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=180)
-    assert time.monotonic() - started < 2 * BATCH_DELAY_MS / 1000 + 120
     (good_status, good), (bad_status, bad) = answers[0], answers[1]
     assert good_status == 200 and len(good["outputs"]) == 1, good
     assert bad_status == 200 and bad["code"] == 400 and "seq_length" in bad["error"], bad
@@ -113,10 +117,16 @@ def lmi_server_queue_of_2(lmi_bundle: Path) -> Iterator[Container]:
         yield container
 
 
+@pytest.mark.timing
 def test_more_requests_than_the_job_queue_holds_are_refused_with_djl_s_503(lmi_server_queue_of_2: Container) -> None:
     """Of requests sent together faster than the worker answers them, those its batch and the
     queue take are answered, the rest refused at once with WorkLoadManager's 503; the server goes
-    on answering."""
+    on answering.
+
+    Timing: the 12 must arrive while the first batch runs. Measured on the 2-core dev host (beside
+    a running `make test`; then with two CPU burners added): one request of 512 positions takes
+    3.8 s (3.9 s), and the 12 requests start within 9 ms (37 ms) of each other: the batch lasts
+    100 times the spread of the arrivals, and a slower host slows both."""
     server = lmi_server_queue_of_2
     with ThreadPoolExecutor(12) as pool:
         # The compiled graphs' 512 positions: seconds a batch here, while the others arrive.

@@ -3,7 +3,6 @@ CloudWatch's API model and answers it), and the endpoint check before any load."
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -150,9 +149,11 @@ def test_collect_waits_only_for_an_endpoint_that_publishes() -> None:
         calls.append(i)
         return figures(0)
 
-    started = time.monotonic()
-    results = metrics.collect(never, [5, 5], wait_s=60, published=lambda: False)
-    assert time.monotonic() - started < 5 and calls == [0, 1]
+    slept: list[float] = []
+    waited: list[float] = []
+    results = metrics.collect(never, [5, 5], wait_s=60, published=lambda: False, on_wait=waited.append,
+                              sleep=slept.append)  # fmt: skip
+    assert slept == waited == [] and calls == [0, 1]  # asked once each, and no wait at all
     assert [r["status"] for r in results] == [metrics.NOT_PUBLISHED] * 2
 
 
@@ -168,10 +169,31 @@ def test_collect_asks_again_until_each_level_is_counted() -> None:
     assert len(slept) == 2 and all(0 < s <= metrics.POLL_S for s in slept) and waited == [60]
 
 
+class StoppedClock:
+    """A clock that moves only when something sleeps on it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_collect_gives_up_at_its_deadline() -> None:
-    started = time.monotonic()
-    results = metrics.collect(lambda i: figures(1), [5], wait_s=0.3, published=lambda: True)
-    assert 0.3 <= time.monotonic() - started < 5
+    clock, calls = StoppedClock(), []
+
+    def short(i: int) -> dict[str, Any]:
+        calls.append(i)
+        return figures(1)
+
+    results = metrics.collect(short, [5], wait_s=40, published=lambda: True, sleep=clock.sleep, clock=clock)
+    # Asked every POLL_S (15 s) until the 40 s are over, the last wait cut to what was left.
+    assert clock.slept == [metrics.POLL_S, metrics.POLL_S, 40 - 2 * metrics.POLL_S] and len(calls) == 4
     assert results[0]["scopes"]["A"]["ModelLatency"]["samples"] == 1
 
 

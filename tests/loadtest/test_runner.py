@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from loadtest.invokers import InvokerFactory, Target, client_config, sagemaker_invokers
+from loadtest.invokers import Invoker, InvokerFactory, StreamTiming, Target, client_config, sagemaker_invokers
 from loadtest.request import Request
 from loadtest.runner import ProgressLine, Recorder, level_line, run_level, warm_up
 from tests.loadtest.helpers import Canned, CannedRuntime, environment, model_error, ok
@@ -35,13 +35,26 @@ def factory(concurrency: int) -> InvokerFactory:
     return sagemaker_invokers(Target("e"), REQUEST, client_config(concurrency))
 
 
+class WindowClock:
+    """A level's clock that stands still at 0 until `done()`, then reads `seconds`: the level's
+    window lasts until something happened, not for a time a busy host may fill with nothing."""
+
+    def __init__(self, seconds: float, done: Callable[[], bool]) -> None:
+        self.seconds, self.done = seconds, done
+
+    def __call__(self) -> float:
+        return self.seconds if self.done() else 0.0
+
+
 def test_every_request_is_a_success_or_an_error_of_its_kind(serve: Callable[..., CannedRuntime]) -> None:
     runtime = serve(ok(), model_error(400), ok())
-    # One answer in three is the container's 400: the kinds add up to what the server sent.
-    run = run_level(factory(3), concurrency=3, seconds=0.5)
+    # One answer in three is the container's 400: the kinds add up to what the server sent. The
+    # window closes once the server has had two rounds of its three answers.
+    clock = WindowClock(0.5, lambda: len(runtime.received) >= 6)
+    run = run_level(factory(3), concurrency=3, seconds=0.5, clock=clock)
     sent = len(runtime.received)
     level = run.summary()
-    assert level["requests"] == sent > 0
+    assert level["requests"] == sent >= 6
     assert level["requests"] == level["successes"] + sum(level["errors"].values())
     assert set(level["errors"]) == {"ModelError 400"}
     # The server cycled through its answers: a third of them (to within one cycle) were errors.
@@ -55,7 +68,21 @@ def test_every_request_is_a_success_or_an_error_of_its_kind(serve: Callable[...,
 
 def test_each_client_has_its_own_invoker(serve: Callable[..., CannedRuntime]) -> None:
     serve(ok())
-    run = run_level(factory(4), concurrency=4, seconds=0.3)
+    inner, calls = factory(4), []
+
+    def counted() -> Invoker:
+        invoker, slot = inner(), len(calls)
+        calls.append(0)
+
+        def call() -> StreamTiming | None:
+            calls[slot] += 1
+            return invoker()
+
+        return call
+
+    # The window closes once every client has called its invoker.
+    clock = WindowClock(0.3, lambda: len(calls) == 4 and all(calls))
+    run = run_level(counted, concurrency=4, seconds=0.3, clock=clock)
     assert len(run.recorders) == 4
     assert all(r.count > 0 for r in run.recorders), "every client sent requests"
 

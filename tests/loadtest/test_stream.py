@@ -1,13 +1,14 @@
 """--stream: InvokeEndpointWithResponseStream timed token by token, against a local AWS endpoint
 whose container streams (tests/local_aws/echo_image.py), and the figures in the report, the
-endpoint's own among them."""
+endpoint's own among them. The invoker's timing is read off a clock counted in the container's
+parts (PartClock), not off the wall clock: what it proves does not depend on the host's speed."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from local_aws import LocalAws
 from local_aws.sagemaker.runtime import HOSTING
 from tests.infra.helpers import ROOT
 from tests.loadtest.test_report import report
-from tests.local_aws.helpers import echo_endpoint, echo_launcher, endpoint_status
+from tests.local_aws.helpers import Gates, echo_endpoint, echo_launcher, endpoint_status
 
 
 def token(text: str) -> str:
@@ -39,11 +40,28 @@ def aws() -> Iterator[LocalAws]:
         yield local
 
 
-def invoker(aws: LocalAws, body: object) -> StreamingInvoker:
+def invoker(aws: LocalAws, body: object, clock: Callable[[], float] | None = None) -> StreamingInvoker:
     client = aws.client("sagemaker-runtime", config=client_config(1))
-    return StreamingInvoker(
-        client, Target("echo"), Request(body=json.dumps(body).encode(), content_type="application/json")
-    )
+    request = Request(body=json.dumps(body).encode(), content_type="application/json")
+    if clock is None:
+        return StreamingInvoker(client, Target("echo"), request)
+    return StreamingInvoker(client, Target("echo"), request, clock=clock)
+
+
+class PartClock:
+    """A clock for the invoker of a gated answer (tests/local_aws/helpers.py: Gates), counted in
+    the container's parts: a reading is how many parts the container has sent, and lets it send
+    the next. The invoker reads its clock as each part arrives, so a token's time is the number of
+    the part it was timed at: the container cannot run ahead of the reader, and a reader that
+    read its clock only at the stream's end would hold the container at its second part for good."""
+
+    def __init__(self, gates: Gates) -> None:
+        self.gates = gates
+
+    def __call__(self) -> float:
+        sent = self.gates.sent()
+        self.gates.open(sent)  # the next part (gate 0, or one past the last part, holds nothing)
+        return float(sent)
 
 
 @pytest.mark.parametrize(
@@ -62,20 +80,24 @@ def test_a_token_is_a_line_with_a_token(line: bytes, tokens: int) -> None:
     assert count_tokens(line) == tokens
 
 
-def test_each_token_is_timed_as_it_arrives(aws: LocalAws) -> None:
-    # Three tokens 0.3 s apart, the second line split over two chunks, then the end line.
+def test_each_token_is_timed_as_it_arrives(aws: LocalAws, tmp_path: Path) -> None:
+    # Three tokens, the second line split over two chunks, then the end line; each chunk sent only
+    # once the invoker has read the one before, and timed in chunks sent (PartClock).
+    gates = Gates(tmp_path / "gates")
     second = token("b")
     parts = [token("a"), second[:10], second[10:], token("c") + '{"end": {}}\n']
-    timing = invoker(aws, {"parts": parts, "part_delay_s": 0.3})()
-    assert len(timing.token_times_s) == 3
-    assert timing.first_token_s is not None and timing.first_token_s < 0.3
-    assert [round(gap, 1) for gap in timing.gaps_s] == [0.6, 0.3]
-    assert timing.duration_s >= timing.token_times_s[-1]
+    timing = invoker(aws, gates.request(parts), PartClock(gates))()
+    # a when the first chunk came, before the container sent the second; b when its line's second
+    # half came (the third chunk), not its first; c with the fourth; the stream's end after it.
+    assert timing.token_times_s == (1.0, 3.0, 4.0)
+    assert timing.first_token_s == 1.0 and timing.gaps_s == [2.0, 1.0]
+    assert timing.duration_s == 4.0
 
 
-def test_an_answer_without_token_lines_counts_its_parts(aws: LocalAws) -> None:
-    timing = invoker(aws, {"parts": ["x", "y"], "part_delay_s": 0.2})()
-    assert len(timing.token_times_s) == 2
+def test_an_answer_without_token_lines_counts_its_parts(aws: LocalAws, tmp_path: Path) -> None:
+    gates = Gates(tmp_path / "gates")
+    timing = invoker(aws, gates.request(["x", "y"]), PartClock(gates))()
+    assert timing.token_times_s == (1.0, 2.0)  # a part a token, each timed as it came
 
 
 def test_a_broken_stream_is_counted_as_model_stream_error(aws: LocalAws) -> None:

@@ -183,6 +183,35 @@ def echo_for_the_module(aws: LocalAws, name: str) -> Iterator[str]:
     aws.reset()
 
 
+class Gates:
+    """The gates of a gated answer of the echo image (its ``gate``): the container sends its
+    first part at once and each next part N only once :meth:`open` let it, so that a caller that
+    opens gate N when it has read part N-1 knows part N did not exist before. A test of streaming
+    proves with them that a part arrived before the container sent the next, whatever the host's
+    speed: a stream held back until its end would hold the container at a gate forever (until
+    the image's GATE_WAIT_S, then a broken stream)."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+
+    def request(self, parts: Sequence[str], **extra: object) -> dict[str, object]:
+        """The echo image's request for a gated answer of `parts`."""
+        return {"parts": list(parts), "gate": str(self.folder), **extra}
+
+    def sent(self) -> int:
+        """How many parts the container has sent, or is sending (it marks a part before sending it)."""
+        return len(list(self.folder.glob("sending-*")))
+
+    def open(self, part: int) -> None:
+        """Let the container send part `part` (counted from 0; the first needs no gate)."""
+        (self.folder / f"open-{part}").touch()
+
+    def open_all(self) -> None:
+        """Let the container send the rest at once (a test that is done with the order)."""
+        (self.folder / "open-all").touch()
+
+
 def echo_endpoint(aws: LocalAws, name: str, environment: Mapping[str, str] | None = None) -> None:
     """An endpoint on the echo image (its config is named `name`-config)."""
     echo_config(aws, f"{name}-config", environment)
@@ -208,9 +237,12 @@ def endpoint_named(aws: LocalAws, arn: str) -> str:
 def endpoint_status(aws: LocalAws, name: str, *, settle: bool = False, timeout_s: float = 60) -> str:
     """The endpoint's status; with `settle`, once it is no longer Creating or Updating."""
     sm = client(aws, "sagemaker")
+    # clock: a generous wait (60 s by default) for a container that starts within a second or
+    # two here; a caller that asserts InService fails only when it has not settled by then.
     deadline = time.monotonic() + timeout_s
     while True:
         status = str(sm.describe_endpoint(EndpointName=name)["EndpointStatus"])
+        # clock: the same wait
         if not settle or status not in ("Creating", "Updating") or time.monotonic() > deadline:
             return status
         time.sleep(0.1)

@@ -1080,9 +1080,11 @@ def async_invocation(aws: LocalAws) -> object:
     found: list[object] = []
     for answer in answers:
         locations = (answer.get("OutputLocation"), answer.get("FailureLocation"))
-        deadline = time.monotonic() + 20
+        # clock: a generous wait for an answer written within moments; its expiry only ends a
+        # wait for one that never comes (the caller asserts what was found).
+        deadline = time.monotonic() + 60
         written = None
-        while written is None and time.monotonic() < deadline:
+        while written is None and time.monotonic() < deadline:  # clock: the same wait
             for location in locations:
                 bucket, _, key = str(location).removeprefix("s3://").partition("/")
                 if error_of(lambda b=bucket, k=key: s3.head_object(Bucket=b, Key=k)) is None:

@@ -12,6 +12,7 @@ import tarfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,47 +39,56 @@ def update(aws: LocalAws, name: str, config: str, **environment: str) -> None:
     client(aws, "sagemaker").update_endpoint(EndpointName=name, EndpointConfigName=config)
 
 
+def wait_until(check: Callable[[], object], what: str) -> None:
+    """Until `check()` is true; a failure after a generous minute for what takes moments here."""
+    deadline = time.monotonic() + 60  # clock: a generous wait, whose expiry only fails what never happens
+    while not check():
+        assert time.monotonic() < deadline, f"not within a minute: {what}"  # clock: the same wait
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def fresh(aws: LocalAws) -> LocalAws:
     aws.reset()
     return aws
 
 
-def test_an_update_switches_once_the_new_container_answers_ping(fresh: LocalAws) -> None:
+def test_an_update_switches_once_the_new_container_answers_ping(fresh: LocalAws, tmp_path: Path) -> None:
     echo_endpoint(fresh, "echo", {"ECHO_VERSION": "v1"})
     assert endpoint_status(fresh, "echo", settle=True) == "InService"
     (old,) = echo_processes()
-    # The new container answers /ping only after 3 s: time for several requests on a loaded host.
-    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="3")
+    # The new container answers /ping only once this test says so (an order, not a delay).
+    healthy = tmp_path / "healthy"
+    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_FILE=str(healthy))
     assert endpoint_status(fresh, "echo") == "Updating"
-    # While the new container starts, the old one answers every request (an answer given as
-    # the endpoint switched counts once the endpoint reads InService).
-    answered_while_updating = []
-    while True:
-        version = ask(fresh, "echo", {})["version"]
-        if endpoint_status(fresh, "echo") != "Updating":
-            break
-        answered_while_updating.append(version)
-        time.sleep(0.1)
-    assert len(answered_while_updating) >= 2 and set(answered_while_updating) == {"v1"}
-    assert endpoint_status(fresh, "echo") == "InService"
+    # While the new container starts, the old one answers every request.
+    answered_while_updating = [ask(fresh, "echo", {})["version"] for _ in range(3)]
+    assert endpoint_status(fresh, "echo") == "Updating"
+    assert answered_while_updating == ["v1"] * 3
+    healthy.touch()
+    assert endpoint_status(fresh, "echo", settle=True) == "InService"
     assert ask(fresh, "echo", {})["version"] == "v2"
     assert client(fresh, "sagemaker").describe_endpoint(EndpointName="echo")["EndpointConfigName"] == "v2"
     (new,) = echo_processes()
     assert new != old, "the old container was stopped once the new one took over"
 
 
-def test_an_invocation_in_flight_when_the_endpoint_switches_is_answered(fresh: LocalAws) -> None:
+def test_an_invocation_in_flight_when_the_endpoint_switches_is_answered(fresh: LocalAws, tmp_path: Path) -> None:
     echo_endpoint(fresh, "echo", {"ECHO_VERSION": "v1"})
     endpoint_status(fresh, "echo", settle=True)
+    # The request is held in the old container (its "arrived") until the endpoint has switched.
     answers: list[object] = []
-    slow = threading.Thread(target=lambda: answers.append(ask(fresh, "echo", {"sleep_s": 2})["version"]))
+    slow = threading.Thread(target=lambda: answers.append(ask(fresh, "echo", {"hold": str(tmp_path)})["version"]))
     slow.start()
-    update(fresh, "echo", "v2", ECHO_VERSION="v2", ECHO_PING_AFTER_S="0.2")
-    slow.join(30)
+    try:
+        wait_until(lambda: (tmp_path / "arrived").exists(), "the request reached the old container")
+        update(fresh, "echo", "v2", ECHO_VERSION="v2")
+        assert endpoint_status(fresh, "echo", settle=True) == "InService"
+        assert ask(fresh, "echo", {})["version"] == "v2"
+    finally:
+        (tmp_path / "release").touch()
+        slow.join(60)
     assert answers == ["v1"], "the old container finished the request before it was stopped"
-    assert endpoint_status(fresh, "echo", settle=True) == "InService"
-    assert ask(fresh, "echo", {})["version"] == "v2"
 
 
 def test_a_failed_update_leaves_the_endpoint_on_its_config(fresh: LocalAws) -> None:
@@ -93,32 +103,31 @@ def test_a_failed_update_leaves_the_endpoint_on_its_config(fresh: LocalAws) -> N
 
 
 def test_deleting_an_endpoint_that_is_still_starting_stops_its_container(fresh: LocalAws) -> None:
-    echo_endpoint(fresh, "slow", {"ECHO_PING_AFTER_S": "600"})
-    deadline = time.monotonic() + 10
-    while not echo_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert echo_processes()
-    started = time.monotonic()
+    # Its container would wait an hour for /ping: a delete that waited for its start would run
+    # past the client's 60 s read timeout and fail the call, where it takes moments.
+    echo_config(fresh, "slow-config", {"ECHO_PING_AFTER_S": "7200"}, startup_timeout_s=3600)
+    client(fresh, "sagemaker").create_endpoint(EndpointName="slow", EndpointConfigName="slow-config")
+    wait_until(echo_processes, "the container started")
     client(fresh, "sagemaker").delete_endpoint(EndpointName="slow")
-    assert time.monotonic() - started < 10, "the delete does not wait out the startup timeout"
     assert echo_processes() == []
 
 
 def test_an_invocation_past_the_limit_is_a_model_error_and_the_container_lives_on(
     fresh: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # SageMaker's limit is 60 s; the same path, with a shorter wait.
+    # SageMaker's limit is 60 s; the same path, with a shorter wait, for an answer that takes 60
+    # times as long (no host is slow enough to see it come first).
     monkeypatch.setattr(invocations, "INVOCATION_TIMEOUT_S", 0.5)
     echo_endpoint(fresh, "echo")
     endpoint_status(fresh, "echo", settle=True)
     runtime = client(fresh, "sagemaker-runtime")
     with pytest.raises(runtime.exceptions.ModelError, match="timed out"):
-        runtime.invoke_endpoint(EndpointName="echo", Body=b'{"sleep_s": 2}')
+        runtime.invoke_endpoint(EndpointName="echo", Body=b'{"sleep_s": 30}')
     assert ask(fresh, "echo", {"q": 1})["body"] == '{"q": 1}'
 
 
 def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_leaves_nothing(
-    fresh: LocalAws,
+    fresh: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     echo_endpoint(fresh, "echo", {"ECHO_CHILD": "1"})
     assert endpoint_status(fresh, "echo", settle=True) == "InService"
@@ -127,18 +136,17 @@ def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_le
     (container,) = hosted.live.containers.values()
     assert container.process is not None
     run_dir = str(container.run_dir)
-    deadline = time.monotonic() + 10
-    while len([p for p in running_containers() if p.run_dir == run_dir]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len([p for p in running_containers() if p.run_dir == run_dir]) == 2, "its worker started")
     os.kill(container.process.pid, signal.SIGKILL)  # the server dies; its child lives on
     container.process.wait(timeout=10)
     assert [p for p in running_containers() if p.run_dir == run_dir], "the stand-in worker should outlive the server"
+    # Quick: an invocation that waited for an answer would wait an hour here, past the client's
+    # 60 s read timeout (a ReadTimeoutError, not the ModelError below).
+    monkeypatch.setattr(invocations, "INVOCATION_TIMEOUT_S", 3600)
     runtime = client(fresh, "sagemaker-runtime")
     for call in (runtime.invoke_endpoint, runtime.invoke_endpoint_with_response_stream):
-        started = time.monotonic()
         with pytest.raises(runtime.exceptions.ModelError) as raised:
             call(EndpointName="echo", Body=b"{}")
-        assert time.monotonic() - started < 5
         response = raised.value.response
         assert response["OriginalStatusCode"] == 0, response
         assert "could not get a response from the echo endpoint" in response["OriginalMessage"], response
@@ -201,10 +209,7 @@ def test_a_reset_of_moto_drops_the_endpoints_and_stops_their_containers(fresh: L
     urllib.request.urlopen(urllib.request.Request(f"{fresh.endpoint}/moto-api/reset", method="POST")).close()
     assert HOSTING.find((fresh.account, fresh.region, "echo")) is None
     assert HOSTING.hosted() == []
-    deadline = time.monotonic() + 30
-    while echo_processes() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert echo_processes() == []
+    wait_until(lambda: not echo_processes(), "the containers stopped")
 
 
 def test_stopping_the_local_aws_stops_every_container() -> None:
