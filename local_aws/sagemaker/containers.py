@@ -425,6 +425,16 @@ class VllmContainer(Container):
     def command(self, run_dir: Path) -> Sequence[str]:
         return [str(venv_python(VLLM_VENV, "the CPU build of the image's vLLM")), str(VLLM_ENTRYPOINT)]
 
+    def _binding(self) -> str:
+        """The ranks' cores; ``nobind`` when the copy sees fewer GPUs than ranks, which the
+        engine refuses before it binds anything (local_aws/vllm_entrypoint.py)."""
+        degree = self.environment.get("SM_VLLM_TENSOR_PARALLEL_SIZE")
+        visible = self.environment.get("CUDA_VISIBLE_DEVICES")
+        ranks = int(degree) if degree and degree.isdigit() else 1
+        if visible is not None and ranks > len([d for d in visible.split(",") if d.strip()]):
+            return "nobind"
+        return cpu_binding(degree)
+
     def process_environment(self, run_dir: Path) -> dict[str, str]:
         env = super().process_environment(run_dir)
         tmp = str(run_dir / "tmp")
@@ -441,7 +451,7 @@ class VllmContainer(Container):
                 # (its default binds one of two cores here), shared out among the ranks of a
                 # tensor-parallel engine.
                 "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
-                "VLLM_CPU_OMP_THREADS_BIND": cpu_binding(self.environment.get("SM_VLLM_TENSOR_PARALLEL_SIZE")),
+                "VLLM_CPU_OMP_THREADS_BIND": self._binding(),
                 # vLLM names its processes (VLLM::EngineCore, VLLM::Worker) with setproctitle,
                 # which overwrites /proc/PID/environ unless this is set (setproctitle's README):
                 # without it running_containers() and tests/leaks.py cannot see the engine.
