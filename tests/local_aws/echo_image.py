@@ -83,6 +83,8 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "version": os.environ.get("ECHO_VERSION"),
                 "pid": os.getpid(),
+                # The GPUs it was given (the NVIDIA container runtime's variable).
+                "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "body": body,
                 "body_sha256": hashlib.sha256(data).hexdigest(),
                 "body_length": len(data),
