@@ -13,7 +13,15 @@ import pytest
 from local_aws import LocalAws
 from local_aws.sagemaker.placement import Fleet, Need, Slot
 from local_aws.vllm_entrypoint import world_size_refusal
-from tests.local_aws.helpers import ECHO_IMAGE, ROLE_ARN, client
+from tests.local_aws.helpers import (
+    ECHO_IMAGE,
+    ROLE_ARN,
+    client,
+    component_stack,
+    deploy_stack,
+    failures,
+    stack_status,
+)
 
 G5_12XLARGE = "ml.g5.12xlarge"  # 4 A10G GPUs, 48 vCPUs, 192 GiB (llm_contracts/instances.py)
 TWO_GPUS = {"NumberOfAcceleratorDevicesRequired": 2, "NumberOfCpuCoresRequired": 4, "MinMemoryRequiredInMb": 8192}
@@ -132,6 +140,22 @@ def test_a_third_copy_of_two_gpus_waits_on_one_full_four_gpu_instance(aws: Local
     aws.reset()
 
 
+def test_a_third_copy_of_two_gpus_gets_a_second_instance_where_managed_scaling_allows(aws: LocalAws) -> None:
+    aws.reset()
+    endpoint_of_components(aws, "grown", most=2)
+    component(aws, "thirds", "grown", ECHO_IMAGE, {}, copies=3)
+    assert settled(aws, "thirds")["RuntimeConfig"] == {"DesiredCopyCount": 3, "CurrentCopyCount": 3}
+    (fleet_of,) = aws_fleets(aws).values()
+    assert fleet_of.instance_count == 2
+    aws.reset()
+
+
+def aws_fleets(aws: LocalAws) -> dict[tuple[str, str, str], Fleet]:
+    from local_aws.sagemaker.runtime import hosting_backends
+
+    return hosting_backends[aws.account][aws.region].fleets
+
+
 def test_a_copy_with_fewer_gpus_than_vllm_ranks_fails_as_the_engine_fails(aws: LocalAws) -> None:
     aws.reset()
     endpoint_of_components(aws, "ranks", most=1)
@@ -141,4 +165,16 @@ def test_a_copy_with_fewer_gpus_than_vllm_ranks_fails_as_the_engine_fails(aws: L
     reason = found["FailureReason"]
     assert reason.startswith("The primary container for production variant AllTraffic did not pass the ping")
     assert "World size (4) is larger than the number of available GPUs (2) in this node." in reason
+    aws.reset()
+
+
+def test_a_stack_whose_component_asks_for_more_ranks_than_gpus_rolls_back(aws: LocalAws) -> None:
+    aws.reset()
+    template: Any = component_stack("1")
+    template["Resources"]["Model"]["Properties"]["PrimaryContainer"] = {
+        "Image": VLLM_IMAGE, "Environment": {"SM_VLLM_TENSOR_PARALLEL_SIZE": "2"},
+    }  # fmt: skip
+    assert deploy_stack(aws, "ranks", template) is None  # as the CDK CLI deploys
+    assert stack_status(aws, "ranks") == "ROLLBACK_COMPLETE"  # ml.g5.xlarge: one GPU a copy
+    assert "World size (2) is larger than the number of available GPUs (1)" in failures(aws, "ranks")["Component"]
     aws.reset()
