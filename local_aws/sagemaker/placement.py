@@ -23,6 +23,7 @@ A :class:`Fleet` is one endpoint variant's instances; it is kept in the account'
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -74,6 +75,12 @@ class Slot:
 
     def environment(self) -> dict[str, str]:
         return visible_devices(self.devices)
+
+    def host_cpus(self) -> tuple[int, ...]:
+        """The CPUs of this host its container is bound to: its cores, each taken onto the CPUs
+        this process may use (an instance's 48 vCPUs onto this host's few)."""
+        allowed = sorted(os.sched_getaffinity(0))
+        return tuple(sorted({allowed[core % len(allowed)] for core in self.cores}))
 
 
 def visible_devices(devices: tuple[int, ...] | range) -> dict[str, str]:

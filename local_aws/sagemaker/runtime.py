@@ -203,6 +203,7 @@ class Deployment:
             environment = {**spec.environment, **slot.environment()}
         container = self.launcher(spec.image, _fetcher(self.fetch, spec.model_data), environment)
         if slot is not None:
+            container.cpus = slot.host_cpus() or None
             with self._lock:
                 self._slots[id(container)] = (spec.fleet, slot)  # type: ignore[assignment]
         try:

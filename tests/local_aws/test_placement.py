@@ -5,12 +5,14 @@ echo image and AWS's vLLM image (its entrypoint's check fails before any model l
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
 import pytest
 
 from local_aws import LocalAws
+from local_aws.sagemaker.containers import cpu_binding
 from local_aws.sagemaker.placement import Fleet, Need, Slot
 from local_aws.vllm_entrypoint import world_size_refusal
 from tests.local_aws.helpers import (
@@ -60,6 +62,14 @@ def test_memory_and_cores_bound_a_copy_as_accelerators_do() -> None:
     assert room.place(Need(cores=40.5)) is not None  # 41 of the 48 vCPUs, once rounded up
     assert room.place(Need(cores=8)) is None
     assert room.place(Need(cores=7)) is not None
+
+
+@pytest.mark.fast
+def test_a_copys_cores_are_taken_onto_the_cpus_this_host_gives() -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    assert Slot(0, (), (len(allowed) + 1,), 0).host_cpus() == (allowed[1 % len(allowed)],)
+    assert set(Slot(0, (), tuple(range(48)), 0).host_cpus()) == set(allowed)
+    assert cpu_binding("2", (4, 5, 9)) == "4|5" and cpu_binding("1", (4, 5, 6)) == "4-6"
 
 
 @pytest.mark.fast
@@ -122,13 +132,19 @@ def test_a_third_copy_of_two_gpus_waits_on_one_full_four_gpu_instance(aws: Local
     component(aws, "halves", "placed", ECHO_IMAGE, {}, copies=2)
     assert settled(aws, "halves")["RuntimeConfig"] == {"DesiredCopyCount": 2, "CurrentCopyCount": 2}
     runtime = client(aws, "sagemaker-runtime")
-    seen = set()
-    for _ in range(20):
-        answer = runtime.invoke_endpoint(EndpointName="placed", InferenceComponentName="halves", Body=b"{}")
-        seen.add(json.loads(answer["Body"].read())["visible_devices"])
+    seen = {}
+    for _ in range(40):
+        answer = json.loads(
+            runtime.invoke_endpoint(EndpointName="placed", InferenceComponentName="halves", Body=b"{}")["Body"].read()
+        )
+        seen[answer["visible_devices"]] = tuple(answer["cpus"])
         if len(seen) == 2:
             break
-    assert seen == {"0,1", "2,3"}  # each copy its own two of the instance's four GPUs
+    # Each copy its own two of the instance's four GPUs, and its four vCPUs taken onto this host's.
+    assert seen == {
+        "0,1": Slot(0, (0, 1), (0, 1, 2, 3), 8192).host_cpus(),
+        "2,3": Slot(0, (2, 3), (4, 5, 6, 7), 8192).host_cpus(),
+    }
     client(aws, "sagemaker").update_inference_component_runtime_config(
         InferenceComponentName="halves", DesiredRuntimeConfig={"CopyCount": 3}
     )
