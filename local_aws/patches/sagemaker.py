@@ -198,8 +198,8 @@ def variants_of_inference_components_name_no_model() -> None:
 
 
 class InferenceComponentResource(EmulatedResource):
-    """AWS::SageMaker::InferenceComponent: its model's container started as a copy on the
-    endpoint (one copy, whatever the count: the local AWS has one machine); CloudFormation waits
+    """AWS::SageMaker::InferenceComponent: its model's container started per copy on the
+    endpoint, each placed where its resources are free (local_aws/sagemaker/placement.py); CloudFormation waits
     until it is InService, fails on Failed, and an update of its specification rolls out under
     its DeploymentConfig. Ref is its ARN, as in AWS."""
 
