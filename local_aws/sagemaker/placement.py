@@ -151,13 +151,22 @@ class Fleet:
         with self._lock:
             return len(self._instances)
 
+    def never_fits(self, need: Need) -> str | None:
+        """Why no instance of the type could ever hold a copy asking for `need`, else None."""
+        for asked, has, what in (
+            (need.accelerators, self.size.accelerators, "accelerator devices"),
+            (math.ceil(need.cores), self.size.cores, "CPU cores"),
+            (need.memory_mb, self.size.memory_mb, "MB of memory"),
+        ):
+            if asked > has:
+                return f"a copy asks for {asked} {what}, and an {self.instance_type} instance has {has}"
+        return None
+
     def place(self, need: Need) -> Slot | None:
         """A slot for a copy on the first instance with room for all of `need`, on a new
         instance when none has room and managed instance scaling allows one more; None when the
-        copy must wait."""
-        if need.accelerators > self.size.accelerators or need.memory_mb > self.size.memory_mb:
-            return None  # no instance of the type could ever hold it
-        if math.ceil(need.cores) > self.size.cores:
+        copy must wait (or could never be placed: :meth:`never_fits`)."""
+        if self.never_fits(need) is not None:
             return None
         with self._lock:
             room = next((i for i in self._instances if i.fits(need)), None)

@@ -455,6 +455,10 @@ class Hosting:
         for spec in variants:
             if spec.refused is not None:
                 return spec.refused
+            unplaceable = spec.fleet.never_fits(spec.need) if spec.fleet is not None else None
+            if unplaceable is not None:
+                # The local AWS's words: AWS refuses such a component, and documents no message.
+                return f"The inference component cannot be placed on production variant {spec.variant}: {unplaceable}"
             try:
                 waited = 0.0
                 for _ in range(deployment.desired[spec.variant]):

@@ -52,6 +52,10 @@ def test_copies_fill_an_instance_then_a_new_one_where_managed_scaling_allows() -
     full = fleet(most=1)
     assert full.place(two) and full.place(two) and full.place(two) is None  # waits: no second instance
     assert full.place(Need(accelerators=5)) is None  # no instance of the type holds it
+    assert (
+        full.never_fits(Need(accelerators=5))
+        == "a copy asks for 5 accelerator devices, and an ml.g5.12xlarge instance has 4"
+    )
 
 
 @pytest.mark.fast
@@ -96,7 +100,15 @@ def endpoint_of_components(aws: LocalAws, name: str, most: int) -> None:
     sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
 
 
-def component(aws: LocalAws, name: str, endpoint: str, image: str, environment: dict[str, str], copies: int) -> None:
+def component(
+    aws: LocalAws,
+    name: str,
+    endpoint: str,
+    image: str,
+    environment: dict[str, str],
+    copies: int,
+    requirements: dict[str, int] = TWO_GPUS,
+) -> None:
     sm = client(aws, "sagemaker")
     sm.create_model(
         ModelName=f"{name}-model",
@@ -109,7 +121,7 @@ def component(aws: LocalAws, name: str, endpoint: str, image: str, environment: 
         VariantName="AllTraffic",
         Specification={
             "ModelName": f"{name}-model",
-            "ComputeResourceRequirements": TWO_GPUS,
+            "ComputeResourceRequirements": requirements,
             "StartupParameters": {"ContainerStartupHealthCheckTimeoutInSeconds": 60},
         },
         RuntimeConfig={"CopyCount": copies},
@@ -181,6 +193,11 @@ def test_a_copy_with_fewer_gpus_than_vllm_ranks_fails_as_the_engine_fails(aws: L
     reason = found["FailureReason"]
     assert reason.startswith("The primary container for production variant AllTraffic did not pass the ping")
     assert "World size (4) is larger than the number of available GPUs (2) in this node." in reason
+    # A copy no instance of the type could hold fails at once.
+    five = {**TWO_GPUS, "NumberOfAcceleratorDevicesRequired": 5}
+    component(aws, "gpus5", "ranks", ECHO_IMAGE, {}, copies=1, requirements=five)
+    assert settled(aws, "gpus5")["FailureReason"].endswith("a copy asks for 5 accelerator devices, and an "
+                                                           "ml.g5.12xlarge instance has 4")  # fmt: skip
     aws.reset()
 
 
