@@ -18,6 +18,15 @@ same with three differences:
   the first exit (vLLM's API server exits when its ``EngineCore`` process dies), and the runtime
   finds it at the next invocation (local_aws/sagemaker/runtime.py, docs/LOCAL_AWS.md).
 
+One more stands in for the GPU the CPU build has not: the engine on a GPU counts the devices the
+container sees as ``CUDA_VISIBLE_DEVICES`` lists them (vllm/platforms/cuda.py, ``device_count``) and
+refuses a world size (tensor- times pipeline-parallel degree) larger than that count
+(vllm/config/parallel.py, ``ParallelConfig.__post_init__``: "World size (N) is larger than the
+number of available GPUs (M) in this node..."), a check only its CUDA platform makes. The local
+runtime lists a container's devices there as the NVIDIA container runtime does
+(local_aws/sagemaker/placement.py), and :func:`world_size_refusal` makes the same check, with the
+engine's words, before the server starts: the container exits 1 as the engine's does.
+
 Runs in ``.venv-vllm`` only (the standard library here, vLLM in the process it becomes).
 """
 
@@ -103,8 +112,37 @@ def build_args(env: Mapping[str, str], model_dir: str, port: str) -> list[str]:
     return args
 
 
+def _degree(env: Mapping[str, str], name: str) -> int:
+    value = env.get(f"{PREFIX}{name}", "1").strip()
+    return int(value) if value.isdigit() else 1
+
+
+def world_size_refusal(env: Mapping[str, str]) -> str | None:
+    """vLLM's refusal of a world size larger than the GPUs the container sees
+    (vllm/config/parallel.py, its CUDA branch, word for word), else None; nothing to check when
+    ``CUDA_VISIBLE_DEVICES`` is unset (a container on an instance without GPUs)."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    gpu_count = len([d for d in visible.split(",") if d.strip()])
+    world_size = _degree(env, "TENSOR_PARALLEL_SIZE") * _degree(env, "PIPELINE_PARALLEL_SIZE")
+    if world_size <= 1 or world_size <= gpu_count:
+        return None
+    return (
+        f"World size ({world_size}) is larger than the number of "
+        f"available GPUs ({gpu_count}) in this node. If this is "
+        "intentional and you are using:\n"
+        "- ray, set '--distributed-executor-backend ray'.\n"
+        "- multiprocessing, set '--nnodes' appropriately."
+    )
+
+
 def main() -> int:
     env = os.environ
+    refusal = world_size_refusal(env)
+    if refusal is not None:
+        print(f"ValueError: {refusal}", file=sys.stderr, flush=True)
+        return 1
     model_dir = os.path.join(env.get("SAGEMAKER_BASE_DIR", "/opt/ml"), "model")
     args = build_args(env, model_dir, env.get("SAGEMAKER_BIND_TO_PORT", "8080"))
     print(f"vllm_entrypoint: vLLM server arguments: {args}", file=sys.stderr, flush=True)

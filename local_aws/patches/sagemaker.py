@@ -198,8 +198,8 @@ def variants_of_inference_components_name_no_model() -> None:
 
 
 class InferenceComponentResource(EmulatedResource):
-    """AWS::SageMaker::InferenceComponent: its model's container started as a copy on the
-    endpoint (one copy, whatever the count: the local AWS has one machine); CloudFormation waits
+    """AWS::SageMaker::InferenceComponent: its model's container started per copy on the
+    endpoint, each placed where its resources are free (local_aws/sagemaker/placement.py); CloudFormation waits
     until it is InService, fails on Failed, and an update of its specification rolls out under
     its DeploymentConfig. Ref is its ARN, as in AWS."""
 
@@ -273,8 +273,10 @@ class InferenceComponentResource(EmulatedResource):
     model in its container on the endpoint (InService once it answers /ping, Failed otherwise),
     rolls an update of its model out under its DeploymentConfig (rolled back on its alarms,
     after which DescribeInferenceComponent names the model it still runs) and stops it on
-    deletion; DescribeInferenceComponent and ListInferenceComponents answer. Stock moto skips
-    the type (a stack 'creates' it with nothing behind it) and has neither call."""
+    deletion; CreateInferenceComponent does the same (Creating, then InService or Failed with the
+    reason, as DescribeInferenceComponent tells), DescribeInferenceComponent and
+    ListInferenceComponents answer. Stock moto skips the type (a stack 'creates' it with nothing
+    behind it) and has none of these calls."""
 )
 def inference_components_run_their_container() -> None:
     register_types(InferenceComponentResource)
@@ -292,6 +294,30 @@ def inference_components_run_their_container() -> None:
         ]
         return ActionResult({"InferenceComponents": found})
 
+    def create_inference_component(self: Any) -> ActionResult:
+        backend = self.sagemaker_backend
+        name, endpoint_name = self._get_param("InferenceComponentName"), self._get_param("EndpointName")
+        endpoint = backend.endpoints.get(endpoint_name)
+        if endpoint is None:
+            arn = sagemaker_arn("endpoint", endpoint_name, backend.account_id, backend.region_name)
+            raise SageMakerValidationError(message=f'Could not find endpoint "{arn}".')
+        if name in components(backend.account_id, backend.region_name):
+            arn = sagemaker_arn("inference-component", name, backend.account_id, backend.region_name)
+            raise SageMakerValidationError(message=f'Cannot create already existing inference component "{arn}".')
+        ic = InferenceComponent(
+            name=name,
+            arn=sagemaker_arn("inference-component", name, backend.account_id, backend.region_name),
+            endpoint_name=endpoint_name,
+            endpoint_arn=endpoint.arn,
+            variant_name=str(self._get_param("VariantName") or "AllTraffic"),
+            specification={},
+            copies=int((self._get_param("RuntimeConfig") or {}).get("CopyCount", 1)),
+        )
+        deploy_component(ic, self._get_param("Specification"), None)
+        components(backend.account_id, backend.region_name)[name] = ic
+        return ActionResult({"InferenceComponentArn": ic.arn})
+
+    replace(SageMakerResponse, "create_inference_component", create_inference_component)
     replace(SageMakerResponse, "describe_inference_component", describe_inference_component)
     replace(SageMakerResponse, "list_inference_components", list_inference_components)
 

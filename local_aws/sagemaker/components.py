@@ -15,6 +15,7 @@ from moto.sagemaker.exceptions import ValidationError as SageMakerValidationErro
 
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.hosting import alarm_states, fetch, rollout_of, variant_spec
+from local_aws.sagemaker.placement import Fleet, Need
 from local_aws.sagemaker.runtime import HOSTING, HostedEndpoint, hosting_backends
 
 
@@ -84,7 +85,12 @@ def deploy_component(
     if model is None:
         arn = sagemaker_arn("model", model_name, account, region)
         raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
-    spec = replace(variant_spec(model, ic.variant_name, specification.get("StartupParameters") or {}), count=ic.copies)
+    spec = replace(
+        variant_spec(model, ic.variant_name, specification.get("StartupParameters") or {}),
+        count=ic.copies,
+        fleet=fleet_of(backend, ic),
+        need=Need.of(specification.get("ComputeResourceRequirements")),
+    )
 
     def settled(hosted: HostedEndpoint) -> None:
         ic.status, ic.failure_reason = hosted.status, hosted.failure_reason
@@ -102,6 +108,24 @@ def deploy_component(
         rollout=rollout_of(deployment_config, ic.copies),
         alarm_states=alarm_states(account, region),
     )
+
+
+def fleet_of(backend: Any, ic: InferenceComponent) -> Fleet | None:
+    """The instances of the component's endpoint variant its copies are placed on, kept in the
+    hosting backend per endpoint, config and variant (made at the first copy); None when the
+    endpoint or its variant is not found."""
+    endpoint = backend.endpoints.get(ic.endpoint_name)
+    config = backend.endpoint_configs.get(endpoint.endpoint_config_name) if endpoint is not None else None
+    if config is None:
+        return None
+    variant = next((v for v in config.production_variants if v["VariantName"] == ic.variant_name), None)
+    if variant is None:
+        return None
+    fleets = hosting_backends[backend.account_id][backend.region_name].fleets
+    key = (ic.endpoint_name, str(config.endpoint_config_name), ic.variant_name)
+    if key not in fleets:
+        fleets[key] = Fleet.of(variant)
+    return fleets[key]
 
 
 def wait_component(ic: InferenceComponent, hosted: HostedEndpoint) -> None:

@@ -166,6 +166,9 @@ class Container:
         self.process: subprocess.Popen[bytes] | None = None
         self.run_dir: Path | None = None
         self._log = log
+        #: The host CPUs its processes are bound to (an inference component's copy's cores), else
+        #: every one this process may use.
+        self.cpus: tuple[int, ...] | None = None
 
     # --- what differs per image -------------------------------------------------------------
 
@@ -220,8 +223,11 @@ class Container:
         with open(self.log, "ab") as out:
             # A session of its own: stop() can find and end every process the image starts,
             # including those its front end re-parents or leaves behind.
+            # Bound to its cores from its first instruction, as a container's cgroup binds it
+            # (taskset: what it and every process it starts may run on; sched_getaffinity sees them).
+            bound = ["taskset", "--cpu-list", ",".join(map(str, self.cpus))] if self.cpus else []
             self.process = subprocess.Popen(
-                list(self.command(self.run_dir)),
+                [*bound, *self.command(self.run_dir)],
                 env=self.process_environment(self.run_dir),
                 cwd=self.run_dir,
                 stdout=out,
@@ -399,19 +405,28 @@ class Gpt2Container(Container):
         return env
 
 
-def cpu_binding(degree: str | None, cores: int | None = None) -> str:
+def cpu_binding(degree: str | None, cores: int | Sequence[int] | None = None) -> str:
     """vLLM's CPU build's VLLM_CPU_OMP_THREADS_BIND for a tensor-parallel `degree`: the cores
-    split into as many ranges, one per rank, ``|``-separated (vllm/v1/worker/cpu_worker.py reads one
-    range a rank); a rank of its own for each needs as many cores as ranks."""
-    cores = cores or os.cpu_count() or 1
+    (a count from 0, or the container's own CPU ids) split into as many ranges, one per rank,
+    ``|``-separated (vllm/v1/worker/cpu_worker.py reads one range a rank); a rank of its own for
+    each needs as many cores as ranks."""
+    ids = list(cores) if isinstance(cores, Sequence) else list(range(cores or os.cpu_count() or 1))
     ranks = int(degree) if degree and degree.isdigit() else 1
-    if ranks > cores:
+    if ranks > len(ids):
         raise ContainerError(
             f"SM_VLLM_TENSOR_PARALLEL_SIZE={ranks}: vLLM's CPU build binds each rank to cores of its own, and this "
-            f"host has {cores}"
+            f"container has {len(ids)}"
         )
-    share = cores // ranks
-    return "|".join(f"{r * share}-{(r + 1) * share - 1}" if share > 1 else str(r * share) for r in range(ranks))
+    share = len(ids) // ranks
+    chunks = [ids[r * share : (r + 1) * share] for r in range(ranks)]
+    return "|".join(_cpu_list(chunk) for chunk in chunks)
+
+
+def _cpu_list(ids: list[int]) -> str:
+    """``2-5`` for a run of ids, else ``1,3``."""
+    if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)):
+        return f"{ids[0]}-{ids[-1]}"
+    return ",".join(str(i) for i in ids)
 
 
 class VllmContainer(Container):
@@ -424,6 +439,16 @@ class VllmContainer(Container):
 
     def command(self, run_dir: Path) -> Sequence[str]:
         return [str(venv_python(VLLM_VENV, "the CPU build of the image's vLLM")), str(VLLM_ENTRYPOINT)]
+
+    def _binding(self) -> str:
+        """The ranks' cores; ``nobind`` when the copy sees fewer GPUs than ranks, which the
+        engine refuses before it binds anything (local_aws/vllm_entrypoint.py)."""
+        degree = self.environment.get("SM_VLLM_TENSOR_PARALLEL_SIZE")
+        visible = self.environment.get("CUDA_VISIBLE_DEVICES")
+        ranks = int(degree) if degree and degree.isdigit() else 1
+        if visible is not None and ranks > len([d for d in visible.split(",") if d.strip()]):
+            return "nobind"
+        return cpu_binding(degree, self.cpus)
 
     def process_environment(self, run_dir: Path) -> dict[str, str]:
         env = super().process_environment(run_dir)
@@ -441,7 +466,7 @@ class VllmContainer(Container):
                 # (its default binds one of two cores here), shared out among the ranks of a
                 # tensor-parallel engine.
                 "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
-                "VLLM_CPU_OMP_THREADS_BIND": cpu_binding(self.environment.get("SM_VLLM_TENSOR_PARALLEL_SIZE")),
+                "VLLM_CPU_OMP_THREADS_BIND": self._binding(),
                 # vLLM names its processes (VLLM::EngineCore, VLLM::Worker) with setproctitle,
                 # which overwrites /proc/PID/environ unless this is set (setproctitle's README):
                 # without it running_containers() and tests/leaks.py cannot see the engine.

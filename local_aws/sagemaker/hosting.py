@@ -18,6 +18,7 @@ from moto.kms.models import kms_backends
 from moto.s3.models import s3_backends
 from moto.utilities.utils import get_partition
 
+from llm_contracts import instances
 from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
 from local_aws.sagemaker.containers import ContainerError
 from local_aws.sagemaker.runtime import (
@@ -55,7 +56,14 @@ def variant_spec(model: Any, variant: str, startup: Mapping[str, Any]) -> Varian
         startup_timeout_s=int(startup.get("ContainerStartupHealthCheckTimeoutInSeconds") or DEFAULT_STARTUP_TIMEOUT_S),
         refused=refused(model, container),
         count=int(startup.get("InitialInstanceCount") or 1),
+        accelerators=_gpus(str(startup.get("InstanceType") or "")),
     )
+
+
+def _gpus(instance_type: str) -> int:
+    """The GPUs of a real-time variant's instance type, all of which its container sees (0 for
+    serverless, a component's StartupParameters, or a type without)."""
+    return instances.gpus(instance_type) if instances.SAGEMAKER_INSTANCE.match(instance_type) else 0
 
 
 def refused(model: Any, container: Mapping[str, Any]) -> str | None:

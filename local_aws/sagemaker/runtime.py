@@ -55,6 +55,7 @@ from llm_contracts.engines import engine_of_model
 from local_aws.faults import FAULTS
 from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
+from local_aws.sagemaker.placement import Fleet, Need, Slot, visible_devices
 
 if TYPE_CHECKING:
     from local_aws.sagemaker.components import InferenceComponent
@@ -99,6 +100,14 @@ def container_for(image: str, model_data: Callable[[Path], None], environment: M
     return kind(model_data, environment=environment)
 
 
+class NoRoom(RuntimeError):
+    """No instance of the endpoint has room for one more copy, and managed instance scaling
+    allows no more instances: the copy waits (local_aws/sagemaker/placement.py)."""
+
+    def __init__(self, variant: str) -> None:
+        super().__init__(f"no instance has room for another copy of {variant}")
+
+
 class NoCapacity(RuntimeError):
     """The variant has no instance (a component no copy) running: scaled to zero."""
 
@@ -132,6 +141,8 @@ class Deployment:
     #: The variants whose instances are being started or stopped to match their desired count.
     reconciling: set[str] = field(default_factory=set)
     _idle: threading.Condition = field(default_factory=threading.Condition)
+    #: Where each copy (by its container's id) was placed, freed when it stops.
+    _slots: dict[int, tuple[Fleet, Slot]] = field(default_factory=dict)
 
     @property
     def containers(self) -> dict[str, Container]:
@@ -183,16 +194,31 @@ class Deployment:
         """One more instance of `variant`, started and answering /ping; (it, seconds waited)."""
         spec = self.specs[variant]
         assert self.launcher is not None and self.fetch is not None
-        container = self.launcher(spec.image, _fetcher(self.fetch, spec.model_data), spec.environment)
-        with self._lock:
-            if self.stopped:
-                raise ContainerError("the endpoint was deleted while it was being created")
-            self._starting.append((variant, container))
-            container.start()
+        environment = {**spec.environment, **visible_devices(range(spec.accelerators))}
+        slot = None
+        if spec.fleet is not None:
+            slot = spec.fleet.place(spec.need)
+            if slot is None:
+                raise NoRoom(variant)
+            environment = {**spec.environment, **slot.environment()}
+        container = self.launcher(spec.image, _fetcher(self.fetch, spec.model_data), environment)
+        if slot is not None:
+            container.cpus = slot.host_cpus() or None
+            with self._lock:
+                self._slots[id(container)] = (spec.fleet, slot)  # type: ignore[assignment]
+        try:
+            with self._lock:
+                if self.stopped:
+                    raise ContainerError("the endpoint was deleted while it was being created")
+                self._starting.append((variant, container))
+                container.start()
+        except BaseException:
+            self._release(container)
+            raise
         try:
             waited = container.wait_ready(spec.startup_timeout_s)
         except BaseException:
-            container.stop()
+            self._stop(container)
             raise
         finally:
             with self._lock:
@@ -201,8 +227,19 @@ class Deployment:
             if not self.stopped:
                 self.instances.setdefault(variant, []).append(container)
                 return container, waited
-        container.stop()
+        self._stop(container)
         raise ContainerError("the endpoint was deleted while its instance was starting")
+
+    def _release(self, container: Container) -> None:
+        """The container's copy's place on its instance freed."""
+        with self._lock:
+            placed = self._slots.pop(id(container), None)
+        if placed is not None:
+            placed[0].release(placed[1])
+
+    def _stop(self, container: Container) -> None:
+        container.stop()
+        self._release(container)
 
     def stop_instance(self, variant: str) -> bool:
         """The newest instance of `variant` out of the rotation, drained and stopped; False if it had none."""
@@ -212,7 +249,7 @@ class Deployment:
                 return False
             container = found.pop()
         self.drain(INVOCATION_TIMEOUT_S, container)
-        container.stop()
+        self._stop(container)
         return True
 
     def stop(self) -> None:
@@ -220,7 +257,7 @@ class Deployment:
             self.stopped = True
             containers = [c for found in self.instances.values() for c in found] + [c for _, c in self._starting]
         for container in containers:
-            container.stop()
+            self._stop(container)
 
 
 @dataclass
@@ -268,6 +305,12 @@ class VariantSpec:
     refused: str | None = None
     #: Instances (a component's copies) to start: the variant's initial instance count.
     count: int = 1
+    #: A real-time variant's instance type's GPUs, all visible to its container.
+    accelerators: int = 0
+    #: A component's: the endpoint variant's instances its copies are placed on, and what each
+    #: copy asks for (its ComputeResourceRequirements).
+    fleet: Fleet | None = None
+    need: Need = field(default_factory=Need)
 
 
 ModelFetcher = Callable[[Mapping[str, Any], Path], None]
@@ -281,6 +324,9 @@ class HostingBackend(BaseBackend):
         super().__init__(region_name, account_id)
         self.endpoints: dict[str, HostedEndpoint] = {}
         self.inference_components: dict[str, InferenceComponent] = {}
+        #: The instances of each endpoint variant that holds components, by (endpoint, config,
+        #: variant): where their copies are placed (local_aws/sagemaker/placement.py).
+        self.fleets: dict[tuple[str, str, str], Fleet] = {}
 
     def reset(self) -> None:
         held = list(self.endpoints.values())
@@ -409,10 +455,23 @@ class Hosting:
         for spec in variants:
             if spec.refused is not None:
                 return spec.refused
+            unplaceable = spec.fleet.never_fits(spec.need) if spec.fleet is not None else None
+            if unplaceable is not None:
+                # The local AWS's words: AWS refuses such a component, and documents no message.
+                return f"The inference component cannot be placed on production variant {spec.variant}: {unplaceable}"
             try:
                 waited = 0.0
                 for _ in range(deployment.desired[spec.variant]):
                     waited += deployment.start_instance(spec.variant)[1]
+            except NoRoom as exc:
+                if endpoint.live is not None:
+                    # An update provisions its new copies beside the old ones (the API reference of
+                    # InferenceComponentRollingUpdatePolicy); with no room for them it rolls back
+                    # (the local AWS's words: AWS documents none).
+                    return f"Deployment rolled back: {exc}, and managed instance scaling allows no more instances"
+                # A new component's copies with no room wait for it (local_aws/sagemaker/placement.py).
+                log.info("endpoint %s: %s copies placed, the rest wait for room", endpoint.name,
+                         deployment.ready(spec.variant))  # fmt: skip
             except (ContainerError, OSError) as exc:
                 return (
                     f"The primary container for production variant {spec.variant} did not pass the ping health "
@@ -535,6 +594,14 @@ class Hosting:
                     )
                 else:
                     deployment.stop_instance(variant)
+            except NoRoom:
+                # The copies with no room wait (pending) until the component is scaled again.
+                log.info("endpoint %s: no room for another copy of %s: it waits", endpoint.name, variant)
+                with self._lock:
+                    deployment.reconciling.discard(variant)
+                    if endpoint.status == "Updating" and endpoint.pending is None and not deployment.reconciling:
+                        endpoint.status = "InService"
+                break
             except (ContainerError, OSError) as exc:
                 log.warning("endpoint %s: an instance of variant %s failed to start: %s", endpoint.name, variant, exc)
                 with self._lock:

@@ -112,6 +112,9 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "version": os.environ.get("ECHO_VERSION"),
                 "pid": os.getpid(),
+                # The GPUs it was given (the NVIDIA container runtime's variable).
+                "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "cpus": sorted(os.sched_getaffinity(0)),
                 "body": body,
                 "body_sha256": hashlib.sha256(data).hexdigest(),
                 "body_length": len(data),

@@ -345,7 +345,8 @@ def component_variant() -> dict[str, object]:
         "VariantName": "AllTraffic",
         "InstanceType": "ml.g5.xlarge",
         "InitialInstanceCount": 1,
-        "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1},
+        # Two: an update's copy starts beside the old one, on a second instance (ml.g5.xlarge has one GPU).
+        "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2},
         "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
     }
 

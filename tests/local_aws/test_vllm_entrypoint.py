@@ -70,5 +70,5 @@ def test_the_cpu_build_binds_each_tensor_parallel_rank_to_cores_of_its_own() -> 
 
     assert cpu_binding(None, 2) == "0-1" and cpu_binding("1", 16) == "0-15"
     assert cpu_binding("2", 2) == "0|1" and cpu_binding("4", 16) == "0-3|4-7|8-11|12-15"
-    with pytest.raises(ContainerError, match=r"SM_VLLM_TENSOR_PARALLEL_SIZE=4: .* this host has 2"):
+    with pytest.raises(ContainerError, match=r"SM_VLLM_TENSOR_PARALLEL_SIZE=4: .* this container has 2"):
         cpu_binding("4", 2)
