@@ -55,6 +55,7 @@ from llm_contracts.engines import engine_of_model
 from local_aws.faults import FAULTS
 from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
+from local_aws.sagemaker.logs import ContainerLog, LogTarget, instance_id
 
 if TYPE_CHECKING:
     from local_aws.sagemaker.components import InferenceComponent
@@ -132,6 +133,8 @@ class Deployment:
     #: The variants whose instances are being started or stopped to match their desired count.
     reconciling: set[str] = field(default_factory=set)
     _idle: threading.Condition = field(default_factory=threading.Condition)
+    #: Each running container's output shipper to CloudWatch Logs (by the container's id).
+    _logs: dict[int, ContainerLog] = field(default_factory=dict)
 
     @property
     def containers(self) -> dict[str, Container]:
@@ -189,10 +192,13 @@ class Deployment:
                 raise ContainerError("the endpoint was deleted while it was being created")
             self._starting.append((variant, container))
             container.start()
+            if spec.logs is not None:
+                stream = spec.logs.stream_prefix + instance_id()
+                self._logs[id(container)] = ContainerLog(spec.logs, stream, container.log).start()
         try:
             waited = container.wait_ready(spec.startup_timeout_s)
         except BaseException:
-            container.stop()
+            self.stop_container(container)
             raise
         finally:
             with self._lock:
@@ -201,7 +207,7 @@ class Deployment:
             if not self.stopped:
                 self.instances.setdefault(variant, []).append(container)
                 return container, waited
-        container.stop()
+        self.stop_container(container)
         raise ContainerError("the endpoint was deleted while its instance was starting")
 
     def stop_instance(self, variant: str) -> bool:
@@ -212,15 +218,23 @@ class Deployment:
                 return False
             container = found.pop()
         self.drain(INVOCATION_TIMEOUT_S, container)
-        container.stop()
+        self.stop_container(container)
         return True
+
+    def stop_container(self, container: Container) -> None:
+        """Stop `container`, then its log shipper once it has shipped the container's last lines."""
+        container.stop()
+        with self._lock:
+            shipper = self._logs.pop(id(container), None)
+        if shipper is not None:
+            shipper.stop()
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
             containers = [c for found in self.instances.values() for c in found] + [c for _, c in self._starting]
         for container in containers:
-            container.stop()
+            self.stop_container(container)
 
 
 @dataclass
@@ -268,6 +282,8 @@ class VariantSpec:
     refused: str | None = None
     #: Instances (a component's copies) to start: the variant's initial instance count.
     count: int = 1
+    #: Where each container's output goes (local_aws/sagemaker/logs.py); None: nowhere.
+    logs: LogTarget | None = None
 
 
 ModelFetcher = Callable[[Mapping[str, Any], Path], None]
@@ -478,7 +494,7 @@ class Hosting:
                 found = list(deployment.instances.get(name, []))
             if not found:
                 raise NoCapacity(name)
-            raise self._crashed(key[2], name, found[0])
+            raise self._crashed(key[2], name, found[0], deployment)
         try:
             yield name, container
         finally:
@@ -545,7 +561,7 @@ class Hosting:
             on_change(endpoint, deployment, variant)
 
     @staticmethod
-    def _crashed(endpoint: str, variant: str, container: Container) -> Unhealthy:
+    def _crashed(endpoint: str, variant: str, container: Container, deployment: Deployment) -> Unhealthy:
         """A container found exited: its log (CloudWatch's, on SageMaker) and what is left of its
         processes ended, as the end of a container ends them."""
         if container.process is None:
@@ -558,7 +574,7 @@ class Hosting:
             code,
             container.log_tail(),
         )
-        container.stop()
+        deployment.stop_container(container)
         return Unhealthy(variant, code)
 
     def delete(self, key: tuple[str, str, str]) -> None:

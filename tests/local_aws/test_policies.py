@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import re
+import time
 from typing import Any
 
 import pytest
@@ -375,8 +378,56 @@ PULL = [
 READ = [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::models/echo/model.tar.gz"}]
 
 
-def test_an_execution_role_that_may_pull_and_read_serves(aws: LocalAws) -> None:
-    assert _endpoint_as(aws, PULL + READ)["EndpointStatus"] == "InService"
+LOGS = [
+    {
+        "Effect": "Allow",
+        "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+        "Resource": "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/*",
+    }
+]
+GROUP = "/aws/sagemaker/Endpoints/echo"
+
+
+def _logged(aws: LocalAws, group: str, wait_s: float = 5.0) -> dict[str, list[str]]:
+    """The messages of each stream of `group`, once one holds the echo image's start-up line
+    (or `wait_s` passed)."""
+    logs = client(aws, "logs")
+    deadline = time.monotonic() + wait_s
+    while True:
+        found: dict[str, list[str]] = {}
+        if logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
+            for stream in logs.describe_log_streams(logGroupName=group)["logStreams"]:
+                name = stream["logStreamName"]
+                events = logs.get_log_events(logGroupName=group, logStreamName=name, startFromHead=True)["events"]
+                found[name] = [e["message"] for e in events]
+        if any("echo: listening on port" in m for ms in found.values() for m in ms) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def test_an_execution_role_that_may_pull_read_and_log_serves_and_logs(aws: LocalAws) -> None:
+    assert _endpoint_as(aws, PULL + READ + LOGS)["EndpointStatus"] == "InService"
+    ((stream, messages),) = _logged(aws, GROUP).items()
+    # SageMaker's stream of an endpoint's instance: <production-variant-name>/<instance-id>.
+    assert re.fullmatch(r"AllTraffic/i-[0-9a-f]{17}", stream)
+    assert any(m.startswith("echo: listening on port") for m in messages)
+    assert "echo: a line on stderr" in messages
+
+
+def test_an_execution_role_that_may_not_write_its_logs_serves_and_logs_nothing(
+    aws: LocalAws, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="local_aws.sagemaker.logs"):
+        assert _endpoint_as(aws, PULL + READ)["EndpointStatus"] == "InService"
+        deadline = time.monotonic() + 5
+        while "may not" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert _logged(aws, GROUP, wait_s=0) == {}
+    assert (
+        "arn:aws:iam::123456789012:role/execution may not logs:CreateLogGroup on "
+        "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/echo: the container's output is not "
+        "written to /aws/sagemaker/Endpoints/echo"
+    ) in caplog.text
 
 
 def test_an_execution_role_that_may_not_read_the_model_data_fails_the_endpoint(aws: LocalAws) -> None:
