@@ -132,6 +132,10 @@ class ContainerLog:
         self._thread.start()
         return self
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stopping.set()
         if self._thread is not None:
@@ -152,13 +156,22 @@ class ContainerLog:
     def _read(self, *, final: bool = False) -> None:
         data = self._partial + self._file.read()
         lines = data.split(b"\n")
-        self._partial = b"" if final else lines.pop()
+        # The part after the last newline waits for the rest of its line, unless nothing more comes.
+        self._partial = lines.pop()
+        if final and self._partial:
+            lines.append(self._partial)
+            self._partial = b""
         now = int(time.time() * 1000)
         for line in lines:
-            if not line and final:
-                continue
             if len(self._buffer) == self._buffer.maxlen:
                 self.dropped += 1
+                if self.dropped == 1:
+                    log.warning(
+                        "%s %s: over %d lines wait; the oldest are dropped",
+                        self.target.group,
+                        self.stream,
+                        len(self._buffer),
+                    )
             text = line[:MAX_EVENT_BYTES].decode("utf-8", errors="replace")
             self._buffer.append({"timestamp": now, "message": text})
 
