@@ -28,6 +28,7 @@ from tests.local_aws.helpers import (
     Template,
     cdk_handler,
     client,
+    container_output,
     create_stack,
     echo_endpoint,
     endpoint_status,
@@ -388,26 +389,9 @@ LOGS = [
 GROUP = "/aws/sagemaker/Endpoints/echo"
 
 
-def _logged(aws: LocalAws, group: str, wait_s: float = 5.0) -> dict[str, list[str]]:
-    """The messages of each stream of `group`, once one holds the echo image's start-up line
-    (or `wait_s` passed)."""
-    logs = client(aws, "logs")
-    deadline = time.monotonic() + wait_s
-    while True:
-        found: dict[str, list[str]] = {}
-        if logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
-            for stream in logs.describe_log_streams(logGroupName=group)["logStreams"]:
-                name = stream["logStreamName"]
-                events = logs.get_log_events(logGroupName=group, logStreamName=name, startFromHead=True)["events"]
-                found[name] = [e["message"] for e in events]
-        if any("echo: listening on port" in m for ms in found.values() for m in ms) or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
-
-
 def test_an_execution_role_that_may_pull_read_and_log_serves_and_logs(aws: LocalAws) -> None:
     assert _endpoint_as(aws, PULL + READ + LOGS)["EndpointStatus"] == "InService"
-    ((stream, messages),) = _logged(aws, GROUP).items()
+    ((stream, messages),) = container_output(aws, GROUP, "echo: listening on port", timeout_s=5).items()
     # SageMaker's stream of an endpoint's instance: <production-variant-name>/<instance-id>.
     assert re.fullmatch(r"AllTraffic/i-[0-9a-f]{17}", stream)
     assert any(m.startswith("echo: listening on port") for m in messages)
@@ -422,7 +406,7 @@ def test_an_execution_role_that_may_not_write_its_logs_serves_and_logs_nothing(
         deadline = time.monotonic() + 5
         while "may not" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.2)
-    assert _logged(aws, GROUP, wait_s=0) == {}
+    assert container_output(aws, GROUP, "echo", timeout_s=0) == {}
     assert (
         "arn:aws:iam::123456789012:role/execution may not logs:CreateLogGroup on "
         "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/echo: the container's output is not "
