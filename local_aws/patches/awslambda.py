@@ -98,3 +98,32 @@ def functions_run_their_code() -> None:
     replace(LambdaFunction, "update_configuration", update_keeping_logging_config)
     replace(LambdaFunction, "create_from_cloudformation_json", classmethod(create_from_cloudformation_json))
     replace(LambdaFunction, "invoke", _invoke)
+
+
+def logging_config(fn: Any) -> dict[str, str]:
+    """The function's LoggingConfig as Lambda answers it: the one it was given, with Lambda's
+    defaults for what it left out (LogFormat Text, LogGroup /aws/lambda/<name>; a JSON format's
+    log levels INFO)."""
+    given = {k: str(v) for k, v in (getattr(fn, "logging_config", None) or {}).items()}
+    found = {"LogFormat": given.get("LogFormat", "Text"), "LogGroup": f"/aws/lambda/{fn.function_name}", **given}
+    if found["LogFormat"] == "JSON":
+        found = {"ApplicationLogLevel": "INFO", "SystemLogLevel": "INFO", **found}
+    return found
+
+
+@patch(
+    """GetFunctionConfiguration (and GetFunction, CreateFunction, UpdateFunctionConfiguration)
+    returns the function's LoggingConfig: the LogGroup, LogFormat and log levels its template or
+    request set, Lambda's defaults for the rest (LogFormat Text, LogGroup /aws/lambda/<name>;
+    INFO levels with JSON), as the Lambda API Reference's FunctionConfiguration and LoggingConfig
+    list them; a script finds a custom resource's log group through it. Stock moto returns no
+    LoggingConfig, so such a script looks in /aws/lambda/<name> while the lines are in the
+    stack's own group."""
+)
+def function_configuration_names_its_logging_config() -> None:
+    stock = LambdaFunction.get_configuration
+
+    def get_configuration(self: Any, on_create: bool = False) -> dict[str, Any]:
+        return {**stock(self, on_create), "LoggingConfig": logging_config(self)}
+
+    replace(LambdaFunction, "get_configuration", get_configuration)

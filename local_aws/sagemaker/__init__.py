@@ -13,6 +13,7 @@ backends hold the API's resources; ``local_aws/patches/sagemaker.py`` and
 * :mod:`.authorization`: whether an assumed role may invoke an endpoint;
 * :mod:`.runtime`: the hosting runtime, which starts and stops the endpoints' containers, routes
   invocations to them and scales them;
+* :mod:`.logs`: each container's output shipped to CloudWatch Logs as the model's role;
 * :mod:`.containers`: the processes that run a model's image on this host, one class per image
   (``local_aws/lmi_container.py`` has DJL's LMI image).
 

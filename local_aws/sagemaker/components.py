@@ -15,6 +15,7 @@ from moto.sagemaker.exceptions import ValidationError as SageMakerValidationErro
 
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.hosting import alarm_states, fetch, rollout_of, variant_spec
+from local_aws.sagemaker.logs import COMPONENT_GROUP
 from local_aws.sagemaker.placement import Fleet, Need
 from local_aws.sagemaker.runtime import HOSTING, HostedEndpoint, hosting_backends
 
@@ -85,8 +86,10 @@ def deploy_component(
     if model is None:
         arn = sagemaker_arn("model", model_name, account, region)
         raise SageMakerValidationError(message=f"Could not find model '{arn}'.")
+    # Each copy writes its output to the component's log group, stream <instance-id> (local_aws/sagemaker/logs.py).
+    startup = specification.get("StartupParameters") or {}
     spec = replace(
-        variant_spec(model, ic.variant_name, specification.get("StartupParameters") or {}),
+        variant_spec(model, ic.variant_name, startup, log_group=COMPONENT_GROUP.format(ic.name)),
         count=ic.copies,
         fleet=fleet_of(backend, ic),
         need=Need.of(specification.get("ComputeResourceRequirements")),

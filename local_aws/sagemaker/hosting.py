@@ -21,6 +21,7 @@ from moto.utilities.utils import get_partition
 from llm_contracts import instances
 from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
 from local_aws.sagemaker.containers import ContainerError
+from local_aws.sagemaker.logs import ENDPOINT_GROUP, LogTarget
 from local_aws.sagemaker.runtime import (
     ALL_AT_ONCE,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -33,21 +34,37 @@ from local_aws.sagemaker.runtime import (
 )
 
 
-def variant_specs(backend: Any, config_name: str) -> list[VariantSpec]:
-    """The containers an endpoint config asks for, read from moto's backend."""
+def variant_specs(backend: Any, config_name: str, endpoint_name: str) -> list[VariantSpec]:
+    """The containers an endpoint config asks for, read from moto's backend; each writes its
+    output to the endpoint's log group, stream ``<variant>/<instance-id>`` (local_aws/sagemaker/logs.py)."""
     config = backend.endpoint_configs[config_name]
+    group = ENDPOINT_GROUP.format(endpoint_name)
     return [
-        variant_spec(backend._models[variant["ModelName"]], variant["VariantName"], variant)
+        variant_spec(
+            backend._models[variant["ModelName"]],
+            variant["VariantName"],
+            variant,
+            log_group=group,
+            stream_prefix=f"{variant['VariantName']}/",
+        )
         for variant in config.production_variants
         # A variant without a model holds the instances of inference components, which bring theirs.
         if "ModelName" in variant
     ]
 
 
-def variant_spec(model: Any, variant: str, startup: Mapping[str, Any]) -> VariantSpec:
+def variant_spec(
+    model: Any, variant: str, startup: Mapping[str, Any], *, log_group: str | None = None, stream_prefix: str = ""
+) -> VariantSpec:
     """What the runtime starts for `model` on `variant`, with the startup timeout `startup`
-    (a production variant, or a component's StartupParameters) sets."""
+    (a production variant, or a component's StartupParameters) sets; its containers' output goes
+    to `log_group` (streams named `stream_prefix` and the instance id), as the model's role."""
     container = dict(model.primary_container or {})
+    region, account = model.arn.split(":")[3:5]
+    logs = None
+    if log_group is not None:
+        role = getattr(model, "execution_role_arn", None)
+        logs = LogTarget(account, region, log_group, str(role) if role else None, stream_prefix)
     return VariantSpec(
         variant=variant,
         image=str(container.get("Image", "")),
@@ -57,6 +74,7 @@ def variant_spec(model: Any, variant: str, startup: Mapping[str, Any]) -> Varian
         refused=refused(model, container),
         count=int(startup.get("InitialInstanceCount") or 1),
         accelerators=_gpus(str(startup.get("InstanceType") or "")),
+        logs=logs,
     )
 
 
@@ -244,7 +262,7 @@ def deploy(
                     variant["CurrentInstanceCount"] = hosted.live.ready(name)
 
     endpoint.endpoint_status = "Creating" if HOSTING.find(key) is None else "Updating"
-    variants = variant_specs(backend, config_name)
+    variants = variant_specs(backend, config_name, endpoint.endpoint_name)
     instances = sum(int(v["InitialInstanceCount"]) for v in backend.endpoint_configs[config_name].production_variants)
     return HOSTING.deploy(
         key,

@@ -55,6 +55,7 @@ from llm_contracts.engines import engine_of_model
 from local_aws.faults import FAULTS
 from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
+from local_aws.sagemaker.logs import ContainerLog, LogTarget, instance_id
 from local_aws.sagemaker.placement import Fleet, Need, Slot, visible_devices
 
 if TYPE_CHECKING:
@@ -143,6 +144,8 @@ class Deployment:
     _idle: threading.Condition = field(default_factory=threading.Condition)
     #: Where each copy (by its container's id) was placed, freed when it stops.
     _slots: dict[int, tuple[Fleet, Slot]] = field(default_factory=dict)
+    #: Each running container's output shipper to CloudWatch Logs (by the container's id).
+    _logs: dict[int, ContainerLog] = field(default_factory=dict)
 
     @property
     def containers(self) -> dict[str, Container]:
@@ -212,13 +215,16 @@ class Deployment:
                     raise ContainerError("the endpoint was deleted while it was being created")
                 self._starting.append((variant, container))
                 container.start()
+                if spec.logs is not None:
+                    stream = spec.logs.stream_prefix + instance_id()
+                    self._logs[id(container)] = ContainerLog(spec.logs, stream, container.log).start()
         except BaseException:
             self._release(container)
             raise
         try:
             waited = container.wait_ready(spec.startup_timeout_s)
         except BaseException:
-            self._stop(container)
+            self.stop_container(container)
             raise
         finally:
             with self._lock:
@@ -227,7 +233,7 @@ class Deployment:
             if not self.stopped:
                 self.instances.setdefault(variant, []).append(container)
                 return container, waited
-        self._stop(container)
+        self.stop_container(container)
         raise ContainerError("the endpoint was deleted while its instance was starting")
 
     def _release(self, container: Container) -> None:
@@ -237,10 +243,6 @@ class Deployment:
         if placed is not None:
             placed[0].release(placed[1])
 
-    def _stop(self, container: Container) -> None:
-        container.stop()
-        self._release(container)
-
     def stop_instance(self, variant: str) -> bool:
         """The newest instance of `variant` out of the rotation, drained and stopped; False if it had none."""
         with self._lock:
@@ -249,15 +251,25 @@ class Deployment:
                 return False
             container = found.pop()
         self.drain(INVOCATION_TIMEOUT_S, container)
-        self._stop(container)
+        self.stop_container(container)
         return True
+
+    def stop_container(self, container: Container) -> None:
+        """Stop `container`, free its copy's place, then stop its log shipper once it has shipped the
+        container's last lines."""
+        container.stop()
+        self._release(container)
+        with self._lock:
+            shipper = self._logs.pop(id(container), None)
+        if shipper is not None:
+            shipper.stop()
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
             containers = [c for found in self.instances.values() for c in found] + [c for _, c in self._starting]
         for container in containers:
-            self._stop(container)
+            self.stop_container(container)
 
 
 @dataclass
@@ -311,6 +323,8 @@ class VariantSpec:
     #: copy asks for (its ComputeResourceRequirements).
     fleet: Fleet | None = None
     need: Need = field(default_factory=Need)
+    #: Where each container's output goes (local_aws/sagemaker/logs.py); None: nowhere.
+    logs: LogTarget | None = None
 
 
 ModelFetcher = Callable[[Mapping[str, Any], Path], None]
@@ -537,7 +551,7 @@ class Hosting:
                 found = list(deployment.instances.get(name, []))
             if not found:
                 raise NoCapacity(name)
-            raise self._crashed(key[2], name, found[0])
+            raise self._crashed(key[2], name, found[0], deployment)
         try:
             yield name, container
         finally:
@@ -612,7 +626,7 @@ class Hosting:
             on_change(endpoint, deployment, variant)
 
     @staticmethod
-    def _crashed(endpoint: str, variant: str, container: Container) -> Unhealthy:
+    def _crashed(endpoint: str, variant: str, container: Container, deployment: Deployment) -> Unhealthy:
         """A container found exited: its log (CloudWatch's, on SageMaker) and what is left of its
         processes ended, as the end of a container ends them."""
         if container.process is None:
@@ -625,7 +639,7 @@ class Hosting:
             code,
             container.log_tail(),
         )
-        container.stop()
+        deployment.stop_container(container)
         return Unhealthy(variant, code)
 
     def delete(self, key: tuple[str, str, str]) -> None:

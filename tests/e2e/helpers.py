@@ -425,17 +425,15 @@ def this_sessions_containers() -> list[ContainerProcess]:
 
 def handler_output(aws: LocalAws, stack: str) -> dict[str, list[str]]:
     """Each Lambda function of the stack (logical id) -> what its invocations logged, in its log
-    group: its LoggingConfig's, else /aws/lambda/<name>."""
-    template = aws.client("cloudformation").get_template(StackName=stack)["TemplateBody"]
-    template = json.loads(template) if isinstance(template, str) else template
+    group, found as a script finds it: GetFunctionConfiguration's LoggingConfig (the template's,
+    else /aws/lambda/<name>)."""
     resources = resources_of_stack(aws, stack)
-    logs = aws.client("logs")
+    logs, functions = aws.client("logs"), aws.client("lambda")
     found = {}
     for logical_id, (kind, name) in resources.items():
         if kind != "AWS::Lambda::Function":
             continue
-        group = template["Resources"][logical_id]["Properties"].get("LoggingConfig", {}).get("LogGroup")
-        group = resources[group["Ref"]][1] if isinstance(group, dict) else group or f"/aws/lambda/{name}"
+        group = functions.get_function_configuration(FunctionName=name)["LoggingConfig"]["LogGroup"]
         messages: list[str] = []
         for log_stream in logs.describe_log_streams(logGroupName=group)["logStreams"]:
             events = logs.get_log_events(logGroupName=group, logStreamName=log_stream["logStreamName"])["events"]

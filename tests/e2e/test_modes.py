@@ -8,6 +8,7 @@ as a real-time endpoint scales out under `python -m loadtest` and back in when i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -43,6 +44,7 @@ from tests.e2e.oncall import (
 )
 from tests.e2e.test_invoke_endpoint import SEED_GPTJ_PROMPT
 from tests.infra.helpers import ROOT
+from tests.local_aws.helpers import container_output
 
 pytestmark = pytest.mark.e2e
 
@@ -91,6 +93,20 @@ def minutes_while(aws: LocalAws, going: Callable[[], bool], what: str, most: int
     return most
 
 
+#: An instance's id, which names its stream (local_aws/sagemaker/logs.py).
+INSTANCE = "i-[0-9a-f]{17}"
+#: The GPT-2 server's start-up line (serving/gpt2/serve).
+GPT2_STARTED = "serve: starting on port"
+
+
+def started_in(aws: LocalAws, group: str, stream: str, line: str) -> None:
+    """`line`, a server's start-up line, in the one stream of `group` (its name matching the
+    regex `stream`): what the container wrote, shipped to CloudWatch Logs as its role."""
+    output = container_output(aws, group, line)
+    assert len(output) == 1 and re.fullmatch(stream, next(iter(output))), output.keys()
+    assert any(line in m for m in next(iter(output.values()))), output
+
+
 def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
     bootstrapped: Cdk, local_aws: LocalAws, tmp_path: Path, e2e_artifacts: Path
 ) -> None:
@@ -110,6 +126,9 @@ def test_gptj_as_an_inference_component_scaled_to_zero_answers_by_its_name(
         assert described["EndpointName"] == endpoint
         # The update check reads the model the component runs.
         assert update_check(local_aws, "GptjStack") == described["Specification"]["ModelName"]
+        # The copy's output, written as the execution role to the component's log group, one
+        # stream for its instance: Multi Model Server's start-up line among it.
+        started_in(local_aws, f"/aws/sagemaker/InferenceComponents/{component}", INSTANCE, "Model server started.")
         request = {"inputs": SEED_GPTJ_PROMPT, "parameters": {"max_new_tokens": 8}}
         answer = runtime.invoke_endpoint(
             EndpointName=endpoint,
@@ -331,6 +350,10 @@ def test_gpt2_as_an_async_endpoint_answers_through_s3_and_its_topics(
             EndpointConfigName=sagemaker.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
         )
         notify: dict[str, Any] = config["AsyncInferenceConfig"]["OutputConfig"]["NotificationConfig"]
+        # The instance's output in the endpoint's log group, stream <variant>/<instance-id>:
+        # the GPT-2 server's start-up line among it.
+        variant = assembly.config.gpt2.endpoint.variant_name
+        started_in(local_aws, f"/aws/sagemaker/Endpoints/{endpoint}", rf"{variant}/{INSTANCE}", GPT2_STARTED)
         results = subscribed_queue(local_aws, notify["SuccessTopic"])
         s3, runtime = local_aws.client("s3"), local_aws.client("sagemaker-runtime")
         s3.put_object(Bucket=bucket, Key="input/seed.json", Body=json.dumps({"input": "amazon"}).encode())
@@ -460,6 +483,8 @@ def test_gpt2_real_time_scales_out_under_load_and_back_in_when_idle(
         endpoint = local_aws.stack_outputs("Gpt2Stack")["EndpointName"]
         variant = assembly.config.gpt2.endpoint.variant_name
         assert instances(local_aws, endpoint) == (1, 1)
+        # The instance's output in the endpoint's log group, stream <variant>/<instance-id>.
+        started_in(local_aws, f"/aws/sagemaker/Endpoints/{endpoint}", rf"{variant}/{INSTANCE}", GPT2_STARTED)
         minutes = busy_minutes_until(
             local_aws,
             tmp_path,

@@ -182,6 +182,9 @@ def main() -> None:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["SAGEMAKER_BIND_TO_PORT"])), Handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # A start-up line, as a model server logs one (tests read it in CloudWatch Logs).
+    print(f"echo: listening on port {server.server_port}", flush=True)
+    print("echo: a line on stderr", file=sys.stderr, flush=True)
     server.serve_forever()
 
 

@@ -374,3 +374,25 @@ def component_stack(version: str) -> Template:
         RuntimeConfig={"CopyCount": 1},
     )
     return resources(Model=model, Config=config, Endpoint=endpoint, Component=component)
+
+
+def container_output(aws: LocalAws, group: str, line: str, timeout_s: float = 60) -> dict[str, list[str]]:
+    """Each stream of `group` (where SageMaker writes an endpoint's or a component's containers'
+    output: local_aws/sagemaker/logs.py) -> its messages, once one of them contains `line` (or
+    `timeout_s` passed: the lines are shipped every second)."""
+    logs = aws.client("logs")
+    # clock: a deadline, not a bound: the lines are shipped every second and a caller waits for one
+    # that comes (60 s by default); one that never comes fails the caller's assertion on what was found.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found: dict[str, list[str]] = {}
+        if logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
+            for log_stream in logs.describe_log_streams(logGroupName=group)["logStreams"]:
+                name = log_stream["logStreamName"]
+                events = logs.get_log_events(logGroupName=group, logStreamName=name, startFromHead=True)["events"]
+                found[name] = [e["message"] for e in events]
+        if (
+            any(line in m for messages in found.values() for m in messages) or time.monotonic() > deadline
+        ):  # clock: the deadline above
+            return found
+        time.sleep(0.5)

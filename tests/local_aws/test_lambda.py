@@ -261,6 +261,10 @@ def test_a_custom_resource_is_created_updated_and_deleted_by_its_functions_respo
     assert stack_status(fresh, "custom") == "CREATE_COMPLETE"
     ids = physical_ids(fresh, "custom")
     assert ids["Thing"] == "thing-one"
+    # The template's LoggingConfig, found through the function as a script finds its logs.
+    logging_config = client(fresh, "lambda").get_function_configuration(FunctionName=ids["Fn"])["LoggingConfig"]
+    assert logging_config == {"LogFormat": "Text", "LogGroup": LOGS}
+    assert any("\trequest " in m for m in function_output(fresh, logging_config["LogGroup"]))
     ssm = client(fresh, "ssm")
     assert ssm.get_parameter(Name=ids["Echo"])["Parameter"]["Value"] == "one"
 

@@ -663,6 +663,21 @@ def function_invoked(aws: LocalAws) -> object:
     return error, None if error else json.loads(answer["Payload"].read())
 
 
+def function_logging_config(aws: LocalAws) -> object:
+    """A function given a LoggingConfig of its own group and JSON format: the LoggingConfig
+    GetFunctionConfiguration returns."""
+    role = client(aws, "iam").create_role(RoleName="fn", AssumeRolePolicyDocument=json.dumps(LAMBDA_TRUST))
+    client(aws, "lambda").create_function(
+        FunctionName="f",
+        Runtime="nodejs24.x",
+        Role=role["Role"]["Arn"],
+        Handler="index.handler",
+        Code={"ZipFile": zipped({"index.js": "exports.handler = async () => 1;"})},
+        LoggingConfig={"LogGroup": "/stack/handlers", "LogFormat": "JSON"},
+    )
+    return client(aws, "lambda").get_function_configuration(FunctionName="f").get("LoggingConfig")
+
+
 def log_group_arn(aws: LocalAws) -> object:
     """A stack whose SSM parameter holds its log group's Fn::GetAtt Arn: whether it names the
     group's streams (":*")."""
@@ -1215,6 +1230,16 @@ SCENARIOS: dict[str, Scenario] = {
         lambda aws: function_from(aws, zipped({})), aws="InvalidParameterValueException", stock=None
     ),
     "functions_run_their_code": Scenario(function_invoked, aws=(None, {"n": 2}), stock=("Handled", None)),
+    "function_configuration_names_its_logging_config": Scenario(
+        function_logging_config,
+        aws={
+            "LogGroup": "/stack/handlers",
+            "LogFormat": "JSON",
+            "ApplicationLogLevel": "INFO",
+            "SystemLogLevel": "INFO",
+        },
+        stock=None,
+    ),
     "hosting_arns_are_lower_cased": Scenario(
         mixed_case_endpoint,
         aws=("arn:aws:sagemaker:us-east-1:123456789012:endpoint/mixed-case", None, ["Mixed-Case"]),

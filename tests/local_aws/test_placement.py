@@ -130,10 +130,14 @@ def component(
 
 def settled(aws: LocalAws, name: str, timeout_s: float = 60) -> dict[str, Any]:
     sm = client(aws, "sagemaker")
+    # clock: a deadline, not a bound: a component settles in about a second here, and a caller
+    # asserts the status it settled in, so only one that never settles reaches the deadline.
     deadline = time.monotonic() + timeout_s
     while True:
         found = sm.describe_inference_component(InferenceComponentName=name)
-        if found["InferenceComponentStatus"] not in ("Creating", "Updating") or time.monotonic() > deadline:
+        if (
+            found["InferenceComponentStatus"] not in ("Creating", "Updating") or time.monotonic() > deadline
+        ):  # clock: above
             return dict(found)
         time.sleep(0.1)
 

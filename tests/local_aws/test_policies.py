@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import re
+import time
 from typing import Any
 
 import pytest
@@ -25,6 +28,7 @@ from tests.local_aws.helpers import (
     Template,
     cdk_handler,
     client,
+    container_output,
     create_stack,
     echo_endpoint,
     endpoint_status,
@@ -375,8 +379,41 @@ PULL = [
 READ = [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::models/echo/model.tar.gz"}]
 
 
-def test_an_execution_role_that_may_pull_and_read_serves(aws: LocalAws) -> None:
-    assert _endpoint_as(aws, PULL + READ)["EndpointStatus"] == "InService"
+LOGS = [
+    {
+        "Effect": "Allow",
+        "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+        "Resource": "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/*",
+    }
+]
+GROUP = "/aws/sagemaker/Endpoints/echo"
+
+
+def test_an_execution_role_that_may_pull_read_and_log_serves_and_logs(aws: LocalAws) -> None:
+    assert _endpoint_as(aws, PULL + READ + LOGS)["EndpointStatus"] == "InService"
+    ((stream, messages),) = container_output(aws, GROUP, "echo: listening on port", timeout_s=5).items()
+    # SageMaker's stream of an endpoint's instance: <production-variant-name>/<instance-id>.
+    assert re.fullmatch(r"AllTraffic/i-[0-9a-f]{17}", stream)
+    assert any(m.startswith("echo: listening on port") for m in messages)
+    assert "echo: a line on stderr" in messages
+
+
+def test_an_execution_role_that_may_not_write_its_logs_serves_and_logs_nothing(
+    aws: LocalAws, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="local_aws.sagemaker.logs"):
+        assert _endpoint_as(aws, PULL + READ)["EndpointStatus"] == "InService"
+        # clock: a deadline, not a bound: the refusal is logged at the shipper's first batch (about a
+        # second); 60 s only ends a wait for a warning that never comes, which the assertion then fails.
+        deadline = time.monotonic() + 60
+        while "may not" not in caplog.text and time.monotonic() < deadline:  # clock: the deadline above
+            time.sleep(0.2)
+    assert container_output(aws, GROUP, "echo", timeout_s=0) == {}
+    assert (
+        "arn:aws:iam::123456789012:role/execution may not logs:CreateLogGroup on "
+        "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/echo: the container's output is not "
+        "written to /aws/sagemaker/Endpoints/echo"
+    ) in caplog.text
 
 
 def test_an_execution_role_that_may_not_read_the_model_data_fails_the_endpoint(aws: LocalAws) -> None:
