@@ -21,6 +21,8 @@ export PATH := $(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_CLI_NOTICES := false
+# Every CDK CLI command here deploys to the local AWS: no telemetry to send (local_aws/cdk.py).
+export CDK_DISABLE_CLI_TELEMETRY := true
 
 # Independent steps (the environments, the linters) run side by side in a sub-make; its output is
 # grouped per step so that each step's lines stay together.

@@ -23,6 +23,10 @@ NO_CHANGES = "(no changes)"
 _QUIET = {
     "CDK_DISABLE_VERSION_CHECK": "1",
     "CDK_CLI_NOTICES": "false",
+    # The CLI otherwise starts a Node.js process after each command to send AWS its telemetry
+    # (docs.aws.amazon.com/cdk/v2/guide/cli-telemetry.html): a local deploy is nothing to report,
+    # and each such process costs the tests a core for a second or more.
+    "CDK_DISABLE_CLI_TELEMETRY": "true",
     "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     "FORCE_COLOR": "0",
 }
