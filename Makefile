@@ -169,6 +169,15 @@ PYTEST_WORKERS ?= -n 3 --dist loadgroup --no-loadscope-reorder
 # More pytest arguments for `make test`, e.g. PYTEST_ARGS=--durations=0 for bench/test_durations.py.
 PYTEST_ARGS ?=
 
+# mypy over the project's code, and over the serving code, each under the Python of the image it
+# runs in, and the inf2 host's Neuron metrics under the DLAMI's /usr/bin/python3 (3.10): the runs
+# of one interpreter share its cache. Commands, not sub-makes, so that `make -n test` (the docs
+# test's dry run) runs none of test's recipe: make runs a line that names $(MAKE) even under -n.
+MYPY_CODE := $(BIN)/mypy stacks project_config artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
+MYPY_IMAGES := $(BIN)/mypy --python-version 3.12 -p serving.gpt2 && \
+	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py && \
+	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py llm_inference_cdk/inf2/neuron_metrics.py
+
 # Lint first: a style error fails the same command CI runs. The environments, node_modules, ruff
 # and hadolint are made side by side from the start (an image environment waits only for uv, a
 # linter only for .venv); then every test runs, with mypy (a minute or more on a cold cache, the
@@ -177,7 +186,7 @@ PYTEST_ARGS ?=
 test: system-deps
 	@$(PARALLEL) $(VENV)/.installed node_modules/.installed $(IMAGE_ENVS) lint-ruff lint-hadolint
 	@mkdir -p build; \
-	$(MAKE) --no-print-directory lint-mypy lint-mypy-images >build/mypy.log 2>&1 & mypy=$$!; \
+	{ $(MYPY_CODE) && $(MYPY_IMAGES); } >build/mypy.log 2>&1 & mypy=$$!; \
 	status=0; $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) || status=$$?; \
 	if wait $$mypy; then cat build/mypy.log; else cat build/mypy.log; echo "make test: mypy failed" >&2; status=1; fi; \
 	exit $$status
@@ -217,14 +226,10 @@ lint-ruff: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 
 lint-mypy: $(VENV)/.installed
-	$(BIN)/mypy stacks project_config artifacts_builder local_aws llm_contracts llm_inference_cdk bench loadtest app.py
+	$(MYPY_CODE)
 
-# The serving code, each under the Python of the image it runs in, and the inf2 host's Neuron
-# metrics under the DLAMI's /usr/bin/python3 (3.10): the runs of one interpreter share its cache.
 lint-mypy-images: $(VENV)/.installed
-	$(BIN)/mypy --python-version 3.12 -p serving.gpt2
-	$(BIN)/mypy --python-version 3.12 serving/gptj/code/inference.py
-	$(BIN)/mypy --python-version 3.10 serving/inf2/model.py llm_inference_cdk/inf2/neuron_metrics.py
+	$(MYPY_IMAGES)
 
 lint-hadolint: $(VENV)/.installed
 	$(BIN)/hadolint serving/gpt2/Dockerfile
