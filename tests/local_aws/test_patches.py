@@ -498,6 +498,15 @@ def isolated_model(aws: LocalAws) -> object:
     return sagemaker.describe_model(ModelName=listed["ModelName"])["EnableNetworkIsolation"]
 
 
+def endpoint_without_data_capture(aws: LocalAws) -> object:
+    """An endpoint whose config captures no data: the DataCaptureConfig its config and it are
+    described with."""
+    echo_endpoint(aws, "echo")
+    sagemaker = client(aws, "sagemaker")
+    config = sagemaker.describe_endpoint_config(EndpointConfigName="echo-config")
+    return config.get("DataCaptureConfig"), sagemaker.describe_endpoint(EndpointName="echo").get("DataCaptureConfig")
+
+
 POLICY_ARN = "arn:aws:iam::123456789012:policy/read-models"
 
 
@@ -1164,6 +1173,7 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "current_instance_types_are_accepted": Scenario(current_instance_type, aws=None, stock="ValidationException"),
     "model_network_isolation_is_kept": Scenario(isolated_model, aws=True, stock=False),
+    "data_capture_is_described_as_aws_does": Scenario(endpoint_without_data_capture, aws=(None, None), stock=({}, {})),
     "role_managed_policies_are_attached": Scenario(role_with_managed_policy, aws=([POLICY_ARN], []), stock=([], [])),
     "endpoints_run_their_container": Scenario(
         endpoint_lifecycle,

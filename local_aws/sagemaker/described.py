@@ -1,0 +1,39 @@
+"""What SageMaker's Describe calls answer of a hosting resource where moto's own description
+differs from AWS's shape (botocore's sagemaker model, the API reference): the description moto
+made, rewritten member by member."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def data_capture_summary(capture: dict[str, Any]) -> dict[str, Any]:
+    """DescribeEndpoint's DataCaptureConfigSummary of the config's DataCaptureConfig ("the
+    currently active data capture configuration used by your Endpoint", API reference): its five
+    members are required. KmsKeyId is the config's key, or empty where it names none (the
+    model allows a length of 0; AWS documents no other value)."""
+    enabled = bool(capture.get("EnableCapture", True))
+    return {
+        "EnableCapture": enabled,
+        "CaptureStatus": "Started" if enabled else "Stopped",
+        "CurrentSamplingPercentage": int(capture["InitialSamplingPercentage"]),
+        "DestinationS3Uri": str(capture["DestinationS3Uri"]),
+        "KmsKeyId": str(capture.get("KmsKeyId", "")),
+    }
+
+
+def endpoint_config(described: dict[str, Any]) -> dict[str, Any]:
+    """DescribeEndpointConfig: a DataCaptureConfig only where the config has one (moto answers
+    an empty one, which lacks the members the model requires)."""
+    if described.get("DataCaptureConfig"):
+        return described
+    return {k: v for k, v in described.items() if k != "DataCaptureConfig"}
+
+
+def endpoint(described: dict[str, Any], capture: dict[str, Any] | None) -> dict[str, Any]:
+    """DescribeEndpoint, whose endpoint runs a config with the DataCaptureConfig `capture`: its
+    summary where there is one, else no member (moto answers the config's own, or an empty one)."""
+    answer = {k: v for k, v in described.items() if k != "DataCaptureConfig"}
+    if capture:
+        answer["DataCaptureConfig"] = data_capture_summary(capture)
+    return answer
