@@ -3,7 +3,13 @@ AWS answers of it, member for member."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
+
 from local_aws import LocalAws
+from local_aws.validation.answers import answer_violations
 from tests.local_aws.helpers import client, echo_config, echo_endpoint
 
 CAPTURE = {
@@ -36,3 +42,128 @@ def test_an_endpoint_with_data_capture_describes_its_summary(aws: LocalAws) -> N
         "DestinationS3Uri": "s3://captured/echo",
         "KmsKeyId": "",
     }
+
+
+# --- The check of an answer against its shape (local_aws/validation/answers.py) ----------------
+
+ENDPOINT_ARN = "arn:aws:sagemaker:us-east-1:123456789012:endpoint/echo"
+DESCRIBED = {
+    "EndpointName": "echo",
+    "EndpointArn": ENDPOINT_ARN,
+    "EndpointConfigName": "echo-config",
+    "ProductionVariants": [{"VariantName": "AllTraffic", "CurrentInstanceCount": 1}],
+    "EndpointStatus": "InService",
+    "CreationTime": 1700000000.5,
+    "LastModifiedTime": 1700000000,
+}
+
+
+def described(**changes: Any) -> list[str]:
+    answer = {k: v for k, v in {**DESCRIBED, **changes}.items() if v is not OMITTED}
+    return [str(v) for v in answer_violations("sagemaker", "DescribeEndpoint", "json", {}, json.dumps(answer))]
+
+
+OMITTED = object()
+
+
+def test_an_answer_in_its_shape_breaks_nothing() -> None:
+    assert described() == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "violation"),
+    [
+        ({"Tags": []}, "Tags: DescribeEndpointOutput has no such member"),
+        ({"EndpointStatus": OMITTED}, "EndpointStatus: a required member is missing"),
+        ({"DataCaptureConfig": {}}, "DataCaptureConfig.EnableCapture: a required member is missing"),
+        ({"EndpointStatus": "Resting"}, "EndpointStatus: 'Resting': Member must satisfy enum value set: [OutOfService"),
+        ({"EndpointArn": "endpoint/echo"}, "EndpointArn: 'endpoint/echo': Member must satisfy regular expression"),
+        ({"EndpointName": "e" * 64}, "EndpointName: '" + "e" * 63),
+        ({"CreationTime": "2024-01-01T00:00:00Z"}, 'CreationTime: a timestamp answered as "2024-01-01T00:00:00Z"'),
+        ({"FailureReason": None}, "FailureReason: null: AWS leaves out a member it has no value for"),
+        ({"ProductionVariants": {}}, "ProductionVariants: a list answered as dict"),
+        (
+            {"ProductionVariants": [{"VariantName": "AllTraffic", "CurrentInstanceCount": "1"}]},
+            'ProductionVariants[0].CurrentInstanceCount: an integer answered as str "1"',
+        ),
+        (
+            {"ProductionVariants": [{"VariantName": "AllTraffic", "Bogus": 1}]},
+            "ProductionVariants[0].Bogus: ProductionVariantSummary has no such member",
+        ),
+    ],
+)
+def test_an_answer_that_breaks_its_shape_says_where(changes: dict[str, Any], violation: str) -> None:
+    found = described(**changes)
+    assert any(v.startswith(violation) for v in found), found
+
+
+ALARMS = """<DescribeAlarmsResponse xmlns="http://monitoring.amazonaws.com/doc/2010-08-01/">
+  <DescribeAlarmsResult><MetricAlarms><member>
+    <AlarmName>latency</AlarmName><StateValue>OK</StateValue><ActionsEnabled>true</ActionsEnabled>
+    <StateUpdatedTimestamp>2024-01-01T00:00:00.000Z</StateUpdatedTimestamp><Period>60</Period>
+    <Dimensions><member><Name>EndpointName</Name><Value>echo</Value></member></Dimensions>{extra}
+  </member></MetricAlarms><CompositeAlarms/></DescribeAlarmsResult>
+  <ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>
+</DescribeAlarmsResponse>"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "violation"),
+    [
+        ("", None),
+        ("<Bogus>1</Bogus>", "MetricAlarms[0].Bogus: MetricAlarm has no such member"),
+        ("<Threshold>high</Threshold>", "MetricAlarms[0].Threshold: a double written as 'high'"),
+        (
+            "<EvaluationPeriods>1.5</EvaluationPeriods>",
+            "MetricAlarms[0].EvaluationPeriods: an integer written as '1.5'",
+        ),
+        ("<ActionsEnabled>True</ActionsEnabled>", "MetricAlarms[0].ActionsEnabled: written 2 times"),
+        ("<StateValue2>OK</StateValue2>", "MetricAlarms[0].StateValue2: MetricAlarm has no such member"),
+        (
+            "<AlarmActions><item>arn</item></AlarmActions>",
+            "MetricAlarms[0].AlarmActions.item: a list's item written as",
+        ),
+        (
+            "<AlarmConfigurationUpdatedTimestamp>yesterday</AlarmConfigurationUpdatedTimestamp>",
+            "MetricAlarms[0].AlarmConfigurationUpdatedTimestamp: a timestamp written as 'yesterday', not iso8601",
+        ),
+    ],
+)
+def test_an_xml_answer_is_read_as_sent(extra: str, violation: str | None) -> None:
+    found = [str(v) for v in answer_violations("cloudwatch", "DescribeAlarms", "query", {}, ALARMS.format(extra=extra))]
+    assert found == ([] if violation is None else found[:1]) and (
+        violation is None or found[0].startswith(violation)
+    ), found
+
+
+def test_an_xml_answer_of_another_operation_is_refused() -> None:
+    (found,) = answer_violations("cloudwatch", "DescribeAlarmHistory", "query", {}, ALARMS.format(extra=""))
+    assert (
+        str(found) == "(the answer): the answer's root is <DescribeAlarmsResponse>, not <DescribeAlarmHistoryResponse>"
+    )
+
+
+def test_a_value_aws_answers_beyond_the_models_enum_is_allowed_where_it_does() -> None:
+    event = """<DescribeStackEventsResponse><DescribeStackEventsResult><StackEvents><member>
+      <StackId>id</StackId><EventId>1</EventId><StackName>s</StackName><Timestamp>2024-01-01T00:00:00Z</Timestamp>
+      <ResourceStatus>{}</ResourceStatus></member></StackEvents></DescribeStackEventsResult></DescribeStackEventsResponse>"""
+    assert (
+        answer_violations("cloudformation", "DescribeStackEvents", "query", {}, event.format("REVIEW_IN_PROGRESS"))
+        == []
+    )
+    (found,) = answer_violations("cloudformation", "DescribeStackEvents", "query", {}, event.format("RESTING"))
+    assert "StackEvents[0].ResourceStatus: 'RESTING': Member must satisfy enum value set" in str(found)
+
+
+def test_the_headers_of_a_rest_answer_are_checked_and_its_raw_payload_left_alone() -> None:
+    headers = {"Content-Type": "application/json", "X-Amzn-SageMaker-Custom-Attributes": "a" * 1025}
+    (found,) = answer_violations("sagemaker-runtime", "InvokeEndpoint", "rest-json", headers, b"\xff not JSON")
+    assert str(found).startswith("CustomAttributes: 'aaa") and "length less than or equal to 1024" in str(found)
+    assert answer_violations("sagemaker-runtime", "InvokeEndpoint", "rest-json", {"Content-Type": "a"}, b"\xff") == []
+
+
+def test_an_operation_that_answers_nothing_answers_an_empty_body() -> None:
+    assert answer_violations("sagemaker", "DeleteEndpoint", "json", {}, "") == []
+    assert answer_violations("sagemaker", "DeleteEndpoint", "json", {}, "{}") == []
+    (found,) = answer_violations("sagemaker", "DeleteEndpoint", "json", {}, '{"EndpointArn": "x"}')
+    assert "the operation answers nothing" in str(found)
