@@ -205,6 +205,20 @@ def data_capture_is_described_as_aws_does() -> None:
     replace(SageMakerResponse, "describe_endpoint_config", describe_endpoint_config)
 
 
+@patch(
+    restores="""DescribeModel answers VpcConfig only for a model that has one, as AWS leaves out what a
+    resource does not have (VpcConfig's SecurityGroupIds and Subnets are required: botocore's
+    sagemaker model). Stock moto answers "VpcConfig": {} for a model CloudFormation created without
+    one, which sagemaker-core's Model.get refuses (pydantic: the required members are missing)."""
+)
+def models_without_a_vpc_describe_none() -> None:
+    def describe_model(self: Any) -> ActionResult:
+        model = self.sagemaker_backend.describe_model(self._get_param("ModelName"))
+        return ActionResult(described.model(model.response_object))
+
+    replace(SageMakerResponse, "describe_model", describe_model)
+
+
 # --- Inference components ----------------------------------------------------------------------
 
 

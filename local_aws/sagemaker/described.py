@@ -37,3 +37,11 @@ def endpoint(described: dict[str, Any], capture: dict[str, Any] | None) -> dict[
     if capture:
         answer["DataCaptureConfig"] = data_capture_summary(capture)
     return answer
+
+
+def model(described: dict[str, Any]) -> dict[str, Any]:
+    """DescribeModel: a VpcConfig only where the model has one (moto answers an empty one for a
+    model CloudFormation created without, which lacks the members the model requires)."""
+    if described.get("VpcConfig"):
+        return described
+    return {k: v for k, v in described.items() if k != "VpcConfig"}

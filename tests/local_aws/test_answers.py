@@ -10,7 +10,16 @@ import pytest
 
 from local_aws import LocalAws
 from local_aws.validation.answers import answer_violations
-from tests.local_aws.helpers import client, echo_config, echo_endpoint
+from tests.local_aws.helpers import (
+    ECHO_IMAGE,
+    ROLE_ARN,
+    client,
+    create_stack,
+    echo_config,
+    echo_endpoint,
+    resource,
+    resources,
+)
 
 CAPTURE = {
     "InitialSamplingPercentage": 20,
@@ -167,3 +176,16 @@ def test_an_operation_that_answers_nothing_answers_an_empty_body() -> None:
     assert answer_violations("sagemaker", "DeleteEndpoint", "json", {}, "{}") == []
     (found,) = answer_violations("sagemaker", "DeleteEndpoint", "json", {}, '{"EndpointArn": "x"}')
     assert "the operation answers nothing" in str(found)
+
+
+def test_a_model_without_a_vpc_describes_none(aws: LocalAws) -> None:
+    aws.reset()
+    vpc = {"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]}
+    plain = {"ExecutionRoleArn": ROLE_ARN, "PrimaryContainer": {"Image": ECHO_IMAGE}}
+    models = {"Plain": plain, "InVpc": {**plain, "VpcConfig": vpc}}
+    create_stack(
+        aws, "stack", resources(**{name: resource("AWS::SageMaker::Model", **p) for name, p in models.items()})
+    )
+    sm = client(aws, "sagemaker")
+    described = [sm.describe_model(ModelName=m["ModelName"]) for m in sm.list_models()["Models"]]
+    assert sorted((d.get("VpcConfig") for d in described), key=str) == [None, vpc], described

@@ -507,6 +507,15 @@ def endpoint_without_data_capture(aws: LocalAws) -> object:
     return config.get("DataCaptureConfig"), sagemaker.describe_endpoint(EndpointName="echo").get("DataCaptureConfig")
 
 
+def model_without_a_vpc(aws: LocalAws) -> object:
+    """A model CloudFormation created without a VpcConfig: the VpcConfig it is described with."""
+    model = resource("AWS::SageMaker::Model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": IMAGE})
+    create_stack(aws, "stack", resources(Model=model))
+    sagemaker = client(aws, "sagemaker")
+    (listed,) = sagemaker.list_models()["Models"]
+    return sagemaker.describe_model(ModelName=listed["ModelName"]).get("VpcConfig")
+
+
 POLICY_ARN = "arn:aws:iam::123456789012:policy/read-models"
 
 
@@ -1173,6 +1182,7 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "current_instance_types_are_accepted": Scenario(current_instance_type, aws=None, stock="ValidationException"),
     "model_network_isolation_is_kept": Scenario(isolated_model, aws=True, stock=False),
+    "models_without_a_vpc_describe_none": Scenario(model_without_a_vpc, aws=None, stock={}),
     "data_capture_is_described_as_aws_does": Scenario(endpoint_without_data_capture, aws=(None, None), stock=({}, {})),
     "role_managed_policies_are_attached": Scenario(role_with_managed_policy, aws=([POLICY_ARN], []), stock=([], [])),
     "endpoints_run_their_container": Scenario(
