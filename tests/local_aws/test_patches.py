@@ -296,8 +296,8 @@ AUTOSCALING_AND_ALARM = resources(
 def autoscaling_and_alarm(aws: LocalAws) -> object:
     """An endpoint variant's scalable target, its scaling policy and three alarms (one on metric
     math, one on a PromQL query): how many of each the account has once the stack is created,
-    then once it is deleted, the math alarm's queries and the PromQL alarm's query as
-    DescribeAlarms returns them."""
+    then once it is deleted, the math alarm's queries (with their ReturnData) and the PromQL
+    alarm's query as DescribeAlarms returns them."""
     scaling = client(aws, "application-autoscaling")
     cloudwatch = client(aws, "cloudwatch")
 
@@ -308,9 +308,9 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
             len(cloudwatch.describe_alarms()["MetricAlarms"]),
         )
 
-    def queries() -> list[tuple[str, object]]:
+    def queries() -> list[tuple[str, object, object]]:
         alarms = cloudwatch.describe_alarms(AlarmNames=["down"])["MetricAlarms"]
-        return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"])
+        return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"], q.get("ReturnData"))
                 for alarm in alarms for q in alarm["Metrics"]]  # fmt: skip
 
     def promql() -> list[object]:
@@ -1151,7 +1151,7 @@ SCENARIOS: dict[str, Scenario] = {
     "missing_resource_types_exist": Scenario(
         autoscaling_and_alarm,
         # Three alarms of the template, and the two its target tracking policy makes.
-        aws=((1, 1, 5), [("e", "FILL(m, 0)"), ("m", "Up")], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
+        aws=((1, 1, 5), [("e", "FILL(m, 0)", True), ("m", "Up", False)], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
         stock=((0, 0, 0), [], [], (0, 0, 0)),
     ),
     "custom_resources_invoke_their_function": Scenario(
