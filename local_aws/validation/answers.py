@@ -190,7 +190,7 @@ def _json_collection(shape: Any, value: Any, where: Where) -> Iterator[Violation
         yield Violation(where, f"{_a(kind)} answered as {type(value).__name__}")
         return
     yield from _sizes(shape, value, where)
-    if kind == "list":
+    if isinstance(value, list):
         for i, item in enumerate(value):
             yield from _json_violations(shape.member, item, (*where, i))
         return
@@ -266,7 +266,7 @@ def _xml_answer(model: OperationModel, shape: StructureShape | None, text: str, 
 def _xml_key(name: str, member: Shape) -> str:
     """The element a structure's member is written as (botocore's _member_key_name)."""
     if member.type_name == "list" and member.serialization.get("flattened"):
-        named = member.member.serialization.get("name")  # type: ignore[attr-defined]
+        named = member.member.serialization.get("name")
         if named is not None:
             return str(named)
     return str(member.serialization.get("name", name))
