@@ -960,6 +960,20 @@ VARIANT = {
 }
 
 
+def scalable_target_role(aws: LocalAws) -> object:
+    """A variant's scalable target registered without a RoleARN: the RoleARN it is described with."""
+    scaling = client(aws, "application-autoscaling")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    return target.get("RoleARN")
+
+
+SERVICE_LINKED_ROLE = (
+    "arn:aws:iam::123456789012:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
+
+
 def tracking_alarms(aws: LocalAws) -> object:
     """A target tracking policy of a variant's instances on invocations per instance: the alarms
     it made (metric, comparison, threshold, datapoints out of periods), and its Alarms."""
@@ -1148,6 +1162,9 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "unmodifiable_resources_are_replaced": Scenario(log_group_replaced, aws=([3], 3, 3), stock=([1], None, None)),
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
+    "scalable_targets_name_their_service_linked_role": Scenario(
+        scalable_target_role, aws=SERVICE_LINKED_ROLE, stock=None
+    ),
     "missing_resource_types_exist": Scenario(
         autoscaling_and_alarm,
         # Three alarms of the template, and the two its target tracking policy makes.
