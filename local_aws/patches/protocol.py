@@ -1,17 +1,24 @@
 """What every service's answers share: an error of the local AWS itself in the service's protocol
-(local_aws/faults.py keeps and logs each)."""
+(local_aws/faults.py keeps and logs each), and a JSON answer without null members
+(local_aws/json_answers.py)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
+from botocore.exceptions import UnknownServiceError
+from botocore.model import OperationNotFoundError
 from flask import Flask, Response
 from flask import request as flask_request
+from moto.core.common_types import TYPE_RESPONSE
+from moto.core.responses import BaseResponse
+from moto.core.utils import get_service_model
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from werkzeug.exceptions import HTTPException
 
 from local_aws.faults import FAULTS, answer, where
+from local_aws.json_answers import leave_out_nulls
 from local_aws.patches.base import patch, replace
 
 #: Whether the patch is installed: an app made while it was keeps the handler, which then lets
@@ -55,3 +62,51 @@ def internal_errors_answer_in_the_protocol() -> None:
         return app
 
     replace(DomainDispatcherApplication, "get_application", get_application)
+
+
+# --- Successful answers -------------------------------------------------------------------------
+
+
+def answered_call(response: BaseResponse, answer: TYPE_RESPONSE) -> tuple[str, str, str] | None:
+    """The service, operation and protocol (botocore's names) of a call `response` answered with
+    `answer`, when it succeeded with a body in full (not an error, not a stream) and is an
+    operation of botocore's model (not moto's own API)."""
+    status, _, body = answer
+    if not 200 <= int(status) < 300 or not isinstance(body, str | bytes):
+        return None
+    service = response.boto3_service_name
+    try:
+        operation = response._get_action()
+        service_model = get_service_model(service)
+        service_model.operation_model(operation)
+        return service, operation, response.determine_response_protocol(service_model)
+    except (OperationNotFoundError, NotImplementedError, KeyError, UnknownServiceError):
+        return None
+
+
+#: Whether the patch that leaves out null members is installed (the SageMaker runtime's handler
+#: calls the one it found installed when it was).
+LEAVES_OUT_NULLS = False
+
+
+@patch(
+    restores="""A JSON answer leaves out a member that has no value, as AWS's JSON protocols do: no
+    member of an answer is null (botocore's models give null no type, and the API references'
+    examples write none). Stock moto's handlers that write their JSON themselves write null for
+    each member they hold no value for: NextToken of DescribeScalableTargets and
+    DescribeScalingPolicies, nextToken of DescribeLogGroups and DescribeLogStreams, KMSKeyArn,
+    VpcConfig and the signing ARNs of Lambda's CreateFunction and GetFunctionConfiguration, KMS's
+    SigningAlgorithms and NextMarker."""
+)
+def json_answers_leave_out_members_without_a_value() -> None:
+    replace(sys.modules[__name__], "LEAVES_OUT_NULLS", True)
+    call_action = BaseResponse.call_action
+
+    def call_action_without_nulls(self: BaseResponse) -> TYPE_RESPONSE:
+        status, headers, body = answer = call_action(self)
+        call = answered_call(self, answer) if sys.modules[__name__].LEAVES_OUT_NULLS else None
+        if call is None or call[2] not in ("json", "rest-json"):
+            return answer
+        return status, headers, leave_out_nulls(call[0], call[1], body)
+
+    replace(BaseResponse, "call_action", call_action_without_nulls)

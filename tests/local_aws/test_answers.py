@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from local_aws import LocalAws
+from local_aws.json_answers import leave_out_nulls
 from local_aws.validation.answers import answer_violations
 from tests.local_aws.helpers import (
     ECHO_IMAGE,
@@ -189,3 +190,20 @@ def test_a_model_without_a_vpc_describes_none(aws: LocalAws) -> None:
     sm = client(aws, "sagemaker")
     described = [sm.describe_model(ModelName=m["ModelName"]) for m in sm.list_models()["Models"]]
     assert sorted((d.get("VpcConfig") for d in described), key=str) == [None, vpc], described
+
+
+# --- JSON answers without null members (local_aws/json_answers.py) --------------------------------
+
+
+def test_a_json_answer_leaves_out_its_null_members_but_not_a_payloads() -> None:
+    configuration = {
+        "FunctionName": "f",
+        "KMSKeyArn": None,
+        "VpcConfig": None,
+        "Layers": [{"Arn": "a", "CodeSize": None}],
+    }
+    written = leave_out_nulls("lambda", "GetFunctionConfiguration", json.dumps(configuration))
+    assert json.loads(written) == {"FunctionName": "f", "Layers": [{"Arn": "a"}]}
+    # Invoke's answer is the function's own output, a payload of bytes.
+    assert leave_out_nulls("lambda", "Invoke", b'{"answer": null}') == b'{"answer": null}'
+    assert leave_out_nulls("lambda", "GetFunctionConfiguration", "not JSON, null") == "not JSON, null"

@@ -968,6 +968,19 @@ def scalable_target_role(aws: LocalAws) -> object:
     return target.get("RoleARN")
 
 
+def raw_answer_of_a_page(aws: LocalAws) -> object:
+    """DescribeScalableTargets of a single page, as sent (botocore drops a null member): the
+    members it writes at its top, and whether any is null."""
+    scaling = client(aws, "application-autoscaling")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    sent: list[dict[str, Any]] = []
+    scaling.meta.events.register(
+        "before-parse", lambda response_dict, **_: sent.append(json.loads(response_dict["body"]))
+    )
+    scaling.describe_scalable_targets(ServiceNamespace="sagemaker")
+    return sorted(sent[0]), "null" in json.dumps(sent[0])
+
+
 SERVICE_LINKED_ROLE = (
     "arn:aws:iam::123456789012:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
     "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
@@ -1162,6 +1175,9 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "unmodifiable_resources_are_replaced": Scenario(log_group_replaced, aws=([3], 3, 3), stock=([1], None, None)),
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
+    "json_answers_leave_out_members_without_a_value": Scenario(
+        raw_answer_of_a_page, aws=(["ScalableTargets"], False), stock=(["NextToken", "ScalableTargets"], True)
+    ),
     "scalable_targets_name_their_service_linked_role": Scenario(
         scalable_target_role, aws=SERVICE_LINKED_ROLE, stock=None
     ),
