@@ -1,6 +1,7 @@
 """What every service's answers share: an error of the local AWS itself in the service's protocol
-(local_aws/faults.py keeps and logs each), and a JSON answer without null members
-(local_aws/json_answers.py)."""
+(local_aws/faults.py keeps and logs each), a JSON answer without null members
+(local_aws/json_answers.py), and every successful answer checked against its operation's shape (one
+that breaks it is a fault of the local AWS too: local_aws/validation/answers.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 from local_aws.faults import FAULTS, answer, where
 from local_aws.json_answers import leave_out_nulls
 from local_aws.patches.base import patch, replace
+from local_aws.validation.answers import CHECKED_PROTOCOLS, answer_violations
 
 #: Whether the patch is installed: an app made while it was keeps the handler, which then lets
 #: the exception through as stock moto does (a patch can be reverted on a running server).
@@ -110,3 +112,54 @@ def json_answers_leave_out_members_without_a_value() -> None:
         return status, headers, leave_out_nulls(call[0], call[1], body)
 
     replace(BaseResponse, "call_action", call_action_without_nulls)
+
+
+class ShapeViolation(Exception):
+    """An answer of the local AWS that AWS would not send: it breaks its operation's output shape
+    (botocore's model; local_aws/validation/answers.py)."""
+
+
+#: Whether the patch that checks answers is installed.
+CHECKS_ANSWERS = False
+
+
+def check_answer(response: BaseResponse, answer: TYPE_RESPONSE) -> None:
+    """Keep as a fault of the local AWS a successful answer of `response`'s call that breaks its
+    operation's output shape."""
+    call = answered_call(response, answer)
+    if call is None or call[2] not in CHECKED_PROTOCOLS:
+        return
+    service, operation, protocol = call
+    try:
+        violations = answer_violations(service, operation, protocol, answer[1], answer[2])
+    except Exception as exc:  # the check's own failure is the local AWS's too
+        FAULTS.record(service, where(response), exc)
+        return
+    if violations:
+        said = "; ".join(str(v) for v in violations)
+        FAULTS.record(service, where(response), ShapeViolation(f"{operation} answered outside its shape: {said}"))
+
+
+@patch(
+    restores="""Every answer is in its operation's shape, as AWS's answers are (botocore's model of each
+    service, from which AWS's own SDKs are generated): each successful answer of every service but
+    S3 (moto's S3 answers through handlers of its own, in REST XML) is read back as it was sent, JSON or XML (botocore's parsers drop a member the shape lacks without
+    a word), and checked against its operation's output shape (local_aws/validation/answers.py: no
+    member the shape lacks, every required member, each value of its type, a timestamp as the
+    protocol writes it, within its lengths and ranges, off no pattern or enum, never null); one
+    that breaks it is a fault of the local AWS, logged and kept (local_aws/faults.py), so that a
+    test during which it was answered fails, while the caller still gets the answer. Stock moto
+    answers what its objects hold, checked against nothing: an empty DataCaptureConfig, which
+    sagemaker-core's pydantic models refuse, went unseen by every test that used botocore."""
+)
+def answers_are_checked_against_their_shapes() -> None:
+    replace(sys.modules[__name__], "CHECKS_ANSWERS", True)
+    dispatch = BaseResponse._dispatch
+
+    def checked_dispatch(self: BaseResponse, request: Any, full_url: str | None = None, headers: Any = None) -> Any:
+        answer = dispatch(self, request, full_url, headers)
+        if sys.modules[__name__].CHECKS_ANSWERS:
+            check_answer(self, answer)
+        return answer
+
+    replace(BaseResponse, "_dispatch", checked_dispatch)

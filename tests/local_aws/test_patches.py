@@ -909,6 +909,21 @@ def an_error_of_the_emulator(aws: LocalAws) -> object:
     return failed, len(FAULTS.take())
 
 
+def an_answer_outside_its_shape(aws: LocalAws) -> object:
+    """A model whose execution role moto holds as no ARN (put straight into its backend): the role
+    DescribeModel answers, and the faults the local AWS kept."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    from local_aws.faults import FAULTS
+
+    sm = client(aws, "sagemaker")
+    sm.create_model(ModelName="model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": IMAGE})
+    sagemaker_backends[aws.account][aws.region]._models["model"].execution_role_arn = "no role"
+    FAULTS.take()
+    role = sm.describe_model(ModelName="model")["ExecutionRoleArn"]
+    return role, [f.error.split(":")[0] for f in FAULTS.take()]
+
+
 # --- Inference components and async inference ----------------------------------------------------
 
 
@@ -1236,6 +1251,9 @@ SCENARIOS: dict[str, Scenario] = {
     "runtime_requests_are_validated": Scenario(
         runtime_requests_past_the_model, aws=("ValidationError", "413"), stock=(None, None)
     ),
+    "answers_are_checked_against_their_shapes": Scenario(
+        an_answer_outside_its_shape, aws=("no role", ["ShapeViolation"]), stock=("no role", [])
+    ),
     "internal_errors_answer_in_the_protocol": Scenario(
         an_error_of_the_emulator, aws=("InternalFailure", 1), stock=("500", 0)
     ),
@@ -1352,9 +1370,11 @@ def test_patch_restores_what_aws_does(aws: LocalAws, name: str) -> None:
     aws.reset()
     assert scenario.run(aws) == scenario.aws
     aws.reset()
-    # Stock moto's failures are its HTML pages (and no fault of the local AWS's to keep).
+    # Stock moto's failures are its HTML pages, its answers its own shapes (and no fault of the local
+    # AWS's to keep).
     with contextlib.ExitStack() as reverted:
-        for patch_name in (name, "internal_errors_answer_in_the_protocol", *scenario.builds_on):
+        stock = ("internal_errors_answer_in_the_protocol", "answers_are_checked_against_their_shapes")
+        for patch_name in (name, *stock, *scenario.builds_on):
             reverted.enter_context(patches.without(patch_name))
         assert scenario.run(aws) == scenario.stock
 
