@@ -71,10 +71,9 @@ def internal_errors_answer_in_the_protocol() -> None:
 
 def answered_call(response: BaseResponse, answer: TYPE_RESPONSE) -> tuple[str, str, str] | None:
     """The service, operation and protocol (botocore's names) of a call `response` answered with
-    `answer`, when it succeeded with a body in full (not an error, not a stream) and is an
-    operation of botocore's model (not moto's own API)."""
-    status, _, body = answer
-    if not 200 <= int(status) < 300 or not isinstance(body, str | bytes):
+    `answer`, when it succeeded (not an error) and is an operation of botocore's model (not moto's
+    own API)."""
+    if not 200 <= int(answer[0]) < 300:
         return None
     service = response.boto3_service_name
     try:
@@ -107,7 +106,7 @@ def json_answers_leave_out_members_without_a_value() -> None:
     def call_action_without_nulls(self: BaseResponse) -> TYPE_RESPONSE:
         status, headers, body = answer = call_action(self)
         call = answered_call(self, answer) if sys.modules[__name__].LEAVES_OUT_NULLS else None
-        if call is None or call[2] not in ("json", "rest-json"):
+        if call is None or call[2] not in ("json", "rest-json") or not isinstance(body, str | bytes):
             return answer
         return status, headers, leave_out_nulls(call[0], call[1], body)
 
@@ -130,8 +129,9 @@ def check_answer(response: BaseResponse, answer: TYPE_RESPONSE) -> None:
     if call is None or call[2] not in CHECKED_PROTOCOLS:
         return
     service, operation, protocol = call
+    body = answer[2] if isinstance(answer[2], str | bytes) else None  # a stream: its headers alone
     try:
-        violations = answer_violations(service, operation, protocol, answer[1], answer[2])
+        violations = answer_violations(service, operation, protocol, answer[1], body)
     except Exception as exc:  # the check's own failure is the local AWS's too
         FAULTS.record(service, where(response), exc)
         return
@@ -143,14 +143,16 @@ def check_answer(response: BaseResponse, answer: TYPE_RESPONSE) -> None:
 @patch(
     restores="""Every answer is in its operation's shape, as AWS's answers are (botocore's model of each
     service, from which AWS's own SDKs are generated): each successful answer of every service but
-    S3 (moto's S3 answers through handlers of its own, in REST XML) is read back as it was sent, JSON or XML (botocore's parsers drop a member the shape lacks without
-    a word), and checked against its operation's output shape (local_aws/validation/answers.py: no
-    member the shape lacks, every required member, each value of its type, a timestamp as the
-    protocol writes it, within its lengths and ranges, off no pattern or enum, never null); one
-    that breaks it is a fault of the local AWS, logged and kept (local_aws/faults.py), so that a
-    test during which it was answered fails, while the caller still gets the answer. Stock moto
-    answers what its objects hold, checked against nothing: an empty DataCaptureConfig, which
-    sagemaker-core's pydantic models refuse, went unseen by every test that used botocore."""
+    S3 (moto's S3 answers through handlers of its own, in REST XML) is read back as it was sent,
+    JSON or XML (botocore's parsers drop a member the shape lacks without a word), a stream's
+    headers alone, and checked against its operation's output shape
+    (local_aws/validation/answers.py: no member the shape lacks, every required member, each value
+    of its type, a timestamp as the protocol writes it, within its lengths and ranges, off no
+    pattern or enum, never null); one that breaks it is a fault of the local AWS, logged and kept
+    (local_aws/faults.py), so that a test during which it was answered fails, while the caller
+    still gets the answer. Stock moto answers what its objects hold, checked against nothing: an
+    empty DataCaptureConfig, which sagemaker-core's pydantic models refuse, went unseen by every
+    test that used botocore."""
 )
 def answers_are_checked_against_their_shapes() -> None:
     replace(sys.modules[__name__], "CHECKS_ANSWERS", True)

@@ -60,16 +60,17 @@ CHECKED_PROTOCOLS = JSON_PROTOCOLS | XML_PROTOCOLS
 
 
 def answer_violations(
-    service: str, operation: str, protocol: str, headers: Mapping[str, str], body: str | bytes
+    service: str, operation: str, protocol: str, headers: Mapping[str, str], body: str | bytes | None
 ) -> list[Violation]:
     """What breaks the output shape of `service`'s `operation` in its successful answer, sent in
-    `protocol` with `headers` and `body` (of a streamed or raw payload, only the headers are read)."""
+    `protocol` with `headers` and `body` (of a raw payload, or a stream, whose `body` is None, only
+    the headers are read)."""
     model = operation_model(service, operation)
     shape = model.output_shape
     found: list[Violation] = []
     if shape is not None and protocol == "rest-json":
         found += _header_violations(shape, headers)
-    if _raw_payload(shape):
+    if _raw_payload(shape) or body is None:
         return found
     text = body.decode("utf-8") if isinstance(body, bytes) else body
     if protocol in JSON_PROTOCOLS:

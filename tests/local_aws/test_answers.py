@@ -170,6 +170,10 @@ def test_the_headers_of_a_rest_answer_are_checked_and_its_raw_payload_left_alone
     (found,) = answer_violations("sagemaker-runtime", "InvokeEndpoint", "rest-json", headers, b"\xff not JSON")
     assert str(found).startswith("CustomAttributes: 'aaa") and "length less than or equal to 1024" in str(found)
     assert answer_violations("sagemaker-runtime", "InvokeEndpoint", "rest-json", {"Content-Type": "a"}, b"\xff") == []
+    # A stream's body is not read (None), its headers are.
+    streamed = {"X-Amzn-SageMaker-Content-Type": "application/json", "x-Amzn-Invoked-Production-Variant": "Allé"}
+    (found,) = answer_violations("sagemaker-runtime", "InvokeEndpointWithResponseStream", "rest-json", streamed, None)
+    assert str(found).startswith("InvokedProductionVariant: 'Allé': Member must satisfy regular expression"), found
 
 
 def test_an_operation_that_answers_nothing_answers_an_empty_body() -> None:
