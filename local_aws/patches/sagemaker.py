@@ -184,13 +184,15 @@ def stack_waits_for_endpoints() -> None:
     endpoint config has one: DescribeEndpointConfig the config's own, DescribeEndpoint its
     DataCaptureConfigSummary (EnableCapture, CaptureStatus Started or Stopped,
     CurrentSamplingPercentage, DestinationS3Uri and KmsKeyId, each required: botocore's sagemaker
-    model and the API reference's DataCaptureConfigSummary); with capture off, the member is left
-    out, as AWS leaves out what a resource does not have. Stock moto answers "DataCaptureConfig": {}
-    for both, which AWS's own SDKs refuse (sagemaker-core's Endpoint.get and EndpointConfig.get fail
-    pydantic's validation: the required members are missing), and DescribeEndpoint the config's
-    DataCaptureConfig itself where it has one."""
+    model and the API reference's DataCaptureConfigSummary); DescribeEndpointConfig answers
+    AsyncInferenceConfig only for an asynchronous endpoint's config; AWS leaves out what a resource
+    does not have. Stock moto answers "DataCaptureConfig": {} for both calls and
+    "AsyncInferenceConfig": {} for a config CloudFormation created, which lack the members the
+    model requires and AWS's own SDKs refuse (sagemaker-core's Endpoint.get and EndpointConfig.get
+    fail pydantic's validation), and DescribeEndpoint the config's DataCaptureConfig itself where
+    it has one."""
 )
-def data_capture_is_described_as_aws_does() -> None:
+def endpoint_configs_are_described_as_aws_does() -> None:
     def describe_endpoint(self: Any) -> ActionResult:
         backend = self.sagemaker_backend
         answer = backend.describe_endpoint(self._get_param("EndpointName"))

@@ -22,12 +22,16 @@ def data_capture_summary(capture: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The configs DescribeEndpointConfig answers only where the endpoint config has them (moto answers
+#: an empty one for a config CloudFormation created without, which lacks their required members:
+#: DataCaptureConfig's InitialSamplingPercentage, DestinationS3Uri and CaptureOptions,
+#: AsyncInferenceConfig's OutputConfig).
+OPTIONAL_CONFIGS = ("DataCaptureConfig", "AsyncInferenceConfig")
+
+
 def endpoint_config(described: dict[str, Any]) -> dict[str, Any]:
-    """DescribeEndpointConfig: a DataCaptureConfig only where the config has one (moto answers
-    an empty one, which lacks the members the model requires)."""
-    if described.get("DataCaptureConfig"):
-        return described
-    return {k: v for k, v in described.items() if k != "DataCaptureConfig"}
+    """DescribeEndpointConfig: each of its OPTIONAL_CONFIGS only where the config has one."""
+    return {k: v for k, v in described.items() if v or k not in OPTIONAL_CONFIGS}
 
 
 def endpoint(described: dict[str, Any], capture: dict[str, Any] | None) -> dict[str, Any]:

@@ -499,12 +499,21 @@ def isolated_model(aws: LocalAws) -> object:
 
 
 def endpoint_without_data_capture(aws: LocalAws) -> object:
-    """An endpoint whose config captures no data: the DataCaptureConfig its config and it are
-    described with."""
+    """An endpoint whose config captures no data, and a config CloudFormation created for neither
+    capture nor asynchronous inference: the DataCaptureConfig the endpoint and its config are
+    described with, and the other config's DataCaptureConfig and AsyncInferenceConfig."""
     echo_endpoint(aws, "echo")
+    variant = {"VariantName": "AllTraffic", "ModelName": "echo-config-model", "InstanceType": "ml.g5.xlarge",
+               "InitialInstanceCount": 1}  # fmt: skip
+    create_stack(
+        aws, "stack", resources(Config=resource("AWS::SageMaker::EndpointConfig", ProductionVariants=[variant]))
+    )
     sagemaker = client(aws, "sagemaker")
-    config = sagemaker.describe_endpoint_config(EndpointConfigName="echo-config")
-    return config.get("DataCaptureConfig"), sagemaker.describe_endpoint(EndpointName="echo").get("DataCaptureConfig")
+    ours = [c["EndpointConfigName"] for c in sagemaker.list_endpoint_configs()["EndpointConfigs"]]
+    config, created = (sagemaker.describe_endpoint_config(EndpointConfigName=name) for name in sorted(ours))
+    endpoint = sagemaker.describe_endpoint(EndpointName="echo")
+    return [d.get(k) for d, k in [(endpoint, "DataCaptureConfig"), (config, "DataCaptureConfig"),
+                                  (created, "DataCaptureConfig"), (created, "AsyncInferenceConfig")]]  # fmt: skip
 
 
 def model_without_a_vpc(aws: LocalAws) -> object:
@@ -1231,7 +1240,9 @@ SCENARIOS: dict[str, Scenario] = {
     "current_instance_types_are_accepted": Scenario(current_instance_type, aws=None, stock="ValidationException"),
     "model_network_isolation_is_kept": Scenario(isolated_model, aws=True, stock=False),
     "models_without_a_vpc_describe_none": Scenario(model_without_a_vpc, aws=None, stock={}),
-    "data_capture_is_described_as_aws_does": Scenario(endpoint_without_data_capture, aws=(None, None), stock=({}, {})),
+    "endpoint_configs_are_described_as_aws_does": Scenario(
+        endpoint_without_data_capture, aws=[None, None, None, None], stock=[{}, {}, {}, {}]
+    ),
     "role_managed_policies_are_attached": Scenario(role_with_managed_policy, aws=([POLICY_ARN], []), stock=([], [])),
     "endpoints_run_their_container": Scenario(
         endpoint_lifecycle,
