@@ -323,6 +323,16 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
     return created, math, query, counts()
 
 
+def listed_resources(aws: LocalAws) -> object:
+    """A stack of a resource moto has no model of (a wait condition handle): its logical id and
+    type as ListStackResources and DescribeStackResources list them."""
+    create_stack(aws, "stack", resources(Handle=NOTHING))
+    cfn = client(aws, "cloudformation")
+    listed = cfn.list_stack_resources(StackName="stack")["StackResourceSummaries"]
+    described = cfn.describe_stack_resources(StackName="stack")["StackResources"]
+    return [(r.get("LogicalResourceId"), r.get("ResourceType")) for r in [*listed, *described]]
+
+
 # --- EC2 ---------------------------------------------------------------------------------------------
 
 
@@ -1210,6 +1220,11 @@ SCENARIOS: dict[str, Scenario] = {
         # Three alarms of the template, and the two its target tracking policy makes.
         aws=((1, 1, 5), [("e", "FILL(m, 0)", True), ("m", "Up", False)], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
         stock=((0, 0, 0), [], [], (0, 0, 0)),
+    ),
+    "resources_moto_lacks_are_listed": Scenario(
+        listed_resources,
+        aws=[("Handle", "AWS::CloudFormation::WaitConditionHandle")] * 2,
+        stock=[("", ""), (None, None)],
     ),
     "custom_resources_invoke_their_function": Scenario(
         custom_resource_call, aws=(None, "CREATE_COMPLETE", ["k"], []), stock=(None, "CREATE_IN_PROGRESS")
