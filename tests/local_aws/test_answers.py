@@ -4,6 +4,7 @@ AWS answers of it, member for member."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from tests.local_aws.helpers import (
     create_stack,
     echo_config,
     echo_endpoint,
+    endpoint_status,
     resource,
     resources,
 )
@@ -52,6 +54,68 @@ def test_an_endpoint_with_data_capture_describes_its_summary(aws: LocalAws) -> N
         "DestinationS3Uri": "s3://captured/echo",
         "KmsKeyId": "",
     }
+
+
+def test_the_reads_the_stacks_tests_and_docs_make_are_answered_in_their_shapes(aws: LocalAws) -> None:
+    """One of each read the stacks, the tests and the docs make, on an account that has what they
+    read (an endpoint that answered, its scaling and alarms, a stack, a log group): the local AWS
+    kept no fault (an answer off its shape is one: local_aws.patches.protocol)."""
+    from local_aws.faults import FAULTS
+
+    aws.reset()
+    echo_endpoint(aws, "echo")
+    assert endpoint_status(aws, "echo", settle=True) == "InService"
+    client(aws, "sagemaker-runtime").invoke_endpoint(EndpointName="echo", Body=b"{}", ContentType="application/json")
+    variant = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "endpoint/echo/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+    scaling = client(aws, "application-autoscaling")
+    scaling.register_scalable_target(**variant, MinCapacity=1, MaxCapacity=2)
+    predefined = {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}
+    tracking = {"TargetValue": 10.0, "PredefinedMetricSpecification": predefined}
+    scaling.put_scaling_policy(
+        **variant,
+        PolicyName="track",
+        PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration=tracking,
+    )
+    create_stack(aws, "stack", resources(Handle=resource("AWS::CloudFormation::WaitConditionHandle")))
+    group = "/aws/sagemaker/Endpoints/echo"
+    client(aws, "logs").create_log_group(logGroupName=group)
+    aws.clock.advance(60)
+    dimensions = [{"Name": "EndpointName", "Value": "echo"}, {"Name": "VariantName", "Value": "AllTraffic"}]
+    metric = {"Namespace": "AWS/SageMaker", "MetricName": "Invocations", "Dimensions": dimensions}
+    period = {"StartTime": aws.clock.now() - timedelta(minutes=10), "EndTime": aws.clock.now()}
+    query = {"Id": "m", "MetricStat": {"Metric": metric, "Period": 60, "Stat": "Sum"}}
+    reads: list[tuple[str, str, dict[str, Any]]] = [
+        ("sagemaker", "list_endpoints", {}),
+        ("sagemaker", "list_endpoint_configs", {}),
+        ("sagemaker", "list_models", {}),
+        ("sagemaker", "list_inference_components", {}),
+        ("sagemaker", "describe_endpoint", {"EndpointName": "echo"}),
+        ("sagemaker", "describe_endpoint_config", {"EndpointConfigName": "echo-config"}),
+        ("sagemaker", "describe_model", {"ModelName": "echo-config-model"}),
+        ("cloudwatch", "describe_alarms", {}),
+        ("cloudwatch", "list_metrics", {"Namespace": "AWS/SageMaker"}),
+        ("cloudwatch", "get_metric_statistics", {**metric, **period, "Period": 60, "Statistics": ["Sum"]}),
+        ("cloudwatch", "get_metric_data", {**period, "MetricDataQueries": [query]}),
+        ("application-autoscaling", "describe_scalable_targets", {"ServiceNamespace": "sagemaker"}),
+        ("application-autoscaling", "describe_scaling_policies", {"ServiceNamespace": "sagemaker"}),
+        ("application-autoscaling", "describe_scaling_activities", {"ServiceNamespace": "sagemaker"}),
+        ("cloudformation", "describe_stacks", {"StackName": "stack"}),
+        ("cloudformation", "describe_stack_events", {"StackName": "stack"}),
+        ("cloudformation", "list_stack_resources", {"StackName": "stack"}),
+        ("cloudformation", "describe_stack_resources", {"StackName": "stack"}),
+        ("logs", "describe_log_groups", {}),
+        ("logs", "describe_log_streams", {"logGroupName": group}),
+        ("lambda", "list_functions", {}),
+    ]
+    FAULTS.take()
+    for service, read, params in reads:
+        getattr(client(aws, service), read)(**params)
+    assert [f.error for f in FAULTS.take()] == []
 
 
 # --- The check of an answer against its shape (local_aws/validation/answers.py) ----------------
