@@ -51,6 +51,10 @@ BEYOND_THE_MODEL: dict[tuple[str, str], frozenset[str]] = {
     # an event of the stack in that status (StackEvents[0] of a new stack: what aws-sam-cli reads;
     # ministackorg/ministack#890 and floci-io/floci#1431 added it to their emulators for it).
     ("cloudformation", "ResourceStatus"): frozenset({"REVIEW_IN_PROGRESS"}),
+    # "For an internet gateway, the state is available when attached to a VPC" (the EC2 API
+    # reference, InternetGatewayAttachment), though the enum it shares lists attaching, attached,
+    # detaching and detached.
+    ("ec2", "AttachmentStatus"): frozenset({"available"}),
 }
 
 #: The protocols whose bodies this reads (botocore's names; moto's for JSON asked of a query service).

@@ -227,6 +227,11 @@ def test_a_value_aws_answers_beyond_the_models_enum_is_allowed_where_it_does() -
     )
     (found,) = answer_violations("cloudformation", "DescribeStackEvents", "query", {}, event.format("RESTING"))
     assert "StackEvents[0].ResourceStatus: 'RESTING': Member must satisfy enum value set" in str(found)
+    gateway = """<DescribeInternetGatewaysResponse><internetGatewaySet><item><attachmentSet><item>
+      <state>{}</state><vpcId>vpc-1</vpcId></item></attachmentSet></item></internetGatewaySet></DescribeInternetGatewaysResponse>"""
+    assert answer_violations("ec2", "DescribeInternetGateways", "ec2", {}, gateway.format("available")) == []
+    (found,) = answer_violations("ec2", "DescribeInternetGateways", "ec2", {}, gateway.format("resting"))
+    assert "InternetGateways[0].Attachments[0].State: 'resting'" in str(found)
 
 
 def test_the_headers_of_a_rest_answer_are_checked_and_its_raw_payload_left_alone() -> None:
