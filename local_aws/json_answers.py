@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from local_aws.validation.model import operation_model
+from moto.core.utils import get_service_model
 
 
 def without_nulls(shape: Any, value: Any) -> Any:
@@ -31,7 +31,7 @@ def leave_out_nulls(service: str, operation: str, body: str | bytes) -> str | by
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     if "null" not in text:
         return body
-    shape = operation_model(service, operation).output_shape
+    shape = get_service_model(service).operation_model(operation).output_shape
     if shape is None:
         return body
     payload = shape.serialization.get("payload")

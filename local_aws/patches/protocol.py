@@ -105,8 +105,10 @@ def json_answers_leave_out_members_without_a_value() -> None:
 
     def call_action_without_nulls(self: BaseResponse) -> TYPE_RESPONSE:
         status, headers, body = answer = call_action(self)
-        call = answered_call(self, answer) if sys.modules[__name__].LEAVES_OUT_NULLS else None
-        if call is None or call[2] not in ("json", "rest-json") or not isinstance(body, str | bytes):
+        if not (sys.modules[__name__].LEAVES_OUT_NULLS and isinstance(body, str | bytes)):
+            return answer  # a stream is no JSON
+        call = answered_call(self, answer)
+        if call is None or call[2] not in ("json", "rest-json"):
             return answer
         return status, headers, leave_out_nulls(call[0], call[1], body)
 
@@ -120,6 +122,16 @@ class ShapeViolation(Exception):
 
 #: Whether the patch that checks answers is installed.
 CHECKS_ANSWERS = False
+
+#: An answer of the runtime's streamed call (its headers), checked once when the patch installs.
+STREAMED_EXAMPLE = (
+    "sagemaker-runtime",
+    "InvokeEndpointWithResponseStream",
+    "rest-json",
+    {"X-Amzn-SageMaker-Content-Type": "text/plain", "x-Amzn-Invoked-Production-Variant": "AllTraffic",
+     "X-Amzn-SageMaker-Custom-Attributes": "a=1"},
+    None,
+)  # fmt: skip
 
 
 def check_answer(response: BaseResponse, answer: TYPE_RESPONSE) -> None:
@@ -156,6 +168,10 @@ def check_answer(response: BaseResponse, answer: TYPE_RESPONSE) -> None:
 )
 def answers_are_checked_against_their_shapes() -> None:
     replace(sys.modules[__name__], "CHECKS_ANSWERS", True)
+    # A stream's headers are checked before its first part goes out: what the check reads of the
+    # runtime's model is made ready now, so that no first part waits for it (tests/loadtest/
+    # test_stream.py times the parts).
+    answer_violations(*STREAMED_EXAMPLE)
     dispatch = BaseResponse._dispatch
 
     def checked_dispatch(self: BaseResponse, request: Any, full_url: str | None = None, headers: Any = None) -> Any:

@@ -23,8 +23,9 @@ from typing import Any
 from xml.etree import ElementTree
 
 from botocore.model import OperationModel, Shape, StructureShape
+from moto.core.utils import get_service_model
 
-from local_aws.validation.model import _size_problems, _string_problems, operation_model
+from local_aws.validation.model import _size_problems, _string_problems
 
 #: Where a value is in an answer: member names (as the model names them), and list items by index.
 Where = tuple[str | int, ...]
@@ -69,7 +70,7 @@ def answer_violations(
     """What breaks the output shape of `service`'s `operation` in its successful answer, sent in
     `protocol` with `headers` and `body` (of a raw payload, or a stream, whose `body` is None, only
     the headers are read)."""
-    model = operation_model(service, operation)
+    model = get_service_model(service).operation_model(operation)
     shape = model.output_shape
     found: list[Violation] = []
     if shape is not None and protocol == "rest-json":
