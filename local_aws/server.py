@@ -202,6 +202,9 @@ class LocalAws:
         its SSM backend. Returns the image id."""
         self.port  # noqa: B018 -- raises unless started: a reset at start would drop the seed
         image = ec2_backends[self.account][self.region].register_image(name=image_name, description=description)
+        # Of a root volume of EBS, as the AMIs AWS publishes these parameters for are (moto registers
+        # "standard", a RootDeviceType outside the model's ebs | instance-store).
+        image.root_device_type = "ebs"
         ssm = ssm_backends[self.account][self.region]
         ssm._parameters[parameter_name].append(
             Parameter(  # type: ignore[abstract]

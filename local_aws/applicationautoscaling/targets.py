@@ -86,3 +86,20 @@ def dimension(namespace: str, scalable_dimension: str) -> Dimension:
     if found is None:
         raise CapacityError(f"The local AWS does not scale {namespace} {scalable_dimension}")
     return found
+
+
+#: The service-linked role Application Auto Scaling scales a namespace's targets with when they are
+#: registered without a RoleARN, by its path and name (the Application Auto Scaling User Guide,
+#: "Service-linked role ARN reference").
+SERVICE_LINKED_ROLES = {
+    "sagemaker": "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint",
+}
+
+
+def role_arn(given: str | None, namespace: str, account: str) -> str | None:
+    """The role a target of `namespace` is scaled with: the RoleARN it was registered with, else
+    the service's service-linked role (None for a namespace this does not know)."""
+    if given or namespace not in SERVICE_LINKED_ROLES:
+        return given or None
+    return f"arn:aws:iam::{account}:role/{SERVICE_LINKED_ROLES[namespace]}"

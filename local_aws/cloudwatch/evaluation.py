@@ -229,38 +229,60 @@ def evaluate(alarm: Any, index: MetricIndex, at: datetime) -> Outcome:
     )
     if (alarm.evaluate_low_sample_count_percentile or "evaluate") == "ignore" and any(p.low_samples for p in used):
         state = None
-    shown = ", ".join(f"{p.value} ({_stamp(p.start)})" for p in reversed(used))
+    latest = list(reversed(used))
     n = len(used)
-    if state == ALARM:
-        breaching = sum(1 for p in used if p.value is not None and compare(p.value, threshold))
-        reason = (
-            f"Threshold Crossed: {breaching} out of the last {periods} datapoints [{shown}] "
-            f"{'was' if breaching == 1 else 'were'} {words} the threshold ({threshold}) "
-            f"(minimum {to_alarm} datapoint{'s' if to_alarm > 1 else ''} for OK -> ALARM transition)."
-        )
-    elif state == OK:
-        reason = (
-            f"Threshold Crossed: {n} datapoint{'s' if n != 1 else ''} [{shown}] {'was' if n == 1 else 'were'} "
-            f"not {words} the threshold ({threshold}) (minimum 1 datapoint for ALARM -> OK transition)."
-        )
-    else:
+
+    def reason_listing(kept: int) -> str:
+        shown = ", ".join(f"{p.value} ({_stamp(p.start)})" for p in latest[:kept]) + (", ..." if kept < n else "")
+        if state == ALARM:
+            breaching = sum(1 for p in used if p.value is not None and compare(p.value, threshold))
+            return (
+                f"Threshold Crossed: {breaching} out of the last {periods} datapoints [{shown}] "
+                f"{'was' if breaching == 1 else 'were'} {words} the threshold ({threshold}) "
+                f"(minimum {to_alarm} datapoint{'s' if to_alarm > 1 else ''} for OK -> ALARM transition)."
+            )
+        if state == OK:
+            return (
+                f"Threshold Crossed: {n} datapoint{'s' if n != 1 else ''} [{shown}] {'was' if n == 1 else 'were'} "
+                f"not {words} the threshold ({threshold}) (minimum 1 datapoint for ALARM -> OK transition)."
+            )
         missing = periods - n
-        reason = f"Insufficient Data: {missing} datapoint{'s were' if missing != 1 else ' was'} unknown."
-    data = {
-        "version": "1.0",
-        "queryDate": _iso(at),
-        "startDate": _iso(points[0].start) if points else _iso(at),
-        ("statistic" if not alarm.metric_data_queries else "expression"): of,
-        "period": period_of(alarm),
-        "recentDatapoints": [p.value for p in used],
-        "threshold": threshold,
-        "evaluatedDatapoints": [
-            {"timestamp": _iso(p.start), **({"sampleCount": p.samples} if p.samples else {}),
-             **({"value": p.value} if p.value is not None else {})}
-            for p in reversed(used)
-        ],
-    }  # fmt: skip
-    return Outcome(state, reason, json.dumps(data))
+        return f"Insufficient Data: {missing} datapoint{'s were' if missing != 1 else ' was'} unknown."
+
+    def data_listing(kept: int) -> str:
+        return json.dumps({
+            "version": "1.0",
+            "queryDate": _iso(at),
+            "startDate": _iso(points[0].start) if points else _iso(at),
+            ("statistic" if not alarm.metric_data_queries else "expression"): of,
+            "period": period_of(alarm),
+            "recentDatapoints": [p.value for p in used[n - kept :]],
+            "threshold": threshold,
+            "evaluatedDatapoints": [
+                {"timestamp": _iso(p.start), **({"sampleCount": p.samples} if p.samples else {}),
+                 **({"value": p.value} if p.value is not None else {})}
+                for p in latest[:kept]
+            ],
+        })  # fmt: skip
+
+    return Outcome(state, _fitting(reason_listing, n, MAX_REASON), _fitting(data_listing, n, MAX_REASON_DATA))
+
+
+#: The most characters of an alarm's StateReason and StateReasonData (botocore's cloudwatch model):
+#: a reason of more datapoints than fit lists the latest that do (CloudWatch documents no other way).
+MAX_REASON = 1023
+MAX_REASON_DATA = 4000
+
+
+def _fitting(listing: Callable[[int], str], count: int, limit: int) -> str:
+    """`listing` of as many of its `count` datapoints as fit in `limit` characters, the latest first."""
+    if len(whole := listing(count)) <= limit:
+        return whole
+    fits, too_many = 0, count  # listing(fits) fits (none, at worst), listing(too_many) does not
+    while too_many - fits > 1:
+        middle = (fits + too_many) // 2
+        fits, too_many = (middle, too_many) if len(listing(middle)) <= limit else (fits, middle)
+    return listing(fits)
 
 
 def due(alarm: Any, at: datetime) -> bool:

@@ -10,6 +10,7 @@ import json
 from typing import Any, ClassVar
 
 from moto.applicationautoscaling import models as aas_models
+from moto.applicationautoscaling import responses as aas_responses
 from moto.applicationautoscaling.models import (
     ApplicationAutoscalingBackend,
     FakeApplicationAutoscalingPolicy,
@@ -19,6 +20,7 @@ from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
 from moto.cloudformation.exceptions import ValidationError
 
 from local_aws.applicationautoscaling import activities, bound_capacity, execute, make_alarms
+from local_aws.applicationautoscaling.targets import role_arn
 from local_aws.patches.base import EmulatedResource, patch, replace
 
 
@@ -236,3 +238,24 @@ def scaling_policies_change_capacity() -> None:
     replace(ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target)
     replace(ApplicationAutoscalingBackend, "execute_policy", execute_policy)
     replace(ApplicationAutoScalingResponse, "describe_scaling_activities", describe_scaling_activities)
+
+
+@patch(
+    restores="""A scalable target registered without a RoleARN is scaled with Application Auto Scaling's
+    service-linked role for its service, which DescribeScalableTargets answers as its RoleARN (a
+    required member: botocore's application-autoscaling model): for SageMaker
+    arn:aws:iam::<account>:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint
+    (RegisterScalableTarget's RoleARN in the API reference; the User Guide's "Service-linked role ARN
+    reference"). The templates CDK writes give none. Stock moto answers the RoleARN given: "" for
+    a target CloudFormation registered, null for one registered through the API."""
+)
+def scalable_targets_name_their_service_linked_role() -> None:
+    build = aas_responses._build_target
+
+    def build_target(target: Any) -> dict[str, Any]:
+        built: dict[str, Any] = build(target)
+        account = target.applicationautoscaling_backend.account_id
+        built["RoleARN"] = role_arn(target.role_arn, target.service_namespace, account)
+        return built
+
+    replace(aas_responses, "_build_target", build_target)

@@ -457,6 +457,58 @@ def missing_resource_types_exist() -> None:
     register_types(ScalableTarget, ScalingPolicy, MetricAlarm, Subscription, TopicPolicy)
 
 
+class Unmodelled:
+    """A resource of a stack that moto created nothing for (a type it has no model of, which it
+    skips): what CloudFormation lists of it, its logical id and type, and no physical id."""
+
+    def __init__(self, logical_id: str, resource_type: str) -> None:
+        self.logical_resource_id = logical_id
+        self.cf_resource_type = resource_type
+        self.physical_resource_id = None
+
+
+def stack_resources(stack: Any) -> list[Any]:
+    """Every resource of `stack` its template creates, in the template's order: moto's own, and
+    an Unmodelled one for each it skipped (a resource whose condition is false is none)."""
+    resources_map = stack.resource_map
+    found = []
+    for logical_id in resources_map.resources:
+        resource = resources_map._parsed_resources.get(logical_id)
+        if resource is None:
+            template = resources_map._resource_json_map[logical_id]
+            condition = template.get("Condition")
+            if condition and not resources_map.lazy_condition_map[condition]:
+                continue
+            resource = Unmodelled(logical_id, template["Type"])
+        found.append(resource)
+    return found
+
+
+@patch(
+    restores="""ListStackResources and DescribeStackResources list every resource of the stack by its
+    logical id and type, as CloudFormation does (LogicalResourceId and ResourceType are required,
+    ResourceType at least 1 character: botocore's cloudformation model); one of a type moto has no
+    model of (AWS::CloudFormation::WaitConditionHandle, the S3 bucket policy of CDK's bootstrap
+    stack) has no physical id here, since nothing was created. Stock moto lists such a resource
+    with an empty logical id and type (ListStackResources), or without them (DescribeStackResources),
+    and fails DescribeStackResources with a LogicalResourceId (HTTP 500) on a stack that has one."""
+)
+def resources_moto_lacks_are_listed() -> None:
+    def describe_stack_resources(self: Any, stack_name: str, logical_resource_id: str | None) -> Any:
+        stack = self.get_stack(stack_name)
+        found = stack_resources(stack)
+        if logical_resource_id is not None:
+            found = [r for r in found if r.logical_resource_id == logical_resource_id]
+        return stack, found
+
+    def list_stack_resources(self: Any, stack_name_or_id: str) -> Any:
+        stack = self.get_stack(stack_name_or_id)
+        return stack, stack_resources(stack)
+
+    replace(cfn_models.CloudFormationBackend, "describe_stack_resources", describe_stack_resources)
+    replace(cfn_models.CloudFormationBackend, "list_stack_resources", list_stack_resources)
+
+
 # --- Lambda-backed custom resources ------------------------------------------------------------
 
 

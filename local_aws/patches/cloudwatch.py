@@ -105,7 +105,8 @@ def _query(q: dict[str, Any]) -> MetricDataQuery:
         query_id=q["Id"],
         label=q.get("Label"),  # type: ignore[arg-type]
         period=str(q["Period"]) if "Period" in q else None,  # type: ignore[arg-type]
-        return_data=str(q.get("ReturnData", True)).lower(),
+        # A boolean, as DescribeAlarms answers it (the template may write it as text).
+        return_data=str(q.get("ReturnData", True)).lower() != "false",  # type: ignore[arg-type]
         expression=q.get("Expression"),
         metric_stat=metric_stat,
     )

@@ -17,6 +17,7 @@ from moto.sagemaker.models import Model as SageMakerModel
 from moto.sagemaker.responses import SageMakerResponse
 
 from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
+from local_aws.sagemaker import described
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import (
     InferenceComponent,
@@ -176,6 +177,48 @@ def stack_waits_for_endpoints() -> None:
 
     replace(sm_models.FakeEndpoint, "create_from_cloudformation_json", classmethod(create))
     replace(sm_models.FakeEndpoint, "update_from_cloudformation_json", classmethod(update))
+
+
+@patch(
+    restores="""DescribeEndpoint and DescribeEndpointConfig answer DataCaptureConfig only where the
+    endpoint config has one: DescribeEndpointConfig the config's own, DescribeEndpoint its
+    DataCaptureConfigSummary (EnableCapture, CaptureStatus Started or Stopped,
+    CurrentSamplingPercentage, DestinationS3Uri and KmsKeyId, each required: botocore's sagemaker
+    model and the API reference's DataCaptureConfigSummary); DescribeEndpointConfig answers
+    AsyncInferenceConfig only for an asynchronous endpoint's config; AWS leaves out what a resource
+    does not have. Stock moto answers "DataCaptureConfig": {} for both calls and
+    "AsyncInferenceConfig": {} for a config CloudFormation created, which lack the members the
+    model requires and AWS's own SDKs refuse (sagemaker-core's Endpoint.get and EndpointConfig.get
+    fail pydantic's validation), and DescribeEndpoint the config's DataCaptureConfig itself where
+    it has one."""
+)
+def endpoint_configs_are_described_as_aws_does() -> None:
+    def describe_endpoint(self: Any) -> ActionResult:
+        backend = self.sagemaker_backend
+        answer = backend.describe_endpoint(self._get_param("EndpointName"))
+        config = backend.endpoint_configs.get(answer.get("EndpointConfigName"))
+        return ActionResult(described.endpoint(answer, config.data_capture_config if config is not None else None))
+
+    def describe_endpoint_config(self: Any) -> ActionResult:
+        answer = self.sagemaker_backend.describe_endpoint_config(self._get_param("EndpointConfigName"))
+        return ActionResult(described.endpoint_config(answer))
+
+    replace(SageMakerResponse, "describe_endpoint", describe_endpoint)
+    replace(SageMakerResponse, "describe_endpoint_config", describe_endpoint_config)
+
+
+@patch(
+    restores="""DescribeModel answers VpcConfig only for a model that has one, as AWS leaves out what a
+    resource does not have (VpcConfig's SecurityGroupIds and Subnets are required: botocore's
+    sagemaker model). Stock moto answers "VpcConfig": {} for a model CloudFormation created without
+    one, which sagemaker-core's Model.get refuses (pydantic: the required members are missing)."""
+)
+def models_without_a_vpc_describe_none() -> None:
+    def describe_model(self: Any) -> ActionResult:
+        model = self.sagemaker_backend.describe_model(self._get_param("ModelName"))
+        return ActionResult(described.model(model.response_object))
+
+    replace(SageMakerResponse, "describe_model", describe_model)
 
 
 # --- Inference components ----------------------------------------------------------------------

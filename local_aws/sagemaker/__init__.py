@@ -6,6 +6,7 @@ backends hold the API's resources; ``local_aws/patches/sagemaker.py`` and
 * :mod:`.hosting`: what an endpoint config asks the runtime for, the model's access to its image
   and data, the data fetched from S3, how an update moves traffic, an endpoint's deploy;
 * :mod:`.components`: inference components, their store and their deploy;
+* :mod:`.described`: what the Describe calls answer where moto's description differs from AWS's shape;
 * :mod:`.invocations`: InvokeEndpoint and InvokeEndpointWithResponseStream, routed to a container;
 * :mod:`.async_inference`: InvokeEndpointAsync's queue, answers and notifications;
 * :mod:`.errors`: SageMaker's errors (the runtime's ValidationError and AccessDeniedException as

@@ -107,6 +107,9 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(int(request["status"]), {"error": f"asked for {request['status']}"})
             return
         attributes = self.headers.get("X-Amzn-SageMaker-Custom-Attributes")
+        # Its own within the 1,024 characters the runtime's model allows an answer's CustomAttributes
+        # (what SageMaker does with a longer one is not documented).
+        echoed = f"echoed={attributes}"[:1024]
         self.answer(
             200,
             {
@@ -124,7 +127,7 @@ class Handler(BaseHTTPRequestHandler):
                 "custom_attributes": attributes,
                 "model_files": sorted(p.relative_to(MODEL_DIR).as_posix() for p in MODEL_DIR.rglob("*") if p.is_file()),
             },
-            {"X-Amzn-SageMaker-Custom-Attributes": f"echoed={attributes}"} if attributes else None,
+            {"X-Amzn-SageMaker-Custom-Attributes": echoed} if attributes else None,
         )
 
     def stream(self, request: dict[str, object]) -> None:

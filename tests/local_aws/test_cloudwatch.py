@@ -168,6 +168,23 @@ def alarm(**settings: Any) -> Any:
     return SimpleNamespace(**{**defaults, **settings})
 
 
+@pytest.mark.parametrize(("value", "state"), [(50.0, OK), (500.0, ALARM)])
+def test_a_reason_of_many_datapoints_keeps_within_what_describe_alarms_answers(value: float, state: str) -> None:
+    """StateReason is at most 1,023 characters and StateReasonData 4,000 (botocore's cloudwatch
+    model): a reason that would list more datapoints lists the latest that fit."""
+    periods = 60
+    data = [datum("Latency", value, START + timedelta(minutes=i), E="e") for i in range(periods)]
+    outcome = evaluate(alarm(evaluation_periods=periods), MetricIndex(data), START + timedelta(minutes=periods))
+    assert outcome.state == state
+    assert len(outcome.reason) <= 1023 and len(outcome.reason_data) <= 4000, (
+        len(outcome.reason),
+        len(outcome.reason_data),
+    )
+    assert outcome.reason.startswith("Threshold Crossed: ") and outcome.reason.endswith(" transition).")
+    assert f"{value} ({(START + timedelta(minutes=periods - 1)).strftime('%d/%m/%y %H:%M:%S')}), " in outcome.reason
+    assert ", ...] " in outcome.reason
+
+
 def test_an_alarm_on_a_percentile_of_its_metric() -> None:
     now = START + timedelta(minutes=1)
     data = [

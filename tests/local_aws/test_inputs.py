@@ -122,7 +122,8 @@ def test_a_call_aws_refuses_answers_its_error(aws: LocalAws, case: str) -> None:
     assert error_of(_call(aws, service, method, accepted, made)) is None
     aws.reset()
     made = _prepare(aws)
-    with patches.without("api_requests_are_validated"):
+    # Stock moto answers what it accepted as it holds it (a role name with a space), off its shape.
+    with patches.without("api_requests_are_validated"), patches.without("answers_are_checked_against_their_shapes"):
         assert error_of(_call(aws, service, method, refused, made)) is None, "stock moto accepts it"
 
 

@@ -296,8 +296,8 @@ AUTOSCALING_AND_ALARM = resources(
 def autoscaling_and_alarm(aws: LocalAws) -> object:
     """An endpoint variant's scalable target, its scaling policy and three alarms (one on metric
     math, one on a PromQL query): how many of each the account has once the stack is created,
-    then once it is deleted, the math alarm's queries and the PromQL alarm's query as
-    DescribeAlarms returns them."""
+    then once it is deleted, the math alarm's queries (with their ReturnData) and the PromQL
+    alarm's query as DescribeAlarms returns them."""
     scaling = client(aws, "application-autoscaling")
     cloudwatch = client(aws, "cloudwatch")
 
@@ -308,9 +308,9 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
             len(cloudwatch.describe_alarms()["MetricAlarms"]),
         )
 
-    def queries() -> list[tuple[str, object]]:
+    def queries() -> list[tuple[str, object, object]]:
         alarms = cloudwatch.describe_alarms(AlarmNames=["down"])["MetricAlarms"]
-        return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"])
+        return [(q["Id"], q.get("Expression") or q["MetricStat"]["Metric"]["MetricName"], q.get("ReturnData"))
                 for alarm in alarms for q in alarm["Metrics"]]  # fmt: skip
 
     def promql() -> list[object]:
@@ -321,6 +321,16 @@ def autoscaling_and_alarm(aws: LocalAws) -> object:
     created, math, query = counts(), queries(), promql()
     delete_stack(aws, "stack")
     return created, math, query, counts()
+
+
+def listed_resources(aws: LocalAws) -> object:
+    """A stack of a resource moto has no model of (a wait condition handle): its logical id and
+    type as ListStackResources and DescribeStackResources list them."""
+    create_stack(aws, "stack", resources(Handle=NOTHING))
+    cfn = client(aws, "cloudformation")
+    listed = cfn.list_stack_resources(StackName="stack")["StackResourceSummaries"]
+    described = cfn.describe_stack_resources(StackName="stack")["StackResources"]
+    return [(r.get("LogicalResourceId"), r.get("ResourceType")) for r in [*listed, *described]]
 
 
 # --- EC2 ---------------------------------------------------------------------------------------------
@@ -496,6 +506,33 @@ def isolated_model(aws: LocalAws) -> object:
     sagemaker = client(aws, "sagemaker")
     (listed,) = sagemaker.list_models()["Models"]
     return sagemaker.describe_model(ModelName=listed["ModelName"])["EnableNetworkIsolation"]
+
+
+def endpoint_without_data_capture(aws: LocalAws) -> object:
+    """An endpoint whose config captures no data, and a config CloudFormation created for neither
+    capture nor asynchronous inference: the DataCaptureConfig the endpoint and its config are
+    described with, and the other config's DataCaptureConfig and AsyncInferenceConfig."""
+    echo_endpoint(aws, "echo")
+    variant = {"VariantName": "AllTraffic", "ModelName": "echo-config-model", "InstanceType": "ml.g5.xlarge",
+               "InitialInstanceCount": 1}  # fmt: skip
+    create_stack(
+        aws, "stack", resources(Config=resource("AWS::SageMaker::EndpointConfig", ProductionVariants=[variant]))
+    )
+    sagemaker = client(aws, "sagemaker")
+    ours = [c["EndpointConfigName"] for c in sagemaker.list_endpoint_configs()["EndpointConfigs"]]
+    config, created = (sagemaker.describe_endpoint_config(EndpointConfigName=name) for name in sorted(ours))
+    endpoint = sagemaker.describe_endpoint(EndpointName="echo")
+    return [d.get(k) for d, k in [(endpoint, "DataCaptureConfig"), (config, "DataCaptureConfig"),
+                                  (created, "DataCaptureConfig"), (created, "AsyncInferenceConfig")]]  # fmt: skip
+
+
+def model_without_a_vpc(aws: LocalAws) -> object:
+    """A model CloudFormation created without a VpcConfig: the VpcConfig it is described with."""
+    model = resource("AWS::SageMaker::Model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": IMAGE})
+    create_stack(aws, "stack", resources(Model=model))
+    sagemaker = client(aws, "sagemaker")
+    (listed,) = sagemaker.list_models()["Models"]
+    return sagemaker.describe_model(ModelName=listed["ModelName"]).get("VpcConfig")
 
 
 POLICY_ARN = "arn:aws:iam::123456789012:policy/read-models"
@@ -906,6 +943,21 @@ def an_error_of_the_emulator(aws: LocalAws) -> object:
     return failed, len(FAULTS.take())
 
 
+def an_answer_outside_its_shape(aws: LocalAws) -> object:
+    """A model whose execution role moto holds as no ARN (put straight into its backend): the role
+    DescribeModel answers, and the faults the local AWS kept."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    from local_aws.faults import FAULTS
+
+    sm = client(aws, "sagemaker")
+    sm.create_model(ModelName="model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": IMAGE})
+    sagemaker_backends[aws.account][aws.region]._models["model"].execution_role_arn = "no role"
+    FAULTS.take()
+    role = sm.describe_model(ModelName="model")["ExecutionRoleArn"]
+    return role, [f.error.split(":")[0] for f in FAULTS.take()]
+
+
 # --- Inference components and async inference ----------------------------------------------------
 
 
@@ -955,6 +1007,33 @@ VARIANT = {
     "ResourceId": "endpoint/scaled/variant/AllTraffic",
     "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
 }
+
+
+def scalable_target_role(aws: LocalAws) -> object:
+    """A variant's scalable target registered without a RoleARN: the RoleARN it is described with."""
+    scaling = client(aws, "application-autoscaling")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    (target,) = scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    return target.get("RoleARN")
+
+
+def raw_answer_of_a_page(aws: LocalAws) -> object:
+    """DescribeScalableTargets of a single page, as sent (botocore drops a null member): the
+    members it writes at its top, and whether any is null."""
+    scaling = client(aws, "application-autoscaling")
+    scaling.register_scalable_target(**VARIANT, MinCapacity=1, MaxCapacity=4)
+    sent: list[dict[str, Any]] = []
+    scaling.meta.events.register(
+        "before-parse", lambda response_dict, **_: sent.append(json.loads(response_dict["body"]))
+    )
+    scaling.describe_scalable_targets(ServiceNamespace="sagemaker")
+    return sorted(sent[0]), "null" in json.dumps(sent[0])
+
+
+SERVICE_LINKED_ROLE = (
+    "arn:aws:iam::123456789012:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
 
 
 def tracking_alarms(aws: LocalAws) -> object:
@@ -1147,11 +1226,22 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "unmodifiable_resources_are_replaced": Scenario(log_group_replaced, aws=([3], 3, 3), stock=([1], None, None)),
     "dependents_of_replaced_resources_are_updated": Scenario(dependent_of_replaced, aws=True, stock=False),
+    "json_answers_leave_out_members_without_a_value": Scenario(
+        raw_answer_of_a_page, aws=(["ScalableTargets"], False), stock=(["NextToken", "ScalableTargets"], True)
+    ),
+    "scalable_targets_name_their_service_linked_role": Scenario(
+        scalable_target_role, aws=SERVICE_LINKED_ROLE, stock=None
+    ),
     "missing_resource_types_exist": Scenario(
         autoscaling_and_alarm,
         # Three alarms of the template, and the two its target tracking policy makes.
-        aws=((1, 1, 5), [("e", "FILL(m, 0)"), ("m", "Up")], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
+        aws=((1, 1, 5), [("e", "FILL(m, 0)", True), ("m", "Up", False)], ["vllm_num_requests_waiting >= 1"], (0, 0, 0)),
         stock=((0, 0, 0), [], [], (0, 0, 0)),
+    ),
+    "resources_moto_lacks_are_listed": Scenario(
+        listed_resources,
+        aws=[("Handle", "AWS::CloudFormation::WaitConditionHandle")] * 2,
+        stock=[("", ""), (None, None)],
     ),
     "custom_resources_invoke_their_function": Scenario(
         custom_resource_call, aws=(None, "CREATE_COMPLETE", ["k"], []), stock=(None, "CREATE_IN_PROGRESS")
@@ -1181,6 +1271,10 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "current_instance_types_are_accepted": Scenario(current_instance_type, aws=None, stock="ValidationException"),
     "model_network_isolation_is_kept": Scenario(isolated_model, aws=True, stock=False),
+    "models_without_a_vpc_describe_none": Scenario(model_without_a_vpc, aws=None, stock={}),
+    "endpoint_configs_are_described_as_aws_does": Scenario(
+        endpoint_without_data_capture, aws=[None, None, None, None], stock=[{}, {}, {}, {}]
+    ),
     "role_managed_policies_are_attached": Scenario(role_with_managed_policy, aws=([POLICY_ARN], []), stock=([], [])),
     "endpoints_run_their_container": Scenario(
         endpoint_lifecycle,
@@ -1199,6 +1293,9 @@ SCENARIOS: dict[str, Scenario] = {
     "runtime_bodies_are_bytes": Scenario(binary_and_form_bodies, aws=(None, True, None), stock=("500", False, "404")),
     "runtime_requests_are_validated": Scenario(
         runtime_requests_past_the_model, aws=("ValidationError", "413"), stock=(None, None)
+    ),
+    "answers_are_checked_against_their_shapes": Scenario(
+        an_answer_outside_its_shape, aws=("no role", ["ShapeViolation"]), stock=("no role", [])
     ),
     "internal_errors_answer_in_the_protocol": Scenario(
         an_error_of_the_emulator, aws=("InternalFailure", 1), stock=("500", 0)
@@ -1326,9 +1423,11 @@ def test_patch_restores_what_aws_does(aws: LocalAws, name: str) -> None:
     aws.reset()
     assert scenario.run(aws) == scenario.aws
     aws.reset()
-    # Stock moto's failures are its HTML pages (and no fault of the local AWS's to keep).
+    # Stock moto's failures are its HTML pages, its answers its own shapes (and no fault of the local
+    # AWS's to keep).
     with contextlib.ExitStack() as reverted:
-        for patch_name in (name, "internal_errors_answer_in_the_protocol", *scenario.builds_on):
+        stock = ("internal_errors_answer_in_the_protocol", "answers_are_checked_against_their_shapes")
+        for patch_name in (name, *stock, *scenario.builds_on):
             reverted.enter_context(patches.without(patch_name))
         assert scenario.run(aws) == scenario.stock
 

@@ -15,6 +15,8 @@ def test_the_default_parameter_is_one_aws_publishes(aws: LocalAws) -> None:
     image = seed_neuron_dlami(aws, NEURON_DLAMI)
     parameter = aws.client("ssm").get_parameter(Name=NEURON_DLAMI)["Parameter"]
     assert parameter["Value"] == image and parameter["DataType"] == "aws:ec2:image"
+    (described,) = aws.client("ec2").describe_images(ImageIds=[image])["Images"]
+    assert described["RootDeviceType"] == "ebs"
 
 
 @pytest.mark.parametrize("name", [RETIRED, "/llm-inference/inf2-ami"])
