@@ -16,6 +16,7 @@ from tests.local_aws.helpers import (
     ECHO_IMAGE,
     ROLE_ARN,
     client,
+    container_output,
     create_stack,
     echo_config,
     echo_endpoint,
@@ -83,7 +84,8 @@ def test_the_reads_the_stacks_tests_and_docs_make_are_answered_in_their_shapes(a
     )
     create_stack(aws, "stack", resources(Handle=resource("AWS::CloudFormation::WaitConditionHandle")))
     group = "/aws/sagemaker/Endpoints/echo"
-    client(aws, "logs").create_log_group(logGroupName=group)
+    # The group SageMaker writes the endpoint's container output to (local_aws/sagemaker/logs.py).
+    assert container_output(aws, group, "echo"), f"the echo container's output never reached {group}"
     aws.clock.advance(60)
     dimensions = [{"Name": "EndpointName", "Value": "echo"}, {"Name": "VariantName", "Value": "AllTraffic"}]
     metric = {"Namespace": "AWS/SageMaker", "MetricName": "Invocations", "Dimensions": dimensions}
