@@ -68,6 +68,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _BURNERS.stop()  # where the session ended before pytest_sessionfinish (a usage error)
 
 
+# First: pytest-xdist's worker reads the xdist_group markers in its own hook of the same name,
+# which otherwise runs before this one and finds none, so that --dist loadgroup scheduled every
+# test alone and each worker made the end-to-end session's local AWS, payloads and deploys again
+# (tests/test_groups.py).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A tier comes from fixtures, `e2e`, `slow`, `gpu` and `tensorrt` only: `timing` (a test that
     # compares wall-clock durations, tests/test_timing.py) says nothing of what a test needs, and
