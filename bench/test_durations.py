@@ -18,17 +18,18 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from tests.tiers import xdist_group_of
+
 #: One line of pytest's durations report: ``12.34s call     <module>::<test>``.
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(tests/\S+?\.py)::\S", re.MULTILINE)
-#: The end-to-end modules that run the vLLM engine form a group of their own (tests/conftest.py).
-VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py")
 PHASES = ("setup", "call", "teardown")
 
 
 def group_of(module: str) -> str:
-    """The xdist group a module's tests run in, as tests/conftest.py's xdist_group gives it."""
-    if module.startswith("tests/e2e/"):
-        return "e2e-vllm" if module in VLLM_E2E else "e2e"
+    """The xdist group a module's tests run in (tests/tiers.py), the other tiers' modules summed per folder."""
+    group = xdist_group_of(module)
+    if group != module:
+        return group
     return "rest: " + module.split("/")[1] if module.count("/") > 1 else "rest: tests/"
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests import leaks
 from tests.stress import Burners
-from tests.tiers import TIERS
+from tests.tiers import TIERS, xdist_group_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,19 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
-#: The end-to-end modules that run the vLLM engine: one group of their own beside the other
-#: end-to-end modules, which share one bootstrapped local AWS (tests/e2e/conftest.py).
-VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py")
-
-
 def xdist_group(item: pytest.Item) -> str:
-    """The group of tests one pytest-xdist worker runs together under ``--dist loadgroup``
-    (`make test`): a module, whose module-scoped fixtures (a synthesized app, a deploy) are made
-    once; every end-to-end module but the vLLM engine's in one, for their session's deploys."""
-    module = item.nodeid.split("::", 1)[0]
-    if module.startswith("tests/e2e/"):
-        return "e2e-vllm" if module in VLLM_E2E else "e2e"
-    return module
+    """The group of tests one pytest-xdist worker runs together (tests/tiers.py's xdist_group_of)."""
+    return xdist_group_of(item.nodeid.split("::", 1)[0])
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

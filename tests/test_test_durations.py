@@ -29,7 +29,8 @@ def test_phases_are_summed_per_module() -> None:
 
 def test_modules_fall_in_the_groups_xdist_runs() -> None:
     assert group_of("tests/e2e/test_llm_stack.py") == "e2e-vllm"
-    assert group_of("tests/e2e/test_modes.py") == "e2e"
+    assert group_of("tests/e2e/test_modes.py") == "e2e-1"
+    assert group_of("tests/e2e/test_invoke_endpoint.py") == "e2e-2"
     assert group_of("tests/local_aws/test_runtime.py") == "rest: local_aws"
     assert group_of("tests/test_docs.py") == "rest: tests/"
 

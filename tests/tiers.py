@@ -48,3 +48,30 @@ TIERS: dict[str, frozenset[str]] = {
     # imports or runs something slow that is none of the above (the SageMaker SDK)
     "slow": frozenset({"sdk_image_uris", "qemu_haswell", "vllm_quantization"}),
 }
+
+
+#: The end-to-end modules that run the vLLM engine: one group of their own (make test).
+VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py")
+#: The other end-to-end modules in two groups of about equal time (docs/DEVELOPING.md, "Where make
+#: test's time goes": 509 s and 500 s of one worker's time at 44cd10b), each on a worker with a
+#: local AWS of its own; a new module joins the first unless it is listed here.
+E2E_SECOND = (
+    "tests/e2e/test_sagemaker_deploy.py",
+    "tests/e2e/test_inf2_sagemaker.py",
+    "tests/e2e/test_invoke_endpoint.py",
+    "tests/e2e/test_local_aws.py",
+    "tests/e2e/test_loadtest.py",
+    "tests/e2e/test_inputs.py",
+)
+
+
+def xdist_group_of(module: str) -> str:
+    """The group of a module's tests, which one pytest-xdist worker runs together under ``--dist
+    loadgroup`` (make test): the module itself, whose module-scoped fixtures (a synthesized app, a
+    deploy) are made once; an end-to-end module's group shares a session's local AWS, bootstrap and
+    payloads (tests/e2e/conftest.py), made once a group."""
+    if module in VLLM_E2E:
+        return "e2e-vllm"
+    if module.startswith("tests/e2e/"):
+        return "e2e-2" if module in E2E_SECOND else "e2e-1"
+    return module
