@@ -159,13 +159,13 @@ demo: setup
 	@$(PARALLEL) artifacts .venv-hf/.installed
 	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
 
-# The tests on three pytest-xdist workers, a group of tests each at a time (tests/conftest.py:
-# xdist_group): a module, or the end-to-end modules that share a bootstrapped local AWS, whose
-# deploys wait on servers more than they compute; the groups in the order collected, the longest
-# (end to end) first. Three on 2 cores: with two, the cores still idled over half the time (the
-# deploys wait on servers and polls), so a third worker runs the other tiers' modules beside both
-# end-to-end groups (docs/DEVELOPING.md, "Where make test's time goes").
-PYTEST_WORKERS ?= -n 3 --dist loadgroup --no-loadscope-reorder
+# The tests on four pytest-xdist workers, a group of tests each at a time (tests/tiers.py's
+# xdist_group_of): a module, or the end-to-end modules that share a bootstrapped local AWS (two
+# groups of them, and the vLLM engine's), whose deploys wait on servers more than they compute;
+# the groups in the order collected, the longest (end to end) first. Four on 2 cores: the three
+# end-to-end groups take a worker each, and the fourth starts the other tiers' modules at once
+# instead of after the first group ends (docs/DEVELOPING.md, "Where make test's time goes").
+PYTEST_WORKERS ?= -n 4 --dist loadgroup --no-loadscope-reorder
 # More pytest arguments for `make test`, e.g. PYTEST_ARGS=--durations=0 for bench/test_durations.py.
 PYTEST_ARGS ?=
 
