@@ -166,7 +166,7 @@ demo: setup
 # end-to-end groups take a worker each, and the fourth starts the other tiers' modules at once
 # instead of after the first group ends (docs/DEVELOPING.md, "Where make test's time goes").
 PYTEST_WORKERS ?= -n 4 --dist loadgroup --no-loadscope-reorder
-# More pytest arguments for `make test`, e.g. PYTEST_ARGS=--durations=0 for bench/test_durations.py.
+# More pytest arguments for `make test`, e.g. PYTEST_ARGS=--durations=0 for bench/suite_durations.py.
 PYTEST_ARGS ?=
 
 # mypy over the project's code, and over the serving code, each under the Python of the image it

@@ -1,4 +1,4 @@
-"""bench/test_durations.py sums pytest's durations report per group and module."""
+"""bench/suite_durations.py sums pytest's durations report per group and module."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.test_durations import durations, group_of, main
+from bench.suite_durations import durations, group_of, main
 
 REPORT = """\
 ============================= slowest durations ==============================

@@ -2,7 +2,7 @@
 xdist group (tests/conftest.py's ``xdist_group``), setup, call and teardown apart.
 
     make test PYTEST_ARGS=--durations=0 2>&1 | tee build/make-test.log
-    python -m bench.test_durations build/make-test.log            # Markdown tables on stdout
+    python -m bench.suite_durations build/make-test.log            # Markdown tables on stdout
 
 A module-scoped fixture's time (a deploy, a server's start, a synthesis) is counted in the setup
 of the first test that uses it, so a module's setup column is what its fixtures cost. Worker time
