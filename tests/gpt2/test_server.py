@@ -11,6 +11,7 @@ import signal
 import socket
 import tarfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -255,6 +256,24 @@ def test_serve_exits_when_a_child_dies_and_leaves_nothing(running: Running, chil
             # No one listens any more (SO_REUSEADDR: closed connections may linger in TIME_WAIT).
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", srv.port))
+
+
+def test_serve_killed_leaves_nothing(running: Running) -> None:
+    """serve itself killed with SIGKILL (no handler runs, nothing of its own cleans up): the
+    kernel's parent-death signal stops nginx and gunicorn, and their workers with them. Before,
+    nginx's master and workers were left holding the port."""
+    with running({}) as srv:
+        assert srv.process is not None
+        tree = children(srv.process.pid)
+        assert any(cmdline(p).startswith(b"nginx: master") for p in tree)
+        srv.process.kill()
+        srv.process.wait(timeout=30)
+        # clock: how long to wait for processes to end, not a bound on their speed (gunicorn's
+        # graceful stop allows its workers 20 s).
+        deadline = time.monotonic() + 60
+        while (left := [p for p in tree if alive(p)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left == [], f"processes of the container left: {[cmdline(p) for p in left if alive(p)]}"
 
 
 def test_altered_model_file_is_refused_by_name(model_tar: Path, tmp_path: Path, free_port: Callable[[], int]) -> None:
