@@ -271,7 +271,7 @@ def test_serve_killed_leaves_nothing(running: Running) -> None:
         # clock: how long to wait for processes to end, not a bound on their speed (gunicorn's
         # graceful stop allows its workers 20 s).
         deadline = time.monotonic() + 60
-        while (left := [p for p in tree if alive(p)]) and time.monotonic() < deadline:
+        while (left := [p for p in tree if alive(p)]) and time.monotonic() < deadline:  # clock: the same deadline
             time.sleep(0.1)
         assert left == [], f"processes of the container left: {[cmdline(p) for p in left if alive(p)]}"
 
