@@ -74,9 +74,9 @@ FAULTS = Faults()
 def protocol_of(backend: str) -> str:
     """The protocol of moto's backend `backend` (its name is the service's without hyphens), as
     botocore's model says; JSON where no model matches."""
-    import botocore.session
+    from local_aws.validation.model import botocore_session
 
-    session = botocore.session.get_session()
+    session = botocore_session()
     names = {name.replace("-", ""): name for name in session.get_available_services()}
     name = {"awslambda": "lambda"}.get(backend, backend)
     if name not in names:

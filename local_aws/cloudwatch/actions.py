@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 from moto.applicationautoscaling.models import applicationautoscaling_backends
@@ -20,6 +21,7 @@ from moto.sns.models import sns_backends
 
 from local_aws import clock
 from local_aws.policies import evaluate, first_denial, service_caller
+from local_aws.validation.model import botocore_session
 
 log = logging.getLogger("local_aws.cloudwatch")
 
@@ -27,11 +29,10 @@ log = logging.getLogger("local_aws.cloudwatch")
 CLOUDWATCH = "cloudwatch.amazonaws.com"
 
 
+@cache
 def _region_name(region: str) -> str:
     """The region's long name, as CloudWatch writes it in notifications ("US East (N. Virginia)")."""
-    from botocore.session import get_session
-
-    for partition in get_session().get_data("endpoints")["partitions"]:
+    for partition in botocore_session().get_data("endpoints")["partitions"]:
         if region in partition["regions"]:
             return str(partition["regions"][region].get("description", region))
     return region

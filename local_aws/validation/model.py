@@ -20,10 +20,23 @@ from local_aws.validation.documented import documented_refusal
 
 
 @cache
-def operation_model(service: str, operation: str) -> OperationModel:
+def botocore_session() -> Any:
+    """One botocore session for every model read here: each new session loads a service's
+    model file again (SageMaker's is megabytes of JSON), which cost every first call of each
+    operation a parse, and each CloudWatch notification the endpoints file."""
     import botocore.session
 
-    return botocore.session.get_session().get_service_model(service).operation_model(operation)
+    return botocore.session.get_session()
+
+
+@cache
+def service_model(service: str) -> Any:
+    return botocore_session().get_service_model(service)
+
+
+@cache
+def operation_model(service: str, operation: str) -> OperationModel:
+    return service_model(service).operation_model(operation)
 
 
 @dataclass(frozen=True)
