@@ -144,11 +144,18 @@ CHECKED_CALLS: list[tuple[type[Any], str, str, str]] = [
 ]
 
 
+def refuse_invalid(response: Any, service: str, operation: str) -> None:
+    """Raise AWS's error for the request moto's ``response`` is handling if AWS would refuse it:
+    for the calls that moto lacks and a patch adds (CreateInferenceComponent), which the patch
+    calls first."""
+    refused = check_request(service, operation, _request_parameters(response))
+    if refused is not None:
+        raise refused
+
+
 def _checked(method: Callable[[Any], Any], service: str, operation: str) -> Callable[[Any], Any]:
     def checked(self: Any) -> Any:
-        refused = check_request(service, operation, _request_parameters(self))
-        if refused is not None:
-            raise refused
+        refuse_invalid(self, service, operation)
         return method(self)
 
     return checked

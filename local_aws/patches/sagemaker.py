@@ -17,6 +17,7 @@ from moto.sagemaker.models import Model as SageMakerModel
 from moto.sagemaker.responses import SageMakerResponse
 
 from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
+from local_aws.patches.inputs import refuse_invalid
 from local_aws.sagemaker import described
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import (
@@ -338,6 +339,7 @@ def inference_components_run_their_container() -> None:
         return ActionResult({"InferenceComponents": found})
 
     def create_inference_component(self: Any) -> ActionResult:
+        refuse_invalid(self, "sagemaker", "CreateInferenceComponent")
         backend = self.sagemaker_backend
         name, endpoint_name = self._get_param("InferenceComponentName"), self._get_param("EndpointName")
         endpoint = backend.endpoints.get(endpoint_name)

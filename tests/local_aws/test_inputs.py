@@ -215,3 +215,23 @@ def test_synthesized_templates_are_checked_on_their_literal_values() -> None:
 )
 def test_constraints_beyond_botocores_own_validator(request_: tuple[str, str, dict[str, Any]], refused: bool) -> None:
     assert (check_request(*request_) is not None) == refused
+
+
+def test_create_inference_component_is_checked_as_aws_checks_it(aws: LocalAws) -> None:
+    """CreateInferenceComponent, which moto lacks and local_aws/patches/sagemaker.py adds, gets the
+    same checks as the calls moto has: a name with a space is refused before anything is looked up;
+    the same request with a valid name passes them and is answered by the service itself."""
+    from botocore.exceptions import ClientError
+
+    aws.reset()
+    sagemaker = client(aws, "sagemaker")
+    request = {"EndpointName": "none", "VariantName": "AllTraffic",
+               "Specification": {"ModelName": "m", "ComputeResourceRequirements": {"MinMemoryRequiredInMb": 1024}},
+               "RuntimeConfig": {"CopyCount": 1}}  # fmt: skip
+    with pytest.raises(ClientError) as refused:
+        sagemaker.create_inference_component(InferenceComponentName="my component", **request)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "at 'inferenceComponentName' failed to satisfy constraint" in refused.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as answered:
+        sagemaker.create_inference_component(InferenceComponentName="my-component", **request)
+    assert answered.value.response["Error"]["Message"].startswith('Could not find endpoint "arn:aws:sagemaker:')
