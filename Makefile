@@ -23,6 +23,12 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_CLI_NOTICES := false
 # Every CDK CLI command here deploys to the local AWS: no telemetry to send (local_aws/cdk.py).
 export CDK_DISABLE_CLI_TELEMETRY := true
+# Bytecode caches are written (into the gitignored __pycache__ folders), whatever the shell says:
+# with PYTHONDONTWRITEBYTECODE set, as some machines and images set it, every Python process
+# compiles the project's modules again, and every pytest worker rewrites every test module's
+# asserts again, in each run: a tenth of the test workers' CPU. The containers the local AWS
+# runs get it where their images set it (local_aws/sagemaker/containers.py).
+unexport PYTHONDONTWRITEBYTECODE
 
 # Independent steps (the environments, the linters) run side by side in a sub-make; its output is
 # grouped per step so that each step's lines stay together.

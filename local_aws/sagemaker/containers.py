@@ -395,7 +395,9 @@ class Gpt2Container(Container):
                 "SM_MODEL_DIR": str(self.model_dir),
                 "GPT2_ENGINE_CACHE": str(run_dir / "tmp" / "gpt2-engine"),
                 "TMPDIR": str(run_dir / "tmp"),
+                # As serving/gpt2/Dockerfile sets them.
                 "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
             }
         )
         if env.get("GPT2_REQUIRE_GPU") == "true" and not Path("/dev/nvidia0").exists():
