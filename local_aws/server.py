@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from importlib import metadata
 from types import TracebackType
@@ -79,6 +80,8 @@ class LocalAws:
         self.account = EMULATOR_ACCOUNT
         self._server: ThreadedMotoServer | None = None
         self._port: int | None = None
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
 
     @property
     def port(self) -> int:
@@ -132,6 +135,8 @@ class LocalAws:
             self.clock.stop()
             _reset_backends()
         self._port = None
+        with self._clients_lock:  # they name the old port
+            self._clients.clear()
 
     def reset(self) -> None:
         """Forget every resource: a fresh, empty account, as after :meth:`start`."""
@@ -172,8 +177,23 @@ class LocalAws:
         )
         return env
 
-    def client(self, service: str, **options: Any) -> Any:
-        """A boto3 client of the local AWS; ``options`` go to ``boto3.client`` (``config``)."""
+    def client(self, service: str, *, fresh: bool = False, **options: Any) -> Any:
+        """A boto3 client of the local AWS; ``options`` go to ``boto3.client`` (``config``).
+
+        Without options, the same client for the same service, made once: making one costs tens
+        of milliseconds of CPU (botocore builds its class anew), which tests that ask a
+        resource's state in a loop paid on every question. boto3's clients are safe to share
+        between threads; what is not shared is a handler registered on one's events: a caller
+        that registers one asks for a ``fresh`` client of its own (as one with options is)."""
+        if fresh or options:
+            return self._new_client(service, **options)
+        with self._clients_lock:
+            made = self._clients.get(service)
+            if made is None:
+                made = self._clients[service] = self._new_client(service)
+        return made
+
+    def _new_client(self, service: str, **options: Any) -> Any:
         import boto3
 
         return boto3.client(
