@@ -49,8 +49,9 @@ def pip_config(python: str) -> dict[str, str]:
 
 
 def uv_environment(config: dict[str, str]) -> dict[str, str]:
-    # Compiled as pip compiles what it installs: a server's first import (a timed start in the
-    # tests) does not compile torch or vLLM on the way.
+    # Compiled as pip compiles what it installs (unless the caller sets UV_COMPILE_BYTECODE=0,
+    # as the Makefile does where the processes write their own): a container that may not write
+    # bytecode, as its image's, would otherwise compile torch at each start.
     env = {"UV_INDEX_STRATEGY": "unsafe-best-match", "UV_COMPILE_BYTECODE": "1"}
     for key, value in config.items():
         if key in SETTINGS:

@@ -13,6 +13,7 @@ from local_aws.cdk import Cdk
 from local_aws.clock import Clock
 from local_aws.server import seed_neuron_dlami
 from tests.e2e.helpers import CLI_TIMEOUT_S, UPDATES, Assembly, assembly_of, build_tiny_artifacts
+from tests.shared import made_once
 
 
 @pytest.fixture(scope="session")
@@ -35,8 +36,10 @@ def cdk(local_aws: LocalAws) -> Cdk:
 
 @pytest.fixture(scope="session")
 def e2e_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Real tiny payloads: the endpoints run their containers, which must load them."""
-    return build_tiny_artifacts(tmp_path_factory.mktemp("e2e-artifacts"))
+    """Real tiny payloads: the endpoints run their containers, which must load them. One build
+    for the end-to-end groups' workers (tests/shared.py): a test that changes a payload copies
+    it first."""
+    return made_once(tmp_path_factory, "e2e-artifacts", build_tiny_artifacts)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import pytest
 from artifacts_builder import gpt2 as builder
 from serving.gpt2.local import LocalServer, free_port
 from tests.gpt2.helpers import Quantized
+from tests.shared import made_once
 
 
 def build(out: Path, *extra: str) -> int:
@@ -29,11 +30,14 @@ def free_port_fixture() -> Callable[[], int]:
     return free_port
 
 
+def _build_tiny(out: Path) -> None:
+    assert build(out) == 0
+
+
 @pytest.fixture(scope="session")
 def tiny_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("artifacts")
-    assert build(out) == 0
-    return out
+    """The tiny GPT-2 build, one for the run's workers (tests/shared.py): read, never changed."""
+    return made_once(tmp_path_factory, "gpt2-tiny-artifacts", _build_tiny)
 
 
 @pytest.fixture(scope="session")
