@@ -30,6 +30,7 @@ from pathlib import Path
 KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern))
     for kind, pattern in (
+        ("compiler (torch's inductor)", r"cc1plus|/usr/bin/ld |\bg\+\+ "),
         ("jsii kernel (Node.js: synthesis)", r"node .*(--preserve-symlinks \S*/lib|jsii-runtime)"),
         ("CDK CLI (Node.js)", r"node\S* \S*cdk\b"),
         ("Lambda runtime (Node.js)", r"bootstrap\.cjs"),
@@ -37,7 +38,6 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("Hugging Face toolkit container", r"\.venv-hf/|^java .*model_server"),
         ("LMI container", r"\.venv-lmi/|lmi_entrypoint|lmi_driver"),
         ("GPT-2 container", r"gunicorn|serving/gpt2/serve|^nginx"),
-        ("compiler (torch's inductor)", r"cc1plus|/usr/bin/ld |\bg\+\+ "),
         ("artifacts builder", r"-m artifacts_builder"),
         ("pytest worker", r"exec\(eval\(sys\.stdin|xdist"),
         ("mypy", r"/mypy\b"),
