@@ -3,7 +3,7 @@ workers, load average 6-9), so its wall time follows the CPU it burns, wherever 
 the pytest workers, in the containers the local AWS runs, in the CDK CLI and jsii's Node.js
 kernel, in the builds.
 
-    python -m bench.suite_cpu -- make test        # a table on stdout when the command ends
+    python -m bench.suite_cpu make test        # a table on stdout when the command ends
 
 Every 0.3 s it reads each process's CPU time (utime + stime, /proc/PID/stat) and keeps the
 largest seen per process (pid and start time); a process that lives less than a sample's

@@ -299,19 +299,23 @@ def cases(target: Target, name: str) -> st.SearchStrategy[Case]:
         and not (m == "InputLocation" and name == "InvokeEndpointAsync")
     ]
     required = [m for m in shape.required_members if m not in ("EndpointName", "Body")]
+    # The strategies that do not depend on what a case drew, made once: built anew in each draw,
+    # hypothesis validated them again each time.
+    allowed = {m: _allowed(m, shape.members[m], target) for m in [*optional, *required] if m not in INAPPLICABLE}
+    flaws, quarter, body_of = st.sampled_from(FLAWS), st.integers(0, 3), bodies(target)
 
     @st.composite
     def case(draw: st.DrawFn) -> Case:
-        flaw = draw(st.sampled_from(FLAWS))
+        flaw = draw(flaws)
         members: dict[str, Value] = {}
         for member in optional:
-            if member in INAPPLICABLE or draw(st.integers(0, 3)) >= GIVEN.get(member, 1):
+            if member in INAPPLICABLE or draw(quarter) >= GIVEN.get(member, 1):
                 continue
-            members[member] = Value(draw(_allowed(member, shape.members[member], target)), True)
+            members[member] = Value(draw(allowed[member]), True)
         for member in required:
-            members[member] = Value(draw(_allowed(member, shape.members[member], target)), True)
+            members[member] = Value(draw(allowed[member]), True)
         endpoint, unusable = draw(_flaw(flaw, shape, target, members, [*optional, *required]))
-        body = draw(bodies(target)) if "Body" in shape.members else None
+        body = draw(body_of) if "Body" in shape.members else None
         if flaw == "plain":  # a seed request as a client sends it: its body, as JSON
             members = {"ContentType": Value("application/json", True)}
             body = draw(st.sampled_from(list(target.seeds))) if body is not None else None
