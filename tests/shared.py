@@ -4,6 +4,7 @@ under a file lock in the run's shared temporary folder, and read by the others."
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
     with FileLock(str(folder) + ".lock"):
         if not folder.exists():
             partial = shared / f"shared-{name}.partial"
+            shutil.rmtree(partial, ignore_errors=True)  # what a failed make left
             partial.mkdir()
             make(partial)
             partial.rename(folder)
