@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Mapping
 from importlib import metadata
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -104,6 +107,9 @@ class LocalAws:
         patches.apply()
         HOSTING.stop_all()  # a fresh account hosts nothing
         awslambda.stop_all()
+        # What the containers compile (vLLM's kernels, torch's precompiled header) is the same
+        # files for each: compiled once while this local AWS runs (docs/LOCAL_AWS.md).
+        HOSTING.compile_cache = Path(tempfile.mkdtemp(prefix="local-aws-compile-cache-"))
         # AWS-managed policies exist in every account; roles attach them by ARN
         # (ManagedPolicyArns), which moto refuses for a policy it has not loaded.
         default_user_config.setdefault("iam", {})["load_aws_managed_policies"] = self.aws_managed_policies
@@ -129,6 +135,9 @@ class LocalAws:
         # The endpoints' containers and functions first: processes of this host, not of the server.
         HOSTING.stop_all()
         awslambda.stop_all()
+        cache, HOSTING.compile_cache = HOSTING.compile_cache, None
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
         server, self._server = self._server, None
         if server is not None:
             server.stop()

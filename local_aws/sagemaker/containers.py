@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import random
+import re
 import shutil
 import signal
 import socket
@@ -169,11 +171,17 @@ class Container:
         #: The host CPUs its processes are bound to (an inference component's copy's cores), else
         #: every one this process may use.
         self.cpus: tuple[int, ...] | None = None
+        #: A folder the image's compile caches share with the other containers of this local AWS
+        #: (docs/LOCAL_AWS.md, "What differs from AWS"); None: the container's own, removed at stop.
+        self.compile_cache: Path | None = None
 
     # --- what differs per image -------------------------------------------------------------
 
     def command(self, run_dir: Path) -> Sequence[str]:
         raise NotImplementedError
+
+    def prepare(self, run_dir: Path) -> None:
+        """Lay out what the image has before its command runs (the run folder and its tmp exist)."""
 
     def process_environment(self, run_dir: Path) -> dict[str, str]:
         """The environment `command` runs in: the Model's, plus SageMaker's own variables."""
@@ -220,6 +228,7 @@ class Container:
             self.source(self.model_dir)
         else:
             shutil.copytree(self.source, self.model_dir, symlinks=False)
+        self.prepare(self.run_dir)
         with open(self.log, "ab") as out:
             # A session of its own: stop() can find and end every process the image starts,
             # including those its front end re-parents or leaves behind.
@@ -424,6 +433,18 @@ def cpu_binding(degree: str | None, cores: int | Sequence[int] | None = None) ->
     return "|".join(_cpu_list(chunk) for chunk in chunks)
 
 
+def _user_name(environment: Mapping[str, str]) -> str:
+    """The name Python's ``getpass.getuser()`` gives in a process with `environment`, as torch
+    names its folder (sanitized as torch does)."""
+    for variable in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if environment.get(variable):
+            name = environment[variable]
+            break
+    else:
+        name = pwd.getpwuid(os.getuid()).pw_name
+    return re.sub(r'[\\/:*?"<>|]', "_", name)
+
+
 def _cpu_list(ids: list[int]) -> str:
     """``2-5`` for a run of ids, else ``1,3``."""
     if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)):
@@ -473,9 +494,23 @@ class VllmContainer(Container):
                 # which overwrites /proc/PID/environ unless this is set (setproctitle's README):
                 # without it running_containers() and tests/leaks.py cannot see the engine.
                 "SPT_NOENV": "1",
-                # Its compile caches stay in the run folder, removed at stop.
-                "VLLM_CACHE_ROOT": str(run_dir / "tmp" / "vllm-cache"),
-                "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "tmp" / "inductor-cache"),
+                # Its compile caches: the local AWS's shared folder, else the run folder's.
+                "VLLM_CACHE_ROOT": str(self._caches(run_dir) / "vllm-cache"),
+                "TORCHINDUCTOR_CACHE_DIR": str(self._caches(run_dir) / "inductor-cache"),
             }
         )
         return env
+
+    def _caches(self, run_dir: Path) -> Path:
+        return self.compile_cache if self.compile_cache is not None else run_dir / "tmp"
+
+    def prepare(self, run_dir: Path) -> None:
+        """With a shared compile cache, the C++ header torch's inductor precompiles for the
+        engine's first request (about 150 MB, 10 s of g++ on 2 cores) is shared too: torch keeps
+        it under ``$TMPDIR/torchinductor_<user>/`` whatever ``TORCHINDUCTOR_CACHE_DIR`` says
+        (torch/_inductor/codecache.py ``_HEADER_DIR``); torch locks what it writes there."""
+        if self.compile_cache is None:
+            return
+        headers = self.compile_cache / "torchinductor"
+        headers.mkdir(parents=True, exist_ok=True)
+        (run_dir / "tmp" / f"torchinductor_{_user_name(self.environment)}").symlink_to(headers)

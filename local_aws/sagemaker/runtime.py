@@ -126,6 +126,8 @@ class Deployment:
     specs: dict[str, VariantSpec] = field(default_factory=dict)
     fetch: ModelFetcher | None = None
     launcher: Launcher | None = None
+    #: The compile caches its containers share with the others of this local AWS (Container).
+    compile_cache: Path | None = None
     #: Per variant, the instances that answered /ping, in the order they came up.
     instances: dict[str, list[Container]] = field(default_factory=dict)
     #: Per variant, how many instances it should have (what scaling last set).
@@ -205,6 +207,7 @@ class Deployment:
                 raise NoRoom(variant)
             environment = {**spec.environment, **slot.environment()}
         container = self.launcher(spec.image, _fetcher(self.fetch, spec.model_data), environment)
+        container.compile_cache = self.compile_cache
         if slot is not None:
             container.cpus = slot.host_cpus() or None
             with self._lock:
@@ -388,6 +391,9 @@ class Hosting:
     def __init__(self, launcher: Launcher = container_for) -> None:
         #: Which local server runs an image (tests give one of their own).
         self.launcher = launcher
+        #: The folder every container's compile caches share while the local AWS runs (set and
+        #: removed by LocalAws); None: each container keeps its own.
+        self.compile_cache: Path | None = None
         self._lock = threading.Lock()
 
     def deploy(
@@ -434,7 +440,9 @@ class Hosting:
         alarm_states: AlarmStates | None,
     ) -> None:
         started = time.monotonic()
-        deployment = Deployment(config_name, {v.variant: v for v in variants}, fetch, self.launcher)
+        deployment = Deployment(
+            config_name, {v.variant: v for v in variants}, fetch, self.launcher, compile_cache=self.compile_cache
+        )
         with self._lock:
             endpoint.pending = deployment
             live = endpoint.live

@@ -72,3 +72,27 @@ def test_the_cpu_build_binds_each_tensor_parallel_rank_to_cores_of_its_own() -> 
     assert cpu_binding("2", 2) == "0|1" and cpu_binding("4", 16) == "0-3|4-7|8-11|12-15"
     with pytest.raises(ContainerError, match=r"SM_VLLM_TENSOR_PARALLEL_SIZE=4: .* this container has 2"):
         cpu_binding("4", 2)
+
+
+def test_the_engine_compiles_into_the_local_aws_s_cache_when_it_has_one(tmp_path: Path) -> None:
+    """Without one, the caches stay in the container's run folder, removed at stop. With one,
+    vLLM's and inductor's caches and torch's precompiled-header folder (which torch keeps under
+    $TMPDIR/torchinductor_<user> whatever TORCHINDUCTOR_CACHE_DIR says) are the shared folder's."""
+    run = tmp_path / "run"
+    (run / "tmp").mkdir(parents=True)
+    container = VllmContainer(tmp_path, environment={"USER": "ml/user"})
+    container.run_dir = run  # as start() sets it
+    env = container.process_environment(run)
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(run / "tmp" / "inductor-cache")
+    assert env["VLLM_CACHE_ROOT"] == str(run / "tmp" / "vllm-cache")
+    container.prepare(run)
+    assert list((run / "tmp").iterdir()) == []
+
+    container.compile_cache = tmp_path / "shared"
+    env = container.process_environment(run)
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "shared" / "inductor-cache")
+    assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "shared" / "vllm-cache")
+    container.prepare(run)
+    # getpass.getuser() reads USER first; torch replaces the characters a path cannot hold.
+    headers = run / "tmp" / "torchinductor_ml_user"
+    assert headers.is_symlink() and headers.resolve() == (tmp_path / "shared" / "torchinductor").resolve()
