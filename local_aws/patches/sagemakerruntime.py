@@ -19,14 +19,13 @@ from local_aws.sagemaker import async_inference, metrics
 from local_aws.sagemaker.authorization import access_denied
 from local_aws.sagemaker.errors import (
     MAX_PAYLOAD_BYTES,
-    UNROUTABLE,
     ValidationError,
     answer_refusal,
     too_large,
     unroutable,
 )
 from local_aws.sagemaker.invocations import STREAM_PATH_SUFFIX, endpoint_name, forward, route_args, stream
-from local_aws.sagemaker.runtime import HOSTING, NoCapacity
+from local_aws.sagemaker.runtime import HOSTING, NoCapacity, Unroutable
 from local_aws.validation.model import check_request, rest_parameters
 
 # --- The request as the caller sent it ----------------------------------------------------------
@@ -158,7 +157,7 @@ def invocations_reach_the_container() -> None:
         except NoCapacity as exc:
             metrics.found_no_capacity(*routed)
             return unroutable(exc, key)
-        except UNROUTABLE as exc:
+        except Unroutable as exc:
             return unroutable(exc, key)
 
     replace(SageMakerRuntimeResponse, "invoke_endpoint", invoke_endpoint)
@@ -200,7 +199,7 @@ def streamed_invocations_reach_the_container() -> None:
             except NoCapacity as exc:
                 metrics.found_no_capacity(*route_args(key, self.headers))
                 return unroutable(exc, key)
-            except UNROUTABLE as exc:
+            except Unroutable as exc:
                 return unroutable(exc, key)
 
     original = DomainDispatcherApplication.infer_service_region_host

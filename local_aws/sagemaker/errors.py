@@ -13,7 +13,7 @@ from typing import Any
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.exceptions import JsonRESTError, ServiceException
 
-from local_aws.sagemaker.runtime import EndpointNotFound, NoCapacity, NotInService, Unhealthy
+from local_aws.sagemaker.runtime import EndpointNotFound, NoCapacity, Unhealthy, Unroutable
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 
@@ -81,9 +81,6 @@ def no_response(variant: str, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     return model_error(0, message.encode(), name, account, region, variant)
 
 
-#: What the runtime raises for an invocation it cannot hand to a container.
-UNROUTABLE = (Unhealthy, NotInService, NoCapacity, LookupError)
-
 #: What SageMaker answers an invocation of a component with no copy (AWS Machine Learning blog,
 #: "Unlock cost savings with the new scale down to zero feature in SageMaker Inference").
 NO_CAPACITY = (
@@ -92,7 +89,7 @@ NO_CAPACITY = (
 )
 
 
-def unroutable(exc: Exception, key: tuple[str, str, str]) -> TYPE_RESPONSE:
+def unroutable(exc: Unroutable, key: tuple[str, str, str]) -> TYPE_RESPONSE:
     """InvokeEndpoint's (and the streaming call's) answer when the runtime cannot route: a crashed
     container's ModelError, else a ValidationError (a missing endpoint, one not InService, a
     component or variant it does not have)."""

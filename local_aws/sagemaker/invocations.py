@@ -20,7 +20,7 @@ from local_aws.sagemaker.components import components
 from local_aws.sagemaker.containers import Container
 from local_aws.sagemaker.errors import model_error, no_response
 from local_aws.sagemaker.metrics import Measured
-from local_aws.sagemaker.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound
+from local_aws.sagemaker.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, RefusedInvocation
 
 
 def endpoint_name(self: Any) -> str:
@@ -44,26 +44,28 @@ def target(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[str, 
     if is_async(account, region, name):
         # A real-time call to an asynchronous endpoint is a ValidationError (strands-agents/harness-sdk#1969;
         # the words are not quoted there).
-        raise LookupError(f"Endpoint {name} is an asynchronous inference endpoint: call InvokeEndpointAsync.")
+        raise RefusedInvocation(f"Endpoint {name} is an asynchronous inference endpoint: call InvokeEndpointAsync.")
     if headers.get("X-Amzn-SageMaker-Target-Model"):
         # SageMaker's words (aws/amazon-sagemaker-examples#1026); no endpoint here hosts several models.
-        raise LookupError(f"Endpoint {name} is not a multi-model endpoint and does not support target model header.")
+        raise RefusedInvocation(
+            f"Endpoint {name} is not a multi-model endpoint and does not support target model header."
+        )
     if headers.get("X-Amzn-SageMaker-Target-Container-Hostname"):
-        raise LookupError(
+        raise RefusedInvocation(
             f"Endpoint {name} is not a multi-container endpoint with direct invocation and does not support target "
             "container hostname header."
         )
     component = headers.get("X-Amzn-SageMaker-Inference-Component")
     if component is None:
         if hosted.live is not None and not hosted.live.specs:
-            raise LookupError(
+            raise RefusedInvocation(
                 "Inference Component Name header is required for endpoints to which you plan to deploy inference "
                 "components. Please include Inference Component Name header or consider using SageMaker models."
             )
         return key
     ic = components(account, region).get(component)
     if ic is None or ic.endpoint_name != name:
-        raise LookupError(f"Inference component {component} not found on endpoint {name}.")
+        raise RefusedInvocation(f"Inference component {component} not found on endpoint {name}.")
     return ic.hosting_key
 
 

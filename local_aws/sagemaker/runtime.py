@@ -71,19 +71,31 @@ INVOCATION_TIMEOUT_S = 60
 ENGINE_CONTAINERS: dict[str, type[Container]] = {"vllm": VllmContainer, "hf-toolkit": HuggingFaceContainer}
 
 
-class EndpointNotFound(LookupError):
+class Unroutable(Exception):
+    """An invocation the runtime cannot hand to a container, for a reason SageMaker answers
+    (local_aws/sagemaker/errors.py ``unroutable``): a ValidationError with this message, unless
+    a subclass says otherwise. Any other exception on the way is the local AWS's own fault
+    (InternalFailure), never the caller's."""
+
+
+class EndpointNotFound(Unroutable):
     pass
 
 
-class NotInService(RuntimeError):
+class NotInService(Unroutable):
     pass
 
 
-class VariantNotFound(LookupError):
+class VariantNotFound(Unroutable):
     """An invocation names a production variant the endpoint does not have."""
 
 
-class Unhealthy(RuntimeError):
+class RefusedInvocation(Unroutable):
+    """An invocation SageMaker refuses for what it asks of the endpoint: a real-time call to an
+    asynchronous endpoint, a target model or container it does not have, a component it lacks."""
+
+
+class Unhealthy(Unroutable):
     """The variant's container exited after the endpoint went InService: nothing answers."""
 
     def __init__(self, variant: str, code: int | None) -> None:
@@ -109,7 +121,7 @@ class NoRoom(RuntimeError):
         super().__init__(f"no instance has room for another copy of {variant}")
 
 
-class NoCapacity(RuntimeError):
+class NoCapacity(Unroutable):
     """The variant has no instance (a component no copy) running: scaled to zero."""
 
     def __init__(self, variant: str) -> None:

@@ -181,3 +181,22 @@ def test_an_error_of_the_local_aws_itself_is_internal_failure_in_json_and_is_kep
     (fault,) = FAULTS.take()
     assert fault.service == "sagemakerruntime" and "RuntimeError" in fault.error
     assert "raise RuntimeError" in fault.traceback
+
+
+@pytest.mark.parametrize("call", ["invoke_endpoint", "invoke_endpoint_with_response_stream"])
+def test_a_key_error_inside_routing_is_internal_failure_not_the_callers_validation_error(
+    aws: LocalAws, echo: str, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    """A KeyError or IndexError of the local AWS's own on the invoke path is its fault (500
+    InternalFailure, recorded), not a 400 ValidationError counted as nothing: the runtime's refusals
+    are typed (local_aws/sagemaker/runtime.py ``Unroutable``), and no built-in error is one."""
+    from local_aws.faults import FAULTS
+
+    def planted(*args: object, **kwargs: object) -> None:
+        raise KeyError("a planted lookup of the emulator's own")
+
+    monkeypatch.setattr(HOSTING, "route", planted)
+    response = error(lambda: getattr(client(aws, "sagemaker-runtime"), call)(EndpointName=echo, Body=b"{}"))
+    assert (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]) == (500, "InternalFailure")
+    (fault,) = FAULTS.take()
+    assert fault.service == "sagemakerruntime" and fault.error.startswith("KeyError")
