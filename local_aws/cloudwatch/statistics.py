@@ -38,19 +38,39 @@ class StatisticSet:
 
 
 @dataclass(frozen=True)
+class Distribution:
+    """Values with how often each came, as PutMetricData's Values and Counts carry them (what an
+    AWS service publishes of a minute: local_aws/cloudwatch/metrics.py), beside their exact
+    count, sum, minimum and maximum: where the values were many, they are rounded."""
+
+    stats: StatisticSet
+    counted: tuple[tuple[float, int], ...]
+
+    def as_values(self) -> list[float]:
+        return [value for value, count in self.counted for _ in range(count)]
+
+
+@dataclass(frozen=True)
 class Samples:
-    """One period's data of one metric: raw values and statistic sets."""
+    """One period's data of one metric: raw values, statistic sets and distributions."""
 
     values: tuple[float, ...] = ()
     sets: tuple[StatisticSet, ...] = field(default=())
+    distributions: tuple[Distribution, ...] = field(default=())
 
     @property
     def count(self) -> float:
-        return len(self.values) + sum(s.count for s in self.sets)
+        return len(self.values) + sum(s.count for s in self.statistic_sets())
+
+    def statistic_sets(self) -> list[StatisticSet]:
+        """The statistic sets, the distributions' among them."""
+        return [*self.sets, *(d.stats for d in self.distributions)]
 
     def raw(self) -> list[float] | None:
         """Every value, sorted, or None where CloudWatch has no raw values to compute from."""
         found = list(self.values)
+        for d in self.distributions:
+            found += d.as_values()
         for s in self.sets:
             values = s.as_values()
             if values is None:
@@ -63,14 +83,17 @@ class Samples:
 
 def samples_of(data: Iterable[Any]) -> Samples:
     """The samples of moto's data (a raw value's ``value``, a statistic set's ``sum``, ``min``,
-    ``max`` and ``sample_count``)."""
-    values, sets = [], []
+    ``max`` and ``sample_count``) and of the minutes AWS's services publish (their
+    ``distribution()``)."""
+    values, sets, distributions = [], [], []
     for datum in data:
         if hasattr(datum, "value"):
             values.append(float(datum.value))
+        elif hasattr(datum, "distribution"):
+            distributions.append(datum.distribution())
         else:
             sets.append(StatisticSet(datum.sample_count, datum.sum, datum.min, datum.max))
-    return Samples(tuple(values), tuple(sets))
+    return Samples(tuple(values), tuple(sets), tuple(distributions))
 
 
 @dataclass(frozen=True)
@@ -100,15 +123,16 @@ class Statistic:
 
 def _basic(samples: Samples, name: str) -> float | None:
     count = samples.count
-    total = sum(samples.values) + sum(s.total for s in samples.sets)
+    sets = samples.statistic_sets()
+    total = sum(samples.values) + sum(s.total for s in sets)
     if name == "SampleCount":
         return count
     if name == "Sum":
         return total
     if name == "Average":
         return total / count
-    lows = [*samples.values, *(s.minimum for s in samples.sets)]
-    highs = [*samples.values, *(s.maximum for s in samples.sets)]
+    lows = [*samples.values, *(s.minimum for s in sets)]
+    highs = [*samples.values, *(s.maximum for s in sets)]
     return min(lows) if name == "Minimum" else max(highs)
 
 

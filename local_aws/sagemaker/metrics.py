@@ -25,6 +25,7 @@ catalog of what SageMaker publishes per endpoint mode and instance kind
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import threading
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from moto.core.base_backend import BackendDict, BaseBackend
 from moto.sagemaker.models import sagemaker_backends
 
 from llm_contracts import instances
@@ -73,9 +75,28 @@ class Served:
         return [{"Name": n, "Value": values[n]} for n in names]
 
 
-#: When each variant or component last served an invocation, on the local AWS's clock.
-_last_served: dict[Served, datetime] = {}
-_last_lock = threading.Lock()
+class MetricsBackend(BaseBackend):
+    """What SageMaker's metrics of one account and region carry from one minute to the next."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self._lock = threading.Lock()
+        #: When each variant or component last served an invocation, on the local AWS's clock.
+        self._last_served: dict[Served, datetime] = {}
+        #: Each running instance's use being measured (by its container's id): CPU is measured
+        #: since the last look.
+        self.uses: dict[int, InstanceUse] = {}
+
+    def served(self, served: Served, at: datetime) -> None:
+        with self._lock:
+            self._last_served[served] = at
+
+    def last_served(self, served: Served) -> datetime | None:
+        with self._lock:
+            return self._last_served.get(served)
+
+
+metrics_backends = BackendDict(MetricsBackend, "sagemaker")
 
 
 def _datum(name: str, value: float, unit: str) -> dict[str, Any]:
@@ -103,6 +124,7 @@ def emit(served: Served, namespace: str, data: Iterable[Mapping[str, Any]], at: 
     return stored
 
 
+@functools.cache
 def _entry(namespace: str, name: str, mode: str, kind: str) -> catalog.PublishedMetric | None:
     """The catalog's entry for a metric an endpoint of `mode` on `kind` publishes."""
     found = [m for m in catalog.published(mode, kind) if (m.namespace, m.name) == (namespace, name)]
@@ -115,8 +137,7 @@ def invoked(
     """One invocation answered (`status`: the container's HTTP status, None for no answer),
     with `capacity` instances or copies serving, the container's time `model_s` of SageMaker's
     `total_s`, `in_flight` requests at the model then (this one among them)."""
-    with _last_lock:
-        _last_served[served] = clock.now()
+    metrics_backends[served.account][served.region].served(served, clock.now())
     answered = status is not None and 200 <= status < 300
     per = "InvocationsPerCopy" if served.component is not None else "InvocationsPerInstance"
     data = [
@@ -316,9 +337,6 @@ def found_no_capacity(key: tuple[str, str, str], variant: str | None) -> None:
         no_capacity(served)
 
 
-_uses: dict[int, InstanceUse] = {}
-
-
 def _volume_bytes(served: Served) -> int | None:
     backend: Any = sagemaker_backends[served.account][served.region]
     endpoint = backend.endpoints.get(served.endpoint)
@@ -340,7 +358,7 @@ def _deployment_minute(key: tuple[str, str, str], deployment: Deployment, at: da
             if container.process is None or container.run_dir is None:
                 continue
             seen.add(id(container))
-            use = _uses.setdefault(
+            use = metrics_backends[served.account][served.region].uses.setdefault(
                 id(container), InstanceUse(container.process.pid, container.run_dir, served.instance_type,
                                            _volume_bytes(served))
             )  # fmt: skip
@@ -351,8 +369,7 @@ def _deployment_minute(key: tuple[str, str, str], deployment: Deployment, at: da
             oldest = min((r.received_at for r in waiting), default=at)
             backlog(served, queued=len(waiting), oldest_s=(at - oldest).total_seconds(), instances=capacity, at=minute)
         else:
-            with _last_lock:
-                last = _last_served.get(served)
+            last = metrics_backends[served.account][served.region].last_served(served)
             if capacity and (last is None or last < minute):
                 idle(served, minute)
 
@@ -370,8 +387,10 @@ def publish_minute(at: datetime) -> None:
                 _deployment_minute(key, hosted.live, at, seen)
             except Exception:  # one endpoint's fault must not keep the others' metrics
                 log.exception("the metrics of endpoint %s", key[2])
-    for gone in set(_uses) - seen:
-        _uses.pop(gone, None)
+    for regions in list(metrics_backends.values()):
+        for backend in list(regions.values()):
+            for gone in set(backend.uses) - seen:
+                backend.uses.pop(gone, None)
 
 
 def async_answered(request: AsyncRequest, timing: Any, failed: bool, total_s: float) -> None:

@@ -40,7 +40,8 @@ def stored(served: Served) -> dict[tuple[str, str], tuple[list[tuple[str, str]],
     datum: Any
     for datum in cloudwatch_backends[served.account][served.region].metric_data:
         dims = [(str(d.name), str(d.value)) for d in datum.dimensions]
-        found.setdefault((datum.namespace, datum.name), (dims, []))[1].append(datum.value)
+        # A minute's values in the order they first came (local_aws/cloudwatch/metrics.py).
+        found.setdefault((datum.namespace, datum.name), (dims, []))[1].extend(datum.distribution().as_values())
     return found
 
 
