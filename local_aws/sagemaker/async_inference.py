@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from moto.core.base_backend import BackendDict, BaseBackend
 from moto.s3.models import s3_backends
 from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
@@ -113,20 +114,60 @@ def async_request(self: Any, name: str) -> AsyncRequest:
     )
 
 
-#: The async requests accepted and neither answered nor failed yet (two may share an InferenceId).
-_pending: list[AsyncRequest] = []
-_pending_lock = threading.Lock()
+class AsyncQueues(BaseBackend):
+    """The asynchronous requests of one account and region: those accepted and neither answered
+    nor failed yet (two may share an InferenceId), and per endpoint how many its instances work
+    on now. A request still queued when the backend is reset is lost with its instance."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self._turn = threading.Condition()
+        self._pending: list[AsyncRequest] = []
+        self._working: dict[str, int] = {}
+
+    def accepted(self, request: AsyncRequest) -> None:
+        with self._turn:
+            self._pending.append(request)
+
+    def done(self, request: AsyncRequest) -> None:
+        with self._turn:
+            self._pending = [r for r in self._pending if r is not request]
+
+    def pending(self, endpoint: str | None = None) -> list[AsyncRequest]:
+        with self._turn:
+            return [r for r in self._pending if endpoint is None or r.key[2] == endpoint]
+
+    @contextmanager
+    def turn(self, request: AsyncRequest) -> Iterator[None]:
+        """The request's turn: at most `concurrency` requests per instance of the endpoint are
+        worked on at once, the others wait theirs (queueing is part of an async latency), and
+        with no instance every one waits: for the instance HasBacklogWithoutCapacity's alarm
+        starts, or past its RequestTTLSeconds (then it fails)."""
+        name = request.key[2]
+        deadline = time.monotonic() + request.ttl_s
+        with self._turn:
+            while self._working.get(name, 0) >= request.concurrency * _instances(request.key):
+                if time.monotonic() > deadline:
+                    raise _Failed(f"Request {request.inference_id} expired after {request.ttl_s} s in the queue.")
+                self._turn.wait(0.2)
+            self._working[name] = self._working.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._working[name] -= 1
+                self._turn.notify_all()
+
+
+async_backends = BackendDict(AsyncQueues, "sagemaker")
 
 
 def pending_async(key: tuple[str, str, str] | None = None) -> list[AsyncRequest]:
     """The async requests (of endpoint `key`, else all) accepted and not yet answered or failed."""
-    with _pending_lock:
-        return [r for r in _pending if key is None or r.key == key]
-
-
-#: Per endpoint, the requests its instances work on now.
-_working: dict[tuple[str, str, str], int] = {}
-_turn = threading.Condition()
+    if key is not None:
+        account, region, name = key
+        return async_backends[account][region].pending(name)
+    return [r for regions in list(async_backends.values()) for q in list(regions.values()) for r in q.pending()]
 
 
 def _instances(key: tuple[str, str, str]) -> int:
@@ -135,37 +176,16 @@ def _instances(key: tuple[str, str, str]) -> int:
     return sum(deployment.ready(v) for v in deployment.specs) if deployment is not None else 0
 
 
-@contextmanager
-def _queue(request: AsyncRequest) -> Iterator[None]:
-    """The request's turn: at most `concurrency` requests per instance of the endpoint are worked
-    on at once, the others wait theirs (queueing is part of an async latency), and with no
-    instance every one waits: for the instance HasBacklogWithoutCapacity's alarm starts, or past
-    its RequestTTLSeconds (then it fails)."""
-    deadline = time.monotonic() + request.ttl_s
-    with _turn:
-        while _working.get(request.key, 0) >= request.concurrency * _instances(request.key):
-            if time.monotonic() > deadline:
-                raise _Failed(f"Request {request.inference_id} expired after {request.ttl_s} s in the queue.")
-            _turn.wait(0.2)
-        _working[request.key] = _working.get(request.key, 0) + 1
-    try:
-        yield
-    finally:
-        with _turn:
-            _working[request.key] -= 1
-            _turn.notify_all()
-
-
 def answer(request: AsyncRequest) -> None:
     """What SageMaker does with a queued request: once the endpoint takes it, the input read
     from S3, sent to the container, its answer written to the output location (or the reason to
     the failure location) and announced on the success (or error) topic. A request whose
     account is gone meanwhile (the local AWS reset or stopped) is dropped with a warning."""
+    account, region, _ = request.key
     try:
         _answer_queued(request)
     finally:
-        with _pending_lock:
-            _pending[:] = [r for r in _pending if r is not request]
+        async_backends[account][region].done(request)
 
 
 def _answer_queued(request: AsyncRequest) -> None:
@@ -174,7 +194,7 @@ def _answer_queued(request: AsyncRequest) -> None:
     received, waited = datetime.now(UTC), time.monotonic()
     timing = _Timing()
     try:
-        with _queue(request):
+        with async_backends[account][region].turn(request):
             timing.queued_s = time.monotonic() - waited
             answer = _invoke_async(request, s3, timing)
         location, data, topic, reason = request.output_location, answer, request.success_topic, None
@@ -271,7 +291,7 @@ class _Failed(Exception):
 
 def accept(request: AsyncRequest) -> None:
     """Queue `request`: answered in the background, as the endpoint's queue lets it."""
-    with _pending_lock:
-        _pending.append(request)
+    account, region, _ = request.key
+    async_backends[account][region].accepted(request)
     # A daemon: a request still queued when the local AWS stops is lost with its instance.
     threading.Thread(target=answer, args=(request,), name=f"async-{request.inference_id}", daemon=True).start()
