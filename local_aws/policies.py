@@ -29,6 +29,10 @@ from enum import Enum
 from typing import Any
 
 from moto.iam.access_control import IAMPolicy, IAMPolicyStatement
+from moto.iam.exceptions import NotFoundException
+from moto.iam.models import iam_backends
+from moto.sts.models import sts_backends
+from moto.utilities.utils import get_partition
 
 #: Every request the local AWS receives, and every call its services make on each other, counts
 #: as made over TLS: loopback stands in for it (the stacks deny aws:SecureTransport=false).
@@ -292,3 +296,21 @@ __all__: Sequence[str] = (
     "service_caller",
     "statements",
 )
+
+
+def assumed_role_caller(headers: Mapping[str, str], account_id: str, region_name: str) -> Caller | None:
+    """The role a request is signed as, when its credentials came from the local AWS's
+    sts:AssumeRole (an access key with a session token); None for the account's own
+    credentials (those `python -m local_aws` prints), which stay its administrator's."""
+    said = re.search(r"Credential=([^/,\s]+)/", headers.get("Authorization") or "")
+    if said is None or not headers.get("X-Amz-Security-Token"):
+        return None
+    partition = get_partition(region_name)
+    session = sts_backends[account_id][partition].get_assumed_role_from_access_key(said.group(1))
+    if session is None:
+        return None
+    try:
+        role = iam_backends[session.account_id][partition].get_role_by_arn(session.role_arn)
+    except NotFoundException:  # a role deleted since, or never created: it may do nothing
+        return Caller(arn=session.role_arn, account=session.account_id, session=session.arn)
+    return role_caller(role, session.account_id, session=session.arn)

@@ -99,3 +99,97 @@ def test_tests_import_helpers_not_conftest() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.endswith("conftest"), f"{path} imports {node.module}"
+
+
+# --- Inside the local AWS ------------------------------------------------------------------------
+
+LOCAL_AWS = ROOT / "local_aws"
+#: What wires the emulation into moto: its patches, and the server that applies them.
+WIRING = ("local_aws.patches", "local_aws.server")
+#: What the images' interpreters (.venv-hf, .venv-vllm, .venv-lmi) run by path: those have none
+#: of the project's packages to import.
+IMAGE_STAND_INS = ("hf_entrypoint", "vllm_entrypoint", "lmi_entrypoint", "djl", "neuronx_cpu")
+
+
+def local_aws_modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(LOCAL_AWS.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def local_aws_imports() -> dict[str, set[str]]:
+    """For each module of local_aws, the modules of local_aws it imports (its own packages left
+    out: Python imports them before it in any case)."""
+    modules = local_aws_modules()
+
+    def module_of(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, base] if base else parts)
+                submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules]
+                targets += submodules if len(submodules) == len(node.names) else [*submodules, base]
+        found = {module_of(t) for t in targets if t == "local_aws" or t.startswith("local_aws.")}
+        edges[name] = {m for m in found if m is not None and m != name and not name.startswith(m + ".")}
+    return edges
+
+
+def test_the_local_aws_behaviour_never_imports_its_patches() -> None:
+    """Patches wire the emulation into moto; what they wire in does not know them."""
+    for module, imported in local_aws_imports().items():
+        if not module.startswith(WIRING):
+            wired = sorted(m for m in imported if m.startswith("local_aws.patches"))
+            assert not wired, f"{module} imports {wired}: move what it needs out of the patches"
+
+
+def test_no_cycle_between_the_local_aws_modules() -> None:
+    edges = local_aws_imports()
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(module: str) -> None:
+        assert module not in visiting, " -> ".join([*visiting[visiting.index(module) :], module])
+        if module in done:
+            return
+        visiting.append(module)
+        for other in sorted(edges[module]):
+            visit(other)
+        visiting.pop()
+        done.add(module)
+
+    for module in sorted(edges):
+        visit(module)
+
+
+def test_what_the_images_run_by_path_imports_nothing_of_the_project() -> None:
+    for name in IMAGE_STAND_INS:
+        path = LOCAL_AWS / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] if node.level == 0 else [f".{node.module}"]
+            project = [n for n in names if n.split(".")[0] in (*PACKAGES, "") or n.startswith(".")]
+            assert not project, f"{path.name} imports {project}: its interpreter has no such package"
+
+
+def test_the_local_aws_import_graph_is_read_as_python_imports() -> None:
+    """The reading itself: a relative import, a name of a package and a module of it resolve to
+    the module imported; a package's own parent is left out."""
+    edges = local_aws_imports()
+    assert "local_aws.sagemaker.runtime" in edges["local_aws.sagemaker.components"]
+    assert "local_aws.patches.base" in edges["local_aws.patches.iam"]
+    assert "local_aws" not in edges["local_aws.sagemaker.runtime"]

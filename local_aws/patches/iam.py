@@ -3,7 +3,6 @@ sts:AssumeRole evaluated as their role (S3, EC2 and SageMaker requests)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote
@@ -11,15 +10,13 @@ from urllib.parse import unquote
 import xmltodict
 from moto.core.authorization import ActionAuthenticatorMixin
 from moto.core.exceptions import _RESTError
-from moto.iam.exceptions import NotFoundException
 from moto.iam.models import Role, iam_backends
 from moto.s3.exceptions import S3ClientError
 from moto.s3.models import s3_backends
-from moto.sts.models import sts_backends
 from moto.utilities.utils import get_partition
 
 from local_aws.patches.base import patch, replace, wrap_create
-from local_aws.policies import Caller, Decision, evaluate, first_denial, role_caller
+from local_aws.policies import Caller, Decision, assumed_role_caller, evaluate, first_denial
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.errors import ApiAccessDenied
 
@@ -63,27 +60,6 @@ def role_managed_policies_are_attached() -> None:
 
     replace(Role, "update_from_cloudformation_json", classmethod(update_role))
     replace(Role, "delete_from_cloudformation_json", classmethod(delete_role))
-
-
-# --- Callers with credentials of sts:AssumeRole ----------------------------------------------------
-
-
-def assumed_role_caller(headers: Mapping[str, str], account_id: str, region_name: str) -> Caller | None:
-    """The role a request is signed as, when its credentials came from the local AWS's
-    sts:AssumeRole (an access key with a session token); None for the account's own
-    credentials (those `python -m local_aws` prints), which stay its administrator's."""
-    said = re.search(r"Credential=([^/,\s]+)/", headers.get("Authorization") or "")
-    if said is None or not headers.get("X-Amz-Security-Token"):
-        return None
-    partition = get_partition(region_name)
-    session = sts_backends[account_id][partition].get_assumed_role_from_access_key(said.group(1))
-    if session is None:
-        return None
-    try:
-        role = iam_backends[session.account_id][partition].get_role_by_arn(session.role_arn)
-    except NotFoundException:  # a role deleted since, or never created: it may do nothing
-        return Caller(arn=session.role_arn, account=session.account_id, session=session.arn)
-    return role_caller(role, session.account_id, session=session.arn)
 
 
 # moto's names of S3 requests that IAM authorizes under another action (Amazon S3 User Guide,

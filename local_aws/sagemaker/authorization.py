@@ -7,8 +7,7 @@ from typing import Any
 
 from moto.core.common_types import TYPE_RESPONSE
 
-from local_aws.patches.iam import assumed_role_caller
-from local_aws.policies import evaluate, first_denial
+from local_aws.policies import assumed_role_caller, evaluate, first_denial
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.errors import AccessDeniedException, answer_refusal
 

@@ -1,6 +1,6 @@
 """Inference components: what SageMaker keeps of each (DescribeInferenceComponent's fields), in
-the account's and region's hosting backend (local_aws/sagemaker/runtime.py: moto's reset drops it
-with its own)."""
+the account's and region's components backend (moto's reset drops it with its own); their copies
+run in the hosting runtime (local_aws/sagemaker/runtime.py) under the component's key."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
+from moto.core.base_backend import BackendDict, BaseBackend
 from moto.sagemaker import models as sm_models
 from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
 
@@ -69,9 +70,20 @@ def component_key(name: str) -> str:
     return f"inference-component/{name}"
 
 
+class ComponentsBackend(BaseBackend):
+    """An account's inference components in one region, by name."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self.inference_components: dict[str, InferenceComponent] = {}
+
+
+components_backends = BackendDict(ComponentsBackend, "sagemaker")
+
+
 def components(account_id: str, region_name: str) -> dict[str, InferenceComponent]:
     """The account's components in the region."""
-    return hosting_backends[account_id][region_name].inference_components
+    return components_backends[account_id][region_name].inference_components
 
 
 def deploy_component(

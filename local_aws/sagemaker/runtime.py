@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from moto.core.base_backend import BackendDict, BaseBackend, backend_lock
 
@@ -57,9 +57,6 @@ from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 from local_aws.sagemaker.logs import ContainerLog, LogTarget, instance_id
 from local_aws.sagemaker.placement import Fleet, Need, Slot, visible_devices
-
-if TYPE_CHECKING:
-    from local_aws.sagemaker.components import InferenceComponent
 
 log = logging.getLogger("local_aws.sagemaker.runtime")
 
@@ -352,7 +349,6 @@ class HostingBackend(BaseBackend):
     def __init__(self, region_name: str, account_id: str) -> None:
         super().__init__(region_name, account_id)
         self.endpoints: dict[str, HostedEndpoint] = {}
-        self.inference_components: dict[str, InferenceComponent] = {}
         #: The instances of each endpoint variant that holds components, by (endpoint, config,
         #: variant): where their copies are placed (local_aws/sagemaker/placement.py).
         self.fleets: dict[tuple[str, str, str], Fleet] = {}
