@@ -1,11 +1,10 @@
-"""SageMaker runtime: the three invocations answered by the local runtime (local_aws/sagemaker/:
-invocations, async inference, errors); this module wires them into moto and says what each patch
+"""SageMaker runtime: the three invocations answered by the local runtime
+(local_aws/sagemaker/operations.py: who may call, routing, metrics, errors); this module wires
+them into moto, each handler parsing the request and making one call, and says what each patch
 restores."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 from typing import Any
 
 import moto.sagemakerruntime.urls as runtime_urls
@@ -15,17 +14,10 @@ from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 from werkzeug.datastructures import ImmutableMultiDict
 
 from local_aws.patches.base import patch, replace
-from local_aws.sagemaker import async_inference, metrics
-from local_aws.sagemaker.authorization import access_denied
-from local_aws.sagemaker.errors import (
-    MAX_PAYLOAD_BYTES,
-    ValidationError,
-    answer_refusal,
-    too_large,
-    unroutable,
-)
-from local_aws.sagemaker.invocations import STREAM_PATH_SUFFIX, endpoint_name, forward, route_args, stream
-from local_aws.sagemaker.runtime import HOSTING, NoCapacity, Unroutable
+from local_aws.sagemaker import async_inference, metrics, operations
+from local_aws.sagemaker.errors import MAX_PAYLOAD_BYTES, answer_refusal, too_large
+from local_aws.sagemaker.invocations import STREAM_PATH_SUFFIX, endpoint_name
+from local_aws.sagemaker.operations import RuntimeRequest
 from local_aws.validation.model import check_request, rest_parameters
 
 # --- The request as the caller sent it ----------------------------------------------------------
@@ -139,26 +131,7 @@ def runtime_requests_are_validated() -> None:
 )
 def invocations_reach_the_container() -> None:
     def invoke_endpoint(self: Any) -> TYPE_RESPONSE:
-        name, body = endpoint_name(self), bytes(self.body)
-        key = (self.current_account, self.region, name)
-        component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
-        denied = access_denied(self, "sagemaker:InvokeEndpoint", name, component)
-        if denied is not None:
-            return denied
-        routed: tuple[tuple[str, str, str], str | None] = (key, None)
-        try:
-            routed = route_args(key, self.headers)
-            with HOSTING.route(*routed) as (variant, container):
-                measured = metrics.measure(routed[0], variant)
-                answer = forward(self.headers, body, key, variant, container, measured)
-            if measured is not None:
-                measured.publish()
-            return answer
-        except NoCapacity as exc:
-            metrics.found_no_capacity(*routed)
-            return unroutable(exc, key)
-        except Unroutable as exc:
-            return unroutable(exc, key)
+        return operations.invoke_endpoint(RuntimeRequest.of(self))
 
     replace(SageMakerRuntimeResponse, "invoke_endpoint", invoke_endpoint)
 
@@ -186,21 +159,7 @@ def streamed_invocations_reach_the_container() -> None:
         return host
 
     def invoke_endpoint_with_response_stream(self: Any) -> TYPE_RESPONSE:
-        name, body = endpoint_name(self), bytes(self.body)
-        key = (self.current_account, self.region, name)
-        component = self.headers.get("X-Amzn-SageMaker-Inference-Component")
-        denied = access_denied(self, "sagemaker:InvokeEndpoint", name, component)
-        if denied is not None:
-            return denied
-        route = contextlib.ExitStack()
-        with route:
-            try:
-                return stream(self.headers, body, key, route, metrics.measure)
-            except NoCapacity as exc:
-                metrics.found_no_capacity(*route_args(key, self.headers))
-                return unroutable(exc, key)
-            except Unroutable as exc:
-                return unroutable(exc, key)
+        return operations.invoke_endpoint_with_response_stream(RuntimeRequest.of(self))
 
     original = DomainDispatcherApplication.infer_service_region_host
     replace(DomainDispatcherApplication, "infer_service_region_host", routed)
@@ -221,21 +180,7 @@ def streamed_invocations_reach_the_container() -> None:
 )
 def async_invocations_answer_through_s3() -> None:
     def invoke_endpoint_async(self: Any) -> TYPE_RESPONSE:
-        name = endpoint_name(self)
-        denied = access_denied(self, "sagemaker:InvokeEndpointAsync", name)
-        if denied is not None:
-            return denied
-        try:
-            request = async_inference.async_request(self, name)
-        except ValidationError as refused:
-            return answer_refusal(refused)
-        async_inference.accept(request)
-        headers = {
-            "status": "202",
-            "X-Amzn-SageMaker-OutputLocation": request.output_location,
-            "X-Amzn-SageMaker-FailureLocation": request.failure_location,
-        }
-        return 202, headers, json.dumps({"InferenceId": request.inference_id})
+        return operations.invoke_endpoint_async(RuntimeRequest.of(self))
 
     replace(SageMakerRuntimeResponse, "invoke_endpoint_async", invoke_endpoint_async)
 

@@ -60,48 +60,51 @@ class AsyncRequest:
     received_at: datetime = field(default_factory=clock.now)
 
 
-def async_request(self: Any, name: str) -> AsyncRequest:
-    """The request InvokeEndpointAsync describes; ValidationError where AWS refuses it."""
-    backend: Any = sagemaker_backends[self.current_account][self.region]
+def async_request(request: Any) -> AsyncRequest:
+    """The request InvokeEndpointAsync describes (local_aws/sagemaker/operations.py's
+    RuntimeRequest); ValidationError where AWS refuses it."""
+    account, region, name = request.key
+    backend: Any = sagemaker_backends[account][region]
     endpoint = backend.endpoints.get(name)
     if endpoint is None:
-        raise ValidationError(f"Endpoint {name} of account {self.current_account} not found.")
+        raise ValidationError(f"Endpoint {name} of account {account} not found.")
     config = backend.endpoint_configs[endpoint.endpoint_config_name].async_inference_config or {}
     output = config.get("OutputConfig")
     if not output:
         raise ValidationError(f"Endpoint {name} is not an asynchronous inference endpoint.")
-    hosted = HOSTING.find((self.current_account, self.region, name))
+    hosted = HOSTING.find(request.key)
     if hosted is None or hosted.status not in ("InService", "Updating"):
         raise ValidationError(f"Endpoint {name} is {endpoint.endpoint_status}, not InService")
-    input_location = self.headers.get("X-Amzn-SageMaker-InputLocation") or None
-    inline = bytes(self.body) or None
+    headers = request.headers
+    input_location = headers.get("X-Amzn-SageMaker-InputLocation") or None
+    inline = bytes(request.body) or None
     if (input_location is None) == (inline is None):
         # "Body and InputLocation are mutually exclusive. Provide exactly one of them." (the API
         # reference; the error's wording is not documented).
         raise ValidationError("Provide exactly one of Body and InputLocation.")
     if input_location is not None and not input_location.startswith("s3://"):
         raise ValidationError(f"InputLocation {input_location!r} is not an S3 URI (s3://bucket/key).")
-    timeout = int(self.headers.get("X-Amzn-SageMaker-InvocationTimeoutSeconds") or ASYNC_TIMEOUT_S)
+    timeout = int(headers.get("X-Amzn-SageMaker-InvocationTimeoutSeconds") or ASYNC_TIMEOUT_S)
     if not 1 <= timeout <= ASYNC_MAX_TIMEOUT_S:
         raise ValidationError(f"InvocationTimeoutSeconds {timeout} is not between 1 and {ASYNC_MAX_TIMEOUT_S}.")
-    inference_id = self.headers.get("X-Amzn-SageMaker-Inference-Id") or str(uuid.uuid4())
+    inference_id = headers.get("X-Amzn-SageMaker-Inference-Id") or str(uuid.uuid4())
     notify = output.get("NotificationConfig") or {}
     # Where the answer goes: <path>[/<S3OutputPathExtension>]/<Filename, else <id>.out> (the API
     # reference describes both members, not how SageMaker joins them: this is the choice).
-    extension = (self.headers.get("X-Amzn-SageMaker-S3OutputPathExtension") or "").strip("/")
-    filename = self.headers.get("X-Amzn-SageMaker-Filename")
+    extension = (headers.get("X-Amzn-SageMaker-S3OutputPathExtension") or "").strip("/")
+    filename = headers.get("X-Amzn-SageMaker-Filename")
 
     def location(path: str, suffix: str) -> str:
         return "/".join(p for p in (path.rstrip("/"), extension, filename or f"{inference_id}{suffix}") if p)
 
     return AsyncRequest(
-        key=(self.current_account, self.region, name),
+        key=request.key,
         inference_id=inference_id,
         input_location=input_location,
         inline=inline,
-        content_type=self.headers.get("X-Amzn-SageMaker-Content-Type") or "application/octet-stream",
-        accept=self.headers.get("X-Amzn-SageMaker-Accept"),
-        custom_attributes=self.headers.get("X-Amzn-SageMaker-Custom-Attributes"),
+        content_type=headers.get("X-Amzn-SageMaker-Content-Type") or "application/octet-stream",
+        accept=headers.get("X-Amzn-SageMaker-Accept"),
+        custom_attributes=headers.get("X-Amzn-SageMaker-Custom-Attributes"),
         timeout_s=timeout,
         output_location=location(output["S3OutputPath"], ".out"),
         failure_location=location(output.get("S3FailurePath", output["S3OutputPath"]), "-error.out"),
@@ -110,7 +113,7 @@ def async_request(self: Any, name: str) -> AsyncRequest:
         concurrency=int(
             (config.get("ClientConfig") or {}).get("MaxConcurrentInvocationsPerInstance") or DEFAULT_ASYNC_CONCURRENCY
         ),
-        ttl_s=int(self.headers.get("X-Amzn-SageMaker-RequestTTLSeconds") or REQUEST_TTL_S),
+        ttl_s=int(headers.get("X-Amzn-SageMaker-RequestTTLSeconds") or REQUEST_TTL_S),
     )
 
 

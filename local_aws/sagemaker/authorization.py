@@ -12,15 +12,17 @@ from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.errors import AccessDeniedException, answer_refusal
 
 
-def access_denied(self: Any, action: str, name: str, component: str | None = None) -> TYPE_RESPONSE | None:
+def access_denied(
+    headers: Any, account: str, region: str, action: str, name: str, component: str | None = None
+) -> TYPE_RESPONSE | None:
     """AccessDeniedException (HTTP 400, as in the API references' Common Errors) when the
-    request is signed as an assumed role whose policies do not allow `action` on the endpoint
-    (and the component it names), by the ARNs SageMaker writes; None when allowed."""
-    caller = assumed_role_caller(self.headers, self.current_account, self.region)
+    request (its `headers`) is signed as an assumed role whose policies do not allow `action` on
+    the endpoint (and the component it names), by the ARNs SageMaker writes; None when allowed."""
+    caller = assumed_role_caller(headers, account, region)
     if caller is None:
         return None
-    arns = [sagemaker_arn("endpoint", name, self.current_account, self.region)]
+    arns = [sagemaker_arn("endpoint", name, account, region)]
     if component:
-        arns.append(sagemaker_arn("inference-component", component, self.current_account, self.region))
+        arns.append(sagemaker_arn("inference-component", component, account, region))
     decision = first_denial(evaluate(caller, action, arn) for arn in arns)
     return None if decision.allowed else answer_refusal(AccessDeniedException(decision.message))
