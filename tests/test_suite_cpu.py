@@ -16,7 +16,7 @@ from bench.suite_cpu import Seen, by_kind, kind_of, main
         ),
         ("node /work/node_modules/.bin/cdk deploy --app cdk.out", "CDK CLI (Node.js)"),
         ("/work/.venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --port 1", "vLLM container"),
-        ("/work/.venv-hf/bin/python /work/local_aws/hf_entrypoint.py x", "Hugging Face toolkit container"),
+        ("/work/.venv-hf/bin/python /work/local_aws/images/hf_entrypoint.py x", "Hugging Face toolkit container"),
         ("/work/.venv/bin/python -m gunicorn --chdir serving/gpt2 wsgi:app", "GPT-2 container"),
         ("/work/.venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))", "pytest worker"),
         ("/work/.venv/bin/python -m artifacts_builder all --tiny --out x", "artifacts builder"),

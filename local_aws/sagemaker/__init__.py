@@ -16,9 +16,9 @@ backends hold the API's resources; ``local_aws/patches/sagemaker.py`` and
   invocations to them and scales them;
 * :mod:`.logs`: each container's output shipped to CloudWatch Logs as the model's role;
 * :mod:`.containers`: the processes that run a model's image on this host, one class per image
-  (``local_aws/lmi_container.py`` has DJL's LMI image).
+  (``local_aws/sagemaker/lmi_container.py`` has DJL's LMI image).
 
-The images' entrypoints (``local_aws/hf_entrypoint.py``, ``local_aws/vllm_entrypoint.py``,
-``local_aws/lmi_entrypoint.py``) stay at local_aws's top: the images' own interpreters run them by
-path (docs/DEVELOPING.md, the layout of ``local_aws``).
+The images' entrypoints (``hf_entrypoint.py``, ``vllm_entrypoint.py``, ``lmi_entrypoint.py``)
+are in ``local_aws/images/``: the images' own interpreters run them by path, and they import
+nothing of the project (docs/DEVELOPING.md, the layout of ``local_aws``).
 """

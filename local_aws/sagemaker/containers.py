@@ -37,13 +37,13 @@ from types import TracebackType
 import psutil
 
 #: The entrypoints run by path under the images' own interpreters (.venv-hf, .venv-vllm), which
-#: have no local_aws package to import them from: they stay plain files at local_aws/'s top.
+#: have no local_aws package to import them from: plain files in local_aws/images/.
 LOCAL_AWS = Path(__file__).resolve().parents[1]
 PROJECT_ROOT = LOCAL_AWS.parent
 HF_VENV = PROJECT_ROOT / ".venv-hf"
-HF_ENTRYPOINT = LOCAL_AWS / "hf_entrypoint.py"
+HF_ENTRYPOINT = LOCAL_AWS / "images" / "hf_entrypoint.py"
 VLLM_VENV = PROJECT_ROOT / ".venv-vllm"
-VLLM_ENTRYPOINT = LOCAL_AWS / "vllm_entrypoint.py"
+VLLM_ENTRYPOINT = LOCAL_AWS / "images" / "vllm_entrypoint.py"
 #: Multi Model Server refuses a port of Short.MAX_VALUE (32767) or more ("Invalid port number").
 MMS_PORT_LIMIT = 32767
 #: SageMaker sends SIGKILL this long after SIGTERM.
@@ -354,7 +354,7 @@ class Container:
 
 class HuggingFaceContainer(Container):
     """The Hugging Face PyTorch inference image: the toolkit's ``serve`` under ``.venv-hf``
-    (local_aws/hf_entrypoint.py says how it differs from the image's entrypoint)."""
+    (local_aws/images/hf_entrypoint.py says how it differs from the image's entrypoint)."""
 
     def command(self, run_dir: Path) -> Sequence[str]:
         python = venv_python(HF_VENV, "the environment pinned to the Hugging Face image")
@@ -453,7 +453,7 @@ def _cpu_list(ids: list[int]) -> str:
 
 
 class VllmContainer(Container):
-    """AWS's vLLM image for SageMaker: local_aws/vllm_entrypoint.py (the image's entrypoint,
+    """AWS's vLLM image for SageMaker: local_aws/images/vllm_entrypoint.py (the image's entrypoint,
     and how it differs) starts ``vllm.entrypoints.openai.api_server`` under ``.venv-vllm``, the
     CPU build of the image's vLLM version."""
 
@@ -465,7 +465,7 @@ class VllmContainer(Container):
 
     def _binding(self) -> str:
         """The ranks' cores; ``nobind`` when the copy sees fewer GPUs than ranks, which the
-        engine refuses before it binds anything (local_aws/vllm_entrypoint.py)."""
+        engine refuses before it binds anything (local_aws/images/vllm_entrypoint.py)."""
         degree = self.environment.get("SM_VLLM_TENSOR_PARALLEL_SIZE")
         visible = self.environment.get("CUDA_VISIBLE_DEVICES")
         ranks = int(degree) if degree and degree.isdigit() else 1

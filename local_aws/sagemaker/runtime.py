@@ -31,7 +31,7 @@ names its engine (its ``SM_VLLM_*`` or toolkit variables, else its image's repos
 Face toolkit's model server under ``.venv-hf``, or AWS's vLLM image's entrypoint and vLLM server
 under ``.venv-vllm`` (the CPU build of the image's vLLM version), whatever image URI the model
 names; DJL Serving's LMI neuronx image runs the bundle's handler behind a stand-in for DJL's front
-end under ``.venv-lmi`` (local_aws/lmi_container.py); any other model is taken for this project's
+end under ``.venv-lmi`` (local_aws/sagemaker/lmi_container.py); any other model is taken for this project's
 GPT-2 image (the only image it builds; the local AWS cannot pull images), run from ``serving/gpt2``.
 """
 
@@ -53,8 +53,8 @@ from moto.core.base_backend import BackendDict, BaseBackend, backend_lock
 
 from llm_contracts.engines import engine_of_model
 from local_aws.faults import FAULTS
-from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
+from local_aws.sagemaker.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.logs import ContainerLog, LogTarget, instance_id
 from local_aws.sagemaker.placement import Fleet, Need, Slot, visible_devices
 

@@ -1,5 +1,5 @@
 """`cdk deploy Inf2Stack -c inf2.platform=sagemaker` with the real CDK CLI on the local AWS, one
-deploy shared by the assertions: the endpoint's LMI neuronx container (local_aws/lmi_container.py:
+deploy shared by the assertions: the endpoint's LMI neuronx container (local_aws/sagemaker/lmi_container.py:
 the bundle's handler behind the DJL front-end stand-in, under the image's transformers) answers
 the seed's OPT request and every Inf2 body the docs give through InvokeEndpoint; its ML storage
 volume filling up puts the disk alarm in ALARM through the DiskUtilization the local AWS measures

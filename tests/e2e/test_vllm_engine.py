@@ -1,6 +1,6 @@
 """`cdk deploy GptjStack -c gptj.engine=vllm` on the local AWS answers InvokeEndpoint and
 InvokeEndpointWithResponseStream from the real vLLM server (the CPU build of the image's vLLM
-version, local_aws/vllm_entrypoint.py); a caller that leaves mid-stream and the engine dying are
+version, local_aws/images/vllm_entrypoint.py); a caller that leaves mid-stream and the engine dying are
 handled as SageMaker handles them; a guarded update that refuses what the running model answers is
 rolled back on its alarms. One deploy for the module: the engine's death comes last.
 
@@ -159,7 +159,7 @@ def test_the_seed_request_in_the_completion_shape_is_answered_as_documented(depl
 
 def test_the_engine_got_the_stacks_flags_through_the_images_entrypoint(deployed: Cdk, local_aws: LocalAws) -> None:
     """SM_VLLM_* variables of the model's environment became the server's flags, the model the
-    stand-in for /opt/ml/model (local_aws/vllm_entrypoint.py does what the image's does)."""
+    stand-in for /opt/ml/model (local_aws/images/vllm_entrypoint.py does what the image's does)."""
     container = endpoint_container(local_aws, "GptjStack")
     arguments = re.search(r"vLLM server arguments: (\[.*\])", container.log_tail(500_000))
     assert arguments is not None, container.log_tail()

@@ -6,10 +6,10 @@ config with the image's transformers and tokenizers (no torch needed) and report
 
 ``{"mode": "handler", "bundle_dir": ..., "cache_dir": ..., "batches": [[body, ...], ...]}`` serves
 the bundle's own model.py as the image would: the bundle's serving.properties through the warm-up
-call, then each list of bodies as one DJL batch (local_aws/djl.py mirrors DJL 0.29.0's
+call, then each list of bodies as one DJL batch (local_aws/images/djl.py mirrors DJL 0.29.0's
 engine and front end). Only transformers-neuronx is replaced: its Neuron graphs need
 NeuronCores, so `OPTForSampling` here samples with the image's transformers on the CPU
-(local_aws/neuronx_cpu.py).
+(local_aws/images/neuronx_cpu.py).
 
 Standard library at import: it must start under Python 3.10 without torch.
 """
@@ -70,9 +70,9 @@ def load_file(name: str, path: Path) -> types.ModuleType:
 
 def handler_mode(spec: dict[str, Any]) -> dict[str, Any]:
     bundle = Path(spec["bundle_dir"])
-    djl = load_file("djl_python", LOCAL_AWS / "djl.py")
+    djl = load_file("djl_python", LOCAL_AWS / "images" / "djl.py")
     calls: list[dict[str, Any]] = []
-    load_file("neuronx_cpu", LOCAL_AWS / "neuronx_cpu.py").install(calls)
+    load_file("neuronx_cpu", LOCAL_AWS / "images" / "neuronx_cpu.py").install(calls)
     os.environ["PREDICT_TIMEOUT"] = "240"  # the image's (pytorch-inf2.Dockerfile)
     # DJL imports the bundle's model.py as the module "model" (service_loader.load_model_service).
     model = load_file("model", bundle / "model.py")

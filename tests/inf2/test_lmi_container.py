@@ -1,4 +1,4 @@
-"""The local LMI neuronx container (local_aws/lmi_container.py): the tiny bundle served behind
+"""The local LMI neuronx container (local_aws/sagemaker/lmi_container.py): the tiny bundle served behind
 HTTP by the DJL front-end stand-in under the image's pinned environment (.venv-lmi), as the local
 SageMaker runtime will run it for Inf2Stack on SageMaker: /ping only once loaded, the seed's OPT
 request answered, a bad request refused with DJL's 4xx, requests batched as serving.properties
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from local_aws.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.containers import Container
+from local_aws.sagemaker.lmi_container import LmiContainer, is_lmi_neuronx
 
 from .helpers import builder_args, stand_in_artifacts
 

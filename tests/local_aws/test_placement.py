@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from local_aws import LocalAws
+from local_aws.images.vllm_entrypoint import world_size_refusal
 from local_aws.sagemaker.containers import cpu_binding
 from local_aws.sagemaker.placement import Fleet, Need, Slot
-from local_aws.vllm_entrypoint import world_size_refusal
 from tests.local_aws.helpers import (
     ECHO_IMAGE,
     ROLE_ARN,

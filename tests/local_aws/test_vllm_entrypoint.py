@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from local_aws.images.vllm_entrypoint import build_args
 from local_aws.sagemaker.containers import VllmContainer
 from local_aws.sagemaker.runtime import container_for
-from local_aws.vllm_entrypoint import build_args
 from project_config import VllmEngine
 from tests.infra.helpers import ROOT
 

@@ -1,6 +1,6 @@
 """A stand-in for DJL Serving 0.29.0 around model.py: its Python package (`djl_python`) and
 what its Java front end does with the handler's answers. The local LMI container
-(local_aws/lmi_entrypoint.py) serves a bundle through it, and the inf2 tests drive the handler
+(local_aws/images/lmi_entrypoint.py) serves a bundle through it, and the inf2 tests drive the handler
 with it (tests/inf2/lmi_driver.py); standard library only, so that it runs under the image's
 pinned environments.
 

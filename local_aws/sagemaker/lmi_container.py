@@ -1,17 +1,17 @@
 """The DJL Serving LMI neuronx image (Inf2 on SageMaker) as a local container: the DJL front-end
-stand-in of local_aws/lmi_entrypoint.py serving the bundle's ``model.py`` under ``.venv-lmi``,
+stand-in of local_aws/images/lmi_entrypoint.py serving the bundle's ``model.py`` under ``.venv-lmi``,
 the environment pinned to the image's transformers (serving/inf2/requirements-lmi.txt), with
-transformers-neuronx replaced by its CPU stand-in (local_aws/neuronx_cpu.py)."""
+transformers-neuronx replaced by its CPU stand-in (local_aws/images/neuronx_cpu.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from local_aws.sagemaker.containers import PROJECT_ROOT, Container, venv_python
+from local_aws.sagemaker.containers import LOCAL_AWS, PROJECT_ROOT, Container, venv_python
 
 LMI_VENV = PROJECT_ROOT / ".venv-lmi"
-LMI_ENTRYPOINT = Path(__file__).with_name("lmi_entrypoint.py")
+LMI_ENTRYPOINT = LOCAL_AWS / "images" / "lmi_entrypoint.py"
 #: The image's repository (llm_inference_cdk.dlc.djl_neuronx: ``djl-inference:<v>-neuronx-sdk<s>``).
 LMI_NEURONX_REPOSITORY = "/djl-inference:"
 

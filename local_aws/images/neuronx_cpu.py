@@ -8,7 +8,7 @@ Neuron's graphs need NeuronCores, so ``sample`` runs the image's transformers on
 (``generate``, greedy for ``top_k=1``), honouring what the compiled graphs impose: exactly
 ``batch_size`` rows, left padding marked by ``start_ids``. ``to_neuron`` compiles nothing and
 ``save`` writes a placeholder graph file, so the handler's split and graph caches are exercised
-as on Neuron. The local LMI container (local_aws/lmi_entrypoint.py) and the inf2 tests
+as on Neuron. The local LMI container (local_aws/images/lmi_entrypoint.py) and the inf2 tests
 (tests/inf2/lmi_driver.py) install it; torch and transformers are imported inside
 :func:`install`, which runs under the image's pinned environment (``.venv-lmi``).
 """

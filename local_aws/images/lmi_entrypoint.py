@@ -20,7 +20,7 @@ its file at that tag):
   ``option.rolling_batch=disable``, requests are batched as ``batch_size`` and
   ``max_batch_delay`` (milliseconds) say (``wlm/WorkerPool``, ``BatchAggregator``): a batch
   leaves when it is full or when its first request has waited the delay, and goes to the
-  handler as one input (``PyPredictor.batchPredict``; local_aws/djl.py mirrors what the front
+  handler as one input (``PyPredictor.batchPredict``; local_aws/images/djl.py mirrors what the front
   end then does with the answer).
 * **Overload** (``WorkLoadManager.runJob``, ``InferenceRequestHandler.onException``,
   ``NettyUtils.sendError``): requests wait in the model's job queue, of ``job_queue_size``
@@ -30,7 +30,7 @@ its file at that tag):
   ``{"code": 503, "type": "WlmCapacityException", "message": "Worker queue capacity exceeded for
   model: <name>"}``.
 
-Neuron itself is replaced by local_aws/neuronx_cpu.py (transformers-neuronx's calls, on the
+Neuron itself is replaced by local_aws/images/neuronx_cpu.py (transformers-neuronx's calls, on the
 CPU). What differs from the image, and why it cannot matter to a bundle that works here:
 
 * the model folder is ``$SAGEMAKER_BASE_DIR/model``, and a ``serving.properties`` path under
@@ -43,7 +43,7 @@ CPU). What differs from the image, and why it cannot matter to a bundle that wor
   (``djl_python.transformers_neuronx``) are part of the image, which is not here.
 
 Standard library at import, the image's torch and transformers inside the neuronx stand-in: it
-runs under ``.venv-lmi`` (local_aws/lmi_container.py starts it), never this project's venv.
+runs under ``.venv-lmi`` (local_aws/sagemaker/lmi_container.py starts it), never this project's venv.
 """
 
 from __future__ import annotations
