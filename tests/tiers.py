@@ -53,13 +53,13 @@ TIERS: dict[str, frozenset[str]] = {
 #: The end-to-end modules that run the vLLM engine: one group of their own (make test).
 VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py")
 #: The other end-to-end modules in two groups of about equal time (docs/DEVELOPING.md, "Where make
-#: test's time goes": 509 s and 500 s of one worker's time at 44cd10b), each on a worker with a
-#: local AWS of its own; a new module joins the first unless it is listed here.
+#: test's time goes": at 459962d e2e-2 took 771 s of one worker's time and e2e-1 548 s, the
+#: critical path; test_local_aws.py's 106 s moved over), each on a worker with a local AWS of its
+#: own; a new module joins the first unless it is listed here.
 E2E_SECOND = (
     "tests/e2e/test_sagemaker_deploy.py",
     "tests/e2e/test_inf2_sagemaker.py",
     "tests/e2e/test_invoke_endpoint.py",
-    "tests/e2e/test_local_aws.py",
     "tests/e2e/test_loadtest.py",
     "tests/e2e/test_inputs.py",
 )
