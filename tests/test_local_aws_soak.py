@@ -19,7 +19,7 @@ def test_an_arm_switches_the_metrics_plane_and_puts_it_back() -> None:
 def test_the_sampler_reads_this_process_s_rss_until_it_stops() -> None:
     with RssSampler(interval_s=0.01) as rss:
         deadline = time.monotonic() + 30  # clock: a generous bound on a thread's first samples
-        while len(rss.samples) < 3 and time.monotonic() < deadline:
+        while len(rss.samples) < 3 and time.monotonic() < deadline:  # clock: the same 30 s wait
             time.sleep(0.01)
     taken = len(rss.samples)
     time.sleep(0.05)

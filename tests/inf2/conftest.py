@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="session")
 def fake_djl() -> ModuleType:
-    return load_module("inf2_fake_djl", ROOT / "local_aws" / "djl.py")
+    return load_module("inf2_fake_djl", ROOT / "local_aws" / "images" / "djl.py")
 
 
 @pytest.fixture
