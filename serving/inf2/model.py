@@ -329,13 +329,38 @@ class _Pass:
     sampling: Sampling
 
 
+@dataclass(frozen=True)
+class PassCost:
+    """How long one generate call takes: a fixed cost per call plus a cost per position.
+
+    A call's time is not proportional to its length: each call also pays for its prompt's
+    prefill and the host's round trip whatever the length. Counting that per position made a
+    short call's rate, stretched to a long sequence, overstate it (a 16-position call on a busy
+    host put 512 positions at 46 s, past a 45 s budget, and refused a request that took 34 s)."""
+
+    overhead_s: float = 0.0
+    per_position_s: float = 0.0
+
+    @classmethod
+    def fit(cls, short: tuple[int, float], full: tuple[int, float]) -> PassCost:
+        """The line through two timed calls of different lengths, neither part below zero."""
+        (n1, t1), (n2, t2) = sorted((short, full))
+        per = max((t2 - t1) / (n2 - n1), 0.0) if n2 > n1 else t2 / n2
+        return cls(max(t2 - per * n2, 0.0), per)
+
+    def seconds(self, positions: int) -> float:
+        return self.overhead_s + self.per_position_s * positions
+
+
 class TextGenerator:
     """Tokenize, check lengths, batch, generate, decode, within DJL's predict timeout.
 
-    `seconds_per_token` is how long one generate call takes per position of its sequence
-    length (:meth:`calibrate` measures it on the loaded model); with it a request that alone
-    would run past the timeout is refused up front, and a DJL batch is cut short before a call
-    that would not finish in time (its requests are answered 503)."""
+    `cost` is how long one generate call takes for a sequence length (:meth:`calibrate`
+    measures it on the loaded model; `seconds_per_token` gives a cost with no fixed part).
+    With it a request that alone would run past the timeout is refused up front, and a DJL
+    batch is cut short before a call that would not finish in time (its requests are
+    answered 503). The last call's time against the cost says how much slower the host is
+    now than when calibrated, and scales every estimate by that (never below 1)."""
 
     def __init__(
         self,
@@ -350,22 +375,35 @@ class TextGenerator:
         self.generator = generator
         self.config = config
         self.clock = clock
-        self.seconds_per_token = seconds_per_token
-        self._observed = 0.0
+        self.cost = PassCost(0.0, seconds_per_token)
+        self._slowdown = 1.0
 
-    def calibrate(self) -> float:
-        """Time one full-length pass of the compiled batch (the slowest call there is)."""
+    def _timed_pass(self, positions: int) -> float:
         pad = getattr(self.tokenizer, "eos_token_id", None) or 0
         started = self.clock()
-        self.generator.generate([[pad]], self.config.n_positions, Sampling(do_sample=False))
-        self.seconds_per_token = (self.clock() - started) / self.config.n_positions
-        LOG.info("a pass of %d positions takes %.2f s; each call may generate for %.0f s of the %d s predict timeout",
-                 self.config.n_positions, self.seconds_per_token * self.config.n_positions, self.config.budget_s,
-                 self.config.predict_timeout_s)  # fmt: skip
-        return self.seconds_per_token
+        self.generator.generate([[pad]], positions, Sampling(do_sample=False))
+        return self.clock() - started
+
+    def calibrate(self) -> PassCost:
+        """Time a short pass and a full-length one (the slowest call there is) of the compiled batch."""
+        full = self.config.n_positions
+        short = max(full // 8, 1)
+        self.cost = PassCost.fit((short, self._timed_pass(short)), (full, self._timed_pass(full)))
+        self._slowdown = 1.0
+        LOG.info("a pass of %d positions takes %.2f s (%.2f s of it whatever the length); each call may generate for "
+                 "%.0f s of the %d s predict timeout", full, self.cost.seconds(full), self.cost.overhead_s,
+                 self.config.budget_s, self.config.predict_timeout_s)  # fmt: skip
+        return self.cost
 
     def _estimate(self, sequence_length: int) -> float:
-        return sequence_length * max(self.seconds_per_token, self._observed)
+        return self.cost.seconds(sequence_length) * self._slowdown
+
+    def _observe(self, sequence_length: int, seconds: float) -> None:
+        expected = self.cost.seconds(sequence_length)
+        if expected > 0:
+            self._slowdown = max(seconds / expected, 1.0)
+        else:  # not calibrated: the first call's own rate, fixed part and all (an overstatement, on the safe side)
+            self.cost = PassCost(0.0, seconds / sequence_length)
 
     def _prepare(self, index: int, body: Any) -> _Prepared:
         request = parse_request(body, self.config)
@@ -454,7 +492,7 @@ class TextGenerator:
             started = self.clock()
             prompts = [p.prompts[i] for p, i in one.rows]
             out = self.generator.generate(prompts, one.sequence_length, one.sampling)
-            self._observed = (self.clock() - started) / one.sequence_length
+            self._observe(one.sequence_length, self.clock() - started)
             for (p, i), tokens in zip(one.rows, out, strict=True):
                 generated[(p.index, i)] = tokens
         for prepared in accepted:

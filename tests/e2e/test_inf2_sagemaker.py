@@ -67,10 +67,11 @@ SAGEMAKER: dict[str, Any] = {
 SEED_PROMPTS = ["Hello, I am a language model,"]
 SEED_REQUEST = {"text": SEED_PROMPTS, "seq_length": 32, "do_sample": False}
 #: A generation to 384 of the compiled graphs' 512 positions: the slow answers of the latency
-#: alarm's fault, about 0.9 s here alone (1.8 times the 500 ms threshold). Not 512: the handler
-#: refuses a request it estimates past its 45 s budget from the last call's seconds per position,
-#: and a quick call on a loaded host makes that estimate high (a fresh clone's `make test` at
-#: e77d3a5: 512 positions estimated at 46 s, refused with 413; 384 would have been 34.5 s).
+#: alarm's fault, about 0.9 s here alone (1.8 times the 500 ms threshold). The handler refuses a
+#: request it estimates past its 45 s budget; that estimate once counted a quick call's fixed cost
+#: per position (a fresh clone's `make test` at e77d3a5: 512 positions put at 46 s, refused with
+#: 413). It now keeps the fixed cost apart (serving/inf2/model.py `PassCost`); 384 keeps a margin
+#: for the host slowing down beside it all the same.
 SLOW_REQUEST = {**SEED_REQUEST, "seq_length": 384}
 
 

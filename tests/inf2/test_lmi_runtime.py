@@ -148,7 +148,8 @@ def test_the_handler_serves_the_bundle_under_the_image_transformers(model_py: Mo
     split = next(c for c in got["calls"] if c["call"] == "save_pretrained_split")
     assert split["dtypes"] == ["torch.float16", "torch.float32"]
     samples = [c for c in got["calls"] if c["call"] == "sample"]
-    assert samples[0]["sequence_length"] == 64  # the calibration pass, at load
+    # The calibration passes at load: a short one and one of every position, the fixed cost apart.
+    assert [c["sequence_length"] for c in samples[:2]] == [8, 64]
     assert all(c["rows"] == 4 for c in samples)
 
     [[alone], [refused], batch] = got["responses"]

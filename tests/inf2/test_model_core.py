@@ -178,17 +178,17 @@ class FakeClock:
 
 
 class TimedGenerator:
-    """A generator whose passes take `rate` seconds per position of their sequence length."""
+    """A generator whose passes take `overhead` seconds plus `rate` per position of their sequence length."""
 
-    def __init__(self, clock: FakeClock, rate: float, batch_size: int) -> None:
-        self.clock, self.rate, self.batch_size = clock, rate, batch_size
+    def __init__(self, clock: FakeClock, rate: float, batch_size: int, overhead: float = 0.0) -> None:
+        self.clock, self.rate, self.batch_size, self.overhead = clock, rate, batch_size, overhead
         self.passes: list[tuple[int, int]] = []
 
     def check(self, sampling: Any) -> None:
         return None
 
     def generate(self, prompts: Any, sequence_length: int, sampling: Any) -> list[list[int]]:
-        self.clock.now += self.rate * sequence_length
+        self.clock.now += self.overhead + self.rate * sequence_length
         self.passes.append((len(prompts), sequence_length))
         return [[7] for _ in prompts]
 
@@ -204,11 +204,64 @@ def timed(model_py: ModuleType, tiny_model: tuple[Any, Any]) -> tuple[Any, Timed
     return model_py.TextGenerator(tiny_model[1], generator, config, clock=clock), generator
 
 
-def test_calibration_times_a_full_length_pass(timed: tuple[Any, TimedGenerator]) -> None:
+def test_calibration_times_a_short_and_a_full_length_pass(timed: tuple[Any, TimedGenerator]) -> None:
     service, generator = timed
-    assert service.calibrate() == 0.5
-    assert generator.passes == [(1, 64)]
+    cost = service.calibrate()
+    assert (cost.overhead_s, cost.per_position_s) == (0, 0.5)
+    assert generator.passes == [(1, 8), (1, 64)]
     assert service.config.budget_s == 54
+
+
+@pytest.fixture
+def opt_like(model_py: ModuleType, tiny_model: tuple[Any, Any]) -> tuple[Any, TimedGenerator]:
+    """512 positions, a 50 s predict timeout (45 s for generating); each call 3 s plus 50 ms a position."""
+    config = model_py.ServerConfig.from_properties(
+        {"model_id": "x", "n_positions": "512", "batch_size": "1", "predict_timeout": "50"}
+    )
+    clock = FakeClock()
+    generator = TimedGenerator(clock, 0.05, 1, overhead=3.0)
+    service = model_py.TextGenerator(tiny_model[1], generator, config, clock=clock)
+    assert service.config.budget_s == 45
+    return service, generator
+
+
+def test_a_calls_fixed_cost_is_not_counted_per_position(opt_like: tuple[Any, TimedGenerator]) -> None:
+    service, generator = opt_like
+    cost = service.calibrate()
+    assert cost.overhead_s == pytest.approx(3.0) and cost.per_position_s == pytest.approx(0.05)
+    [short] = service.run([{"text": ["Hi"], "seq_length": 16}])  # 3.8 s
+    assert isinstance(short, dict)
+    # Counted per position, that call's 3.8 s / 16 would put 512 positions at 122 s and refuse them;
+    # they take 3 + 25.6 = 28.6 s.
+    generator.passes.clear()
+    started = service.clock()
+    [long] = service.run([{"text": ["Hi"], "seq_length": 512}])
+    assert isinstance(long, dict), long
+    assert generator.passes == [(1, 512)]
+    assert service.clock() - started == pytest.approx(28.6)
+
+
+def test_a_slower_host_scales_every_estimate(opt_like: tuple[Any, TimedGenerator], model_py: ModuleType) -> None:
+    service, generator = opt_like
+    service.calibrate()
+    generator.overhead, generator.rate = 6.0, 0.1  # the host is now twice as slow: 512 positions take 57.2 s
+    [short] = service.run([{"text": ["Hi"], "seq_length": 16}])
+    assert isinstance(short, dict)
+    [refused] = service.run([{"text": ["Hi"], "seq_length": 512}])
+    assert isinstance(refused, model_py.RequestError) and refused.code == 413 and "about 57 s" in str(refused)
+    [fits] = service.run([{"text": ["Hi"], "seq_length": 300}])  # 36 s
+    assert isinstance(fits, dict)
+    generator.overhead, generator.rate = 3.0, 0.05  # and as fast again: the next call brings the estimate back
+    service.run([{"text": ["Hi"], "seq_length": 16}])
+    assert isinstance(service.run([{"text": ["Hi"], "seq_length": 512}])[0], dict)
+
+
+def test_two_calls_fit_a_line_that_is_never_below_zero(model_py: ModuleType) -> None:
+    cost = model_py.PassCost.fit((64, 10.0), (8, 2.0))
+    assert (cost.overhead_s, cost.per_position_s) == (pytest.approx(0.857142857), pytest.approx(1 / 7))
+    faster_long = model_py.PassCost.fit((8, 5.0), (64, 4.0))  # noise: the longer call was quicker
+    assert (faster_long.overhead_s, faster_long.per_position_s) == (4.0, 0.0)
+    assert model_py.PassCost.fit((8, 1.0), (8, 1.0)).per_position_s == 0.125
 
 
 def test_a_request_that_alone_would_outlive_the_predict_timeout_is_refused(
