@@ -49,7 +49,7 @@ from loadtest.report import plot, table
 from loadtest.request import Request, load_request
 from loadtest.stats import latency_summary
 from local_aws.cdk import Cdk
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from local_aws.server import LocalAws
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,7 +135,7 @@ class DirectInvoker:
 
 def container_port(aws: LocalAws, endpoint: str) -> int:
     """The port the local runtime gave the endpoint's container."""
-    hosted = HOSTING.find((aws.account, aws.region, endpoint))
+    hosted = hosting_plane().find((aws.account, aws.region, endpoint))
     if hosted is None or hosted.live is None:
         raise RuntimeError(f"endpoint {endpoint} has no running container in the local runtime")
     (container,) = hosted.live.containers.values()

@@ -49,14 +49,16 @@ QPS_TARGET = 0.10
 
 
 @contextlib.contextmanager
-def metrics_plane(on: bool) -> Iterator[None]:
-    """SageMaker's metrics published (the local AWS as it runs) or not, for the arm's length."""
-    before = metrics.ENABLED
-    metrics.ENABLED = on
+def metrics_plane(on: bool, account: str, region: str) -> Iterator[None]:
+    """SageMaker's metrics of the account's region published (the local AWS as it runs) or not,
+    for the arm's length."""
+    backend = metrics.metrics_backends[account][region]
+    before = backend.publishing
+    backend.publishing = on
     try:
         yield
     finally:
-        metrics.ENABLED = before
+        backend.publishing = before
 
 
 class RssSampler:
@@ -89,7 +91,7 @@ def arm(aws: LocalAws, endpoint: str, request: Path, args: argparse.Namespace, o
     command = [sys.executable, "-m", "loadtest", "--endpoint", endpoint, "--request", str(request),
                "--concurrency", str(args.concurrency), "--seconds", str(args.seconds), "--metrics-wait", "0",
                "--out", str(out)]  # fmt: skip
-    with metrics_plane(on), RssSampler() as rss:
+    with metrics_plane(on, aws.account, aws.region), RssSampler() as rss:
         subprocess.run(command, env=aws.environment(), cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
                        timeout=args.seconds + 300)  # fmt: skip
     (level,) = json.loads((out / "report.json").read_text())["levels"]

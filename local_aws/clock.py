@@ -5,11 +5,13 @@ for tests a clock they can stop and move forward, so that nothing waits minutes.
 A clock is wall time moved by an offset at a speed: ``Clock()`` is wall time (speed 1, what a
 user of ``python -m local_aws`` gets, on AWS's own schedule); ``Clock(speed=0)`` stands still
 until :meth:`Clock.advance` moves it; any other speed runs faster or slower than wall time (a
-load test of seconds can span minutes of metrics). Jobs registered with :func:`every` run at
+load test of seconds can span minutes of metrics). The jobs a clock is started with run at
 each multiple of their interval since the epoch in the clock's time, in order, none skipped:
 on a thread of the clock's while it moves by itself, and in the caller of :meth:`Clock.advance`
 for the times it jumps over, each with the clock set to its time. One clock runs a process's
-jobs at a time (moto's backends, which the jobs read, are the process's): :func:`install`.
+jobs at a time (moto's backends, which the jobs read, are the process's): the host's
+(local_aws/host.py), which the services read and LocalAws starts with the services' schedule
+(local_aws/schedule.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -33,25 +35,15 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 @dataclass(frozen=True)
 class Job:
+    """`run` with each multiple of `interval_s` seconds since the epoch, in the clock's time."""
+
     name: str
     interval_s: int
     run: Callable[[datetime], None]
 
-
-_JOBS: list[Job] = []
-
-
-def every(interval_s: int, name: str) -> Callable[[Callable[[datetime], None]], Callable[[datetime], None]]:
-    """Register the decorated function to run at each multiple of `interval_s` seconds of
-    the installed clock, with that time (aware, UTC)."""
-    if interval_s <= 0 or interval_s % RESOLUTION_S:
-        raise ValueError(f"interval_s={interval_s}: a job runs every multiple of {RESOLUTION_S} s")
-
-    def register(run: Callable[[datetime], None]) -> Callable[[datetime], None]:
-        _JOBS.append(Job(name, interval_s, run))
-        return run
-
-    return register
+    def __post_init__(self) -> None:
+        if self.interval_s <= 0 or self.interval_s % RESOLUTION_S:
+            raise ValueError(f"interval_s={self.interval_s}: a job runs every multiple of {RESOLUTION_S} s")
 
 
 def _next_multiple(after: datetime, interval_s: int) -> datetime:
@@ -67,9 +59,10 @@ class Clock:
     :param start: the clock's time now (default: wall time; a clock that stands still starts
         at the last whole minute, so that its periods are the minutes' and a test's first
         advance of a minute ends one).
+    :param jobs: what it runs on its schedule (:meth:`start` may give others).
     """
 
-    def __init__(self, *, speed: float = 1.0, start: datetime | None = None) -> None:
+    def __init__(self, *, speed: float = 1.0, start: datetime | None = None, jobs: Sequence[Job] = ()) -> None:
         if speed < 0:
             raise ValueError(f"speed={speed}: a clock does not run backwards")
         if start is None:
@@ -85,6 +78,8 @@ class Clock:
         self._running = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._jobs = tuple(jobs)
+        self._on_fault: Callable[[str, Exception], None] | None = None
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -142,9 +137,15 @@ class Clock:
 
     # --- jobs ------------------------------------------------------------------------------------
 
-    def start(self) -> Clock:
-        """Run the jobs as the clock moves by itself (a daemon thread), and for the times
-        :meth:`advance` jumps over."""
+    def start(
+        self, jobs: Sequence[Job] | None = None, on_fault: Callable[[str, Exception], None] | None = None
+    ) -> Clock:
+        """Run the jobs (`jobs`, where given) as the clock moves by itself (a daemon thread), and
+        for the times :meth:`advance` jumps over; a job's exception goes to `on_fault` (where,
+        exception), and the other jobs and the clock go on (without it, it ends the clock's run)."""
+        if jobs is not None:
+            self._jobs = tuple(jobs)
+        self._on_fault = on_fault
         if self._thread is None:
             self._stopping.clear()
             with self._lock:
@@ -166,7 +167,7 @@ class Clock:
             with self._running:
                 self._run_due(until=self.now())
             with self._lock:
-                due = _next_due(self._ran_until)
+                due = self._next_due(self._ran_until)
                 now = self._now()
                 if due is None:
                     self._lock.wait()
@@ -176,46 +177,21 @@ class Clock:
     def _run_due(self, until: datetime) -> None:
         """Every job due after the last run and at most `until`, in the order of their times."""
         while True:
-            due = _next_due(self._ran_until)
+            due = self._next_due(self._ran_until)
             if due is None or due > until:
                 return
             with self._lock:
                 if self._now() < due:
                     self._set(due)  # jumped over: the job sees its own time
-            for job in list(_JOBS):
+            for job in self._jobs:
                 if (due - EPOCH).total_seconds() % job.interval_s == 0:
                     try:
                         job.run(due)
-                    except Exception:  # one job's fault must not stop the others or the clock
-                        log.exception("clock job %s at %s failed", job.name, due.isoformat())
+                    except Exception as exc:  # the local AWS's own fault: kept, and the other jobs run
+                        if self._on_fault is None:
+                            raise
+                        self._on_fault(f"clock job {job.name} at {due.isoformat()}", exc)
             self._ran_until = due
 
-
-def _next_due(after: datetime) -> datetime | None:
-    return min((_next_multiple(after, job.interval_s) for job in _JOBS), default=None)
-
-
-_installed: Clock | None = None
-
-
-def install(clock: Clock) -> None:
-    """Make `clock` the one the local AWS's services read and run their jobs on (stopping the
-    one before)."""
-    global _installed
-    if _installed is not None and _installed is not clock:
-        _installed.stop()
-    _installed = clock
-    clock.start()
-
-
-def installed() -> Clock:
-    """The clock the local AWS runs on (wall time until one is installed)."""
-    global _installed
-    if _installed is None:
-        _installed = Clock()
-    return _installed
-
-
-def now() -> datetime:
-    """The local AWS's time now (aware, UTC)."""
-    return installed().now()
+    def _next_due(self, after: datetime) -> datetime | None:
+        return min((_next_multiple(after, job.interval_s) for job in self._jobs), default=None)

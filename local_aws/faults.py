@@ -5,8 +5,9 @@ parse as any other error: ``InternalFailure`` ("The request processing has faile
 unknown error, exception or failure", the API references' Common Errors; S3 and EC2 call it
 ``InternalError``). The local AWS does the same (the patch ``local_aws.patches.protocol``
 answers with :func:`answer`), and since every such answer is a fault of the emulator, not of
-the caller, each is logged with its traceback and kept in :data:`FAULTS`, which the test session
-reads: a test during which one happened fails (tests/conftest.py).
+the caller, each is logged with its traceback and kept in the host's :class:`Faults`
+(local_aws/host.py), which the test session reads: a test during which one happened fails
+(tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -65,9 +66,6 @@ class Faults:
     def __len__(self) -> int:
         with self._lock:
             return len(self._found)
-
-
-FAULTS = Faults()
 
 
 @cache

@@ -29,7 +29,9 @@ from moto.ssm.models import Parameter, ssm_backends
 
 from local_aws import awslambda, patches
 from local_aws import clock as clocks
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.host import HOST
+from local_aws.sagemaker.runtime import hosting_plane
+from local_aws.schedule import JOBS
 
 #: The account moto answers as; every ARN the emulator returns names it.
 EMULATOR_ACCOUNT: str = DEFAULT_ACCOUNT_ID
@@ -105,16 +107,16 @@ class LocalAws:
             return self
         check_moto_version()
         patches.apply()
-        HOSTING.stop_all()  # a fresh account hosts nothing
+        hosting_plane().stop_all()  # a fresh account hosts nothing
         awslambda.stop_all()
         # What the containers compile (vLLM's kernels, torch's precompiled header) is the same
         # files for each: compiled once while this local AWS runs (docs/LOCAL_AWS.md).
-        HOSTING.compile_cache = Path(tempfile.mkdtemp(prefix="local-aws-compile-cache-"))
+        hosting_plane().compile_cache = Path(tempfile.mkdtemp(prefix="local-aws-compile-cache-"))
         # AWS-managed policies exist in every account; roles attach them by ARN
         # (ManagedPolicyArns), which moto refuses for a policy it has not loaded.
         default_user_config.setdefault("iam", {})["load_aws_managed_policies"] = self.aws_managed_policies
         _reset_backends()
-        clocks.install(self.clock)
+        HOST.run_clock(self.clock, JOBS)
         # Port 0: the OS picks a free port; the server reports which one it bound.
         # One log line per request would drown test and demo output; errors still surface.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -133,9 +135,9 @@ class LocalAws:
 
     def stop(self) -> None:
         # The endpoints' containers and functions first: processes of this host, not of the server.
-        HOSTING.stop_all()
+        hosting_plane().stop_all()
         awslambda.stop_all()
-        cache, HOSTING.compile_cache = HOSTING.compile_cache, None
+        cache, hosting_plane().compile_cache = hosting_plane().compile_cache, None
         if cache is not None:
             shutil.rmtree(cache, ignore_errors=True)
         server, self._server = self._server, None
@@ -150,7 +152,7 @@ class LocalAws:
     def reset(self) -> None:
         """Forget every resource: a fresh, empty account, as after :meth:`start`."""
         self.port  # noqa: B018 -- raises unless started: there is nothing to reset
-        HOSTING.stop_all()
+        hosting_plane().stop_all()
         awslambda.stop_all()
         _reset_backends()
 

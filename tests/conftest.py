@@ -122,12 +122,12 @@ os.environ[leaks.MARKER] = _SESSION
 
 
 def _local_aws_faults() -> list[str]:
-    """The faults of the local AWS met since last asked (local_aws/faults.py), as lines; none
-    where no test loaded it."""
-    faults = sys.modules.get("local_aws.faults")
-    if faults is None:
+    """The faults of the local AWS met since last asked (local_aws/faults.py, kept by the host in
+    local_aws/host.py), as lines; none where no test loaded it."""
+    host = sys.modules.get("local_aws.host")
+    if host is None:
         return []
-    return [f"{f.service} {f.where}: {f.error}\n{f.traceback}" for f in faults.FAULTS.take()]
+    return [f"{f.service} {f.where}: {f.error}\n{f.traceback}" for f in host.HOST.faults.take()]
 
 
 #: Faults of the local AWS met between tests (in a background thread).

@@ -7,6 +7,7 @@ functions), not from what a run happens to import.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,3 +184,82 @@ def test_the_local_aws_import_graph_is_read_as_python_imports() -> None:
     assert "local_aws.sagemaker.runtime" in edges["local_aws.sagemaker.components"]
     assert "local_aws.patches.base" in edges["local_aws.patches.iam"]
     assert "local_aws" not in edges["local_aws.sagemaker.runtime"]
+
+
+# --- State of the local AWS ----------------------------------------------------------------------
+
+#: Calls whose result a module may hold: a BackendDict (moto's home of an account's and region's
+#: state), the one host (local_aws/host.py), and values that never change.
+STATELESS_CALLS = {
+    "BackendDict", "frozenset", "tuple", "Path", "TypeVar", "getLogger", "compile", "resolve", "with_name",
+    "datetime", "timedelta", "log", "object", "Documented", "DocumentedNumber", "Unresolved", "Rollout", "Host",
+}  # fmt: skip
+#: The patch registry's machinery: a registry of code (the patches, in order), the lock it
+#: installs and reverts under, where a patch being installed records, and the servers whose
+#: routes follow it. Which patch is installed is the patches' own state, not an emulated thing's.
+PATCH_REGISTRY = {
+    ("local_aws.patches.base", "PATCHES"), ("local_aws.patches.base", "_lock"),
+    ("local_aws.patches.base", "_recording"), ("local_aws.patches.base", "_DISPATCHERS"),
+}  # fmt: skip
+MUTATORS = ("append", "extend", "insert", "add", "update", "pop", "popitem", "remove", "discard", "clear",
+            "setdefault")  # fmt: skip
+
+
+def _held(name: str, target: str, value: ast.expr, sources: dict[str, str]) -> str | None:
+    """What is wrong with module `name` holding `value` as `target`, if anything."""
+    if isinstance(value, ast.Call):
+        callee = value.func
+        called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+        return None if called in STATELESS_CALLS else f"{name}.{target} = {called}(...)"
+    if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp):
+        changed = re.compile(rf"\b{target}\s*(\.({'|'.join(MUTATORS)})\(|\[[^\]]*\]\s*=[^=]|\[[^\]]*\]\s*[-+]=)")
+        changers = [other for other, text in sources.items() if changed.search(text)]
+        return f"{name}.{target}, changed in {', '.join(changers)}" if changers else None
+    return None
+
+
+def module_level_state(modules: dict[str, Path]) -> list[str]:
+    """Each module-level name of `modules` that holds or may hold state: a call's result but
+    for STATELESS_CALLS, a mutable table some code of theirs changes, a name some function
+    rebinds with `global`."""
+    sources = {n: p.read_text() for n, p in modules.items()}
+    found = []
+    for name, source in sources.items():
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Global):
+                found += [f"{name}.{g} (rebound with global)" for g in node.names if (name, g) not in PATCH_REGISTRY]
+        for node in tree.body:
+            if isinstance(node, ast.Assign):
+                pairs = [(t, node.value) for t in node.targets]
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                pairs = [(node.target, node.value)]
+            else:
+                continue
+            for target, value in pairs:
+                if isinstance(target, ast.Name) and target.id != "__all__" and (name, target.id) not in PATCH_REGISTRY:
+                    problem = _held(name, target.id, value, sources)
+                    found += [problem] if problem else []
+    return found
+
+
+def test_the_local_aws_holds_no_state_outside_its_backends_and_its_host() -> None:
+    """Every account's and region's state sits in a BackendDict's backend, reset with moto's
+    reset; what the process holds beside (its clock, its faults, the services' planes) sits in
+    the one host (local_aws/host.py). No module keeps a registry, queue, cache or flag of its own;
+    images/ is what other processes run."""
+    modules = {n: p for n, p in local_aws_modules().items() if not n.startswith("local_aws.images")}
+    assert module_level_state(modules) == []
+
+
+def test_the_state_check_finds_a_module_s_own_state(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import threading\n\n_seen = {}\nTABLE = {'a': 1}\nLOCK = threading.Lock()\nBACKENDS = BackendDict(X)\n"
+        "NAMES = {'a': 'b'}\n\n\ndef see(key):\n    _seen[key] = True\n\n\ndef flag():\n    global TABLE\n"
+    )
+    assert sorted(module_level_state({"planted": planted})) == [
+        "planted.LOCK = Lock(...)",
+        "planted.TABLE (rebound with global)",
+        "planted._seen, changed in planted",
+    ]

@@ -10,10 +10,11 @@ from local_aws.sagemaker import metrics
 
 
 def test_an_arm_switches_the_metrics_plane_and_puts_it_back() -> None:
-    before = metrics.ENABLED
-    with metrics_plane(not before):
-        assert metrics.ENABLED is (not before)
-    assert metrics.ENABLED is before
+    backend = metrics.metrics_backends["123456789012"]["us-east-1"]
+    before = backend.publishing
+    with metrics_plane(not before, "123456789012", "us-east-1"):
+        assert backend.publishing is (not before)
+    assert backend.publishing is before
 
 
 def test_the_sampler_reads_this_process_s_rss_until_it_stops() -> None:

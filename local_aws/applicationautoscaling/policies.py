@@ -37,7 +37,7 @@ from typing import Any
 from moto.applicationautoscaling.models import applicationautoscaling_backends
 from moto.cloudwatch.models import cloudwatch_backends
 
-from local_aws import clock
+from local_aws import host
 from local_aws.applicationautoscaling.targets import CapacityError, dimension
 from local_aws.cloudwatch import recent_values
 
@@ -142,7 +142,7 @@ def activities(account: str, region: str) -> list[dict[str, Any]]:
 def record(target: Any, cause: str, *, to: int | None, noun: str, not_scaled: Mapping[str, Any] | None = None,
            failure: str | None = None) -> dict[str, Any]:  # fmt: skip
     """A scaling activity of `target`: its capacity set `to`, a decision not to scale, or a failure."""
-    now = clock.now().timestamp()
+    now = host.now().timestamp()
     activity: dict[str, Any] = {
         "ActivityId": str(uuid.uuid4()),
         "ServiceNamespace": target.service_namespace,
@@ -227,7 +227,7 @@ def _cooldown(policy: Any, out: bool) -> float:
 def _cooling(policy: Any, out: bool) -> bool:
     """Whether the policy's cooldown of a scale-out (`out`) or scale-in runs."""
     last = getattr(policy, "local_scaled_out_at" if out else "local_scaled_in_at", None)
-    return last is not None and (clock.now() - last).total_seconds() < _cooldown(policy, out)
+    return last is not None and (host.now() - last).total_seconds() < _cooldown(policy, out)
 
 
 def execute(policy_arn: str, alarm: Any, account: str, region: str) -> str:
@@ -284,7 +284,7 @@ def _decision(policy: Any, target: Any, alarm: Any, current: int, account: str, 
 
 def _scaled(backend: Any, policy: Any, out: bool, before: int) -> None:
     """The cooldowns a scaling activity starts (and a scale-out ends)."""
-    now = clock.now()
+    now = host.now()
     if not out:
         policy.local_scaled_in_at = now
         return

@@ -21,15 +21,15 @@ from __future__ import annotations
 from local_aws.awslambda.code import EMPTY_ZIP, CodeError, check_zip
 from local_aws.awslambda.custom_resources import (
     RESPONSE_PATH,
-    RESPONSES,
     CustomResourceFailed,
     LambdaBackedCustomResource,
     response_host,
+    responses_plane,
 )
 from local_aws.awslambda.errors import InvalidRuntimeException
 from local_aws.awslambda.functions import Function, FunctionNotFound, find
 from local_aws.awslambda.nodejs import Invocation, RuntimeUnavailable
-from local_aws.awslambda.service import LAMBDA, AsyncInvocation, LambdaService
+from local_aws.awslambda.service import AsyncInvocation, LambdaService, lambda_plane
 
 #: Hosts whose TLS connections a function makes reach the local AWS: CloudFormation's
 #: response URLs', in any region.
@@ -40,18 +40,16 @@ def set_endpoint(url: str) -> None:
     """Functions call the local AWS at `url` (``http://127.0.0.1:<port>``), which also takes
     their responses to CloudFormation."""
     address = url.removeprefix("http://").rstrip("/")
-    LAMBDA.configure(url, ((RESPONSE_HOSTS, address),))
+    lambda_plane().configure(url, ((RESPONSE_HOSTS, address),))
 
 
 def stop_all() -> None:
     """End every invocation still running."""
-    LAMBDA.stop_all()
+    lambda_plane().stop_all()
 
 
 __all__ = [
     "EMPTY_ZIP",
-    "LAMBDA",
-    "RESPONSES",
     "RESPONSE_HOSTS",
     "RESPONSE_PATH",
     "AsyncInvocation",
@@ -66,7 +64,9 @@ __all__ = [
     "RuntimeUnavailable",
     "check_zip",
     "find",
+    "lambda_plane",
     "response_host",
+    "responses_plane",
     "set_endpoint",
     "stop_all",
 ]

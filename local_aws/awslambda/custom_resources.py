@@ -44,7 +44,8 @@ from urllib.parse import quote
 
 from local_aws.awslambda.functions import FunctionNotFound, find
 from local_aws.awslambda.nodejs import RuntimeUnavailable
-from local_aws.awslambda.service import LAMBDA, AsyncInvocation
+from local_aws.awslambda.service import AsyncInvocation, lambda_plane
+from local_aws.host import HOST
 
 log = logging.getLogger("local_aws.lambda")
 
@@ -116,7 +117,10 @@ class Responses:
         return 200, ""
 
 
-RESPONSES = Responses()
+def responses_plane() -> Responses:
+    """The process's custom resource requests waiting for a response (local_aws/host.py):
+    request ids are unique over every account, and a response URL names none."""
+    return HOST.plane(Responses)
 
 
 def _as_strings(value: Any) -> Any:
@@ -159,7 +163,7 @@ def request(
         )
     try:
         function = find(token, target.account, target.region)
-        LAMBDA.runtime.check(function)
+        lambda_plane().runtime.check(function)
     except (FunctionNotFound, RuntimeUnavailable) as exc:
         raise CustomResourceFailed(f"The custom resource's function {token} cannot be invoked: {exc}") from exc
     request_id = str(uuid.uuid4())
@@ -183,16 +187,16 @@ def request(
     if old_properties is not None:
         event["OldResourceProperties"] = _as_strings(old_properties)
     timeout_s = float(properties.get("ServiceTimeout") or DEFAULT_SERVICE_TIMEOUT_S)
-    pending = RESPONSES.expect(request_id)
+    pending = responses_plane().expect(request_id)
     started = time.monotonic()
     try:
-        invocation = LAMBDA.invoke_async(function, event)
+        invocation = lambda_plane().invoke_async(function, event)
         response = _wait(pending, invocation, request_id, timeout_s)
         # The handler returns once it has responded: its invocation (its output in its log group,
         # written as its role) is over before CloudFormation goes on, which may delete that role.
         invocation.done.wait(function.timeout_s * (1 + function.async_retries))
     finally:
-        RESPONSES.forget(request_id)
+        responses_plane().forget(request_id)
         # What running the handler costs a deploy (the suite's and the demo's time are measured by it).
         log.info(
             "custom resource %s (%s) %s: %s in %.2f s", target.logical_id, target.resource_type, request_type,

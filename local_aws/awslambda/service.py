@@ -24,6 +24,7 @@ from moto.utilities.utils import get_partition
 from local_aws.awslambda import logs
 from local_aws.awslambda.functions import Function
 from local_aws.awslambda.nodejs import Credentials, Invocation, Network, NodeRuntime
+from local_aws.host import HOST
 
 log = logging.getLogger("local_aws.lambda")
 
@@ -115,5 +116,6 @@ def assume(function: Function) -> Credentials:
     return Credentials(session.access_key_id, session.secret_access_key, session.session_token)
 
 
-#: The local AWS's Lambda (one per process, as moto's backends are).
-LAMBDA = LambdaService()
+def lambda_plane() -> LambdaService:
+    """The process's Lambda runtime (local_aws/host.py): every account's functions run there."""
+    return HOST.plane(LambdaService)

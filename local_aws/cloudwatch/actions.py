@@ -19,7 +19,7 @@ from moto.applicationautoscaling.models import applicationautoscaling_backends
 from moto.kms.models import kms_backends
 from moto.sns.models import sns_backends
 
-from local_aws import clock
+from local_aws import host
 from local_aws.policies import evaluate, first_denial, service_caller
 from local_aws.validation.model import botocore_session
 
@@ -90,7 +90,7 @@ def record(alarm: Any, kind: str, summary: str, data: Mapping[str, Any]) -> None
         {
             "AlarmName": alarm.name,
             "AlarmType": "MetricAlarm",
-            "Timestamp": clock.now(),
+            "Timestamp": host.now(),
             "HistoryItemType": kind,
             "HistorySummary": summary,
             "HistoryData": json.dumps(data),
@@ -174,7 +174,7 @@ def run_actions(alarm: Any, old_state: str, account: str, region: str, *, scalin
             log.warning("alarm %s: action %s failed: %s", alarm.name, action, exc)
             record(alarm, "Action", f"Failed to execute action {action}", data)
     if any(_service(a) == "autoscaling" for a in actions or []):
-        alarm.local_scaled_at = clock.now()
+        alarm.local_scaled_at = host.now()
 
 
 def scaling_due(alarm: Any, period_s: int) -> bool:
@@ -186,7 +186,7 @@ def scaling_due(alarm: Any, period_s: int) -> bool:
     )
     if not any(_service(a) == "autoscaling" for a in actions or []):
         return False
-    return last is None or clock.now() - last >= timedelta(seconds=period_s)
+    return last is None or host.now() - last >= timedelta(seconds=period_s)
 
 
 def change_state(alarm: Any, state: str, reason: str, reason_data: str, account: str, region: str) -> None:
@@ -194,7 +194,7 @@ def change_state(alarm: Any, state: str, reason: str, reason_data: str, account:
     the new state on a change."""
     old = str(alarm.state_value)
     alarm.update_state(reason, reason_data, state)
-    alarm.state_updated_timestamp = clock.now().replace(tzinfo=None)
+    alarm.state_updated_timestamp = host.now().replace(tzinfo=None)
     if old == state:
         return
     record(

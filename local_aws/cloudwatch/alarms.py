@@ -13,7 +13,7 @@ from typing import Any
 
 from moto.cloudwatch.models import CloudWatchBackend, cloudwatch_backends
 
-from local_aws import clock
+from local_aws import host
 from local_aws.cloudwatch.actions import change_state, run_actions, scaling_due
 from local_aws.cloudwatch.evaluation import MetricIndex, check, due, evaluate, period_of, points_of
 
@@ -50,7 +50,6 @@ def _evaluate(backend: CloudWatchBackend, alarm: Any, index: MetricIndex, at: da
         run_actions(alarm, str(alarm.state_value), account, region, scaling_only=True)
 
 
-@clock.every(10, "CloudWatch alarms")
 def evaluate_alarms(at: datetime) -> None:
     """Every backend's alarms due at `at`, where the patch that evaluates them is installed."""
     hook: Any = getattr(CloudWatchBackend, "evaluate_alarms", None)
@@ -65,5 +64,5 @@ def recent_values(alarm: Any, account: str, region: str) -> list[float]:
     """The values of the alarm's latest EvaluationPeriods datapoints that have data, oldest
     first, as of the clock's time: what a scaling policy its alarm runs reads of the metric."""
     backend = cloudwatch_backends[account][region]
-    points, _ = points_of(alarm, MetricIndex(list(backend.metric_data)), clock.now())
+    points, _ = points_of(alarm, MetricIndex(list(backend.metric_data)), host.now())
     return [p.value for p in points[-int(alarm.evaluation_periods) :] if p.value is not None]

@@ -29,7 +29,7 @@ from typing import Any
 from moto.cloudwatch.models import MetricAggregatedDatum, cloudwatch_backends
 from moto.core.base_backend import BackendDict, BaseBackend
 
-from local_aws import clock
+from local_aws import host
 from local_aws.cloudwatch.statistics import Distribution, StatisticSet
 
 #: Distinct values a minute of one metric keeps exactly; past them its values are rounded. A
@@ -165,4 +165,4 @@ def publish(account: str, region: str, namespace: str, metric_data: Iterable[Map
     """Store `metric_data` (PutMetricData's MetricData, each with a Value) under `namespace` as a
     service of the account's region publishes it: a minute at a time, at the clock's time where a
     datum names none."""
-    published_backends[account][region].record(namespace, metric_data, clock.now())
+    published_backends[account][region].record(namespace, metric_data, host.now())

@@ -10,7 +10,14 @@ from typing import Any
 from moto.awslambda.exceptions import InvalidParameterValueException
 from moto.awslambda.models import LambdaFunction
 
-from local_aws.awslambda import LAMBDA, CodeError, Function, InvalidRuntimeException, RuntimeUnavailable, check_zip
+from local_aws.awslambda import (
+    CodeError,
+    Function,
+    InvalidRuntimeException,
+    RuntimeUnavailable,
+    check_zip,
+    lambda_plane,
+)
 from local_aws.patches.base import patch, replace
 
 # Lambda's InvokeFunction returns the last 4 KB of the invocation's log with LogType=Tail.
@@ -46,13 +53,13 @@ def _invoke(self: Any, body: str, request_headers: Any, response_headers: dict[s
     response_headers["X-Amz-Executed-Version"] = "$LATEST"
     try:
         if kind == "DryRun":
-            LAMBDA.runtime.check(function)
+            lambda_plane().runtime.check(function)
             return b""
         if kind == "Event":
-            LAMBDA.runtime.check(function)
-            LAMBDA.invoke_async(function, event)
+            lambda_plane().runtime.check(function)
+            lambda_plane().invoke_async(function, event)
             return b""
-        invocation = LAMBDA.invoke(function, event)
+        invocation = lambda_plane().invoke(function, event)
     except RuntimeUnavailable as unavailable:
         raise InvalidRuntimeException(str(unavailable)) from None
     log_tail = "\n".join(message for _, message in invocation.events)[-_LOG_TAIL:]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from moto.cloudformation import models as cfn_models
@@ -16,7 +16,7 @@ from moto.cloudformation.exceptions import CloudFormationError
 from moto.core.responses import ActionResult, EmptyResult
 from werkzeug.exceptions import HTTPException
 
-from local_aws.awslambda import RESPONSES, LambdaBackedCustomResource
+from local_aws.awslambda import LambdaBackedCustomResource, responses_plane
 from local_aws.patches.applicationautoscaling import ScalableTarget, ScalingPolicy
 from local_aws.patches.base import enabled_types, patch, register_types, replace
 from local_aws.patches.cloudwatch import MetricAlarm
@@ -199,7 +199,7 @@ def unmodifiable_resources_are_replaced() -> None:
             ):
                 _replaced(resources_map, logical_id, old, updated, resource_json)
                 return updated
-            _updated_in_place(logical_id)
+            _updated_in_place(resources_map, logical_id)
             return updated
         new = cfn_parsing.parse_and_create_resource(logical_id, resource_json, resources_map, account_id, region_name)
         if old is not None and not isinstance(old, str | dict | list):
@@ -286,35 +286,33 @@ def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-class _Update(threading.local):
-    """What the update in progress (on this thread) did: replacements to clean up after it
-    (or undo), resources updated in place (to update back)."""
+@dataclass
+class _Update:
+    """What the stack's update in progress did: replacements to clean up after it (or undo),
+    resources updated in place (to update back). Kept on the stack's resource map (moto's
+    backend) while the update runs."""
 
-    active: bool = False
-    replaced: list[tuple[str, Any, Any, dict[str, Any]]]
-    in_place: list[str]
-
-    def begin(self) -> None:
-        self.active, self.replaced, self.in_place = True, [], []
-
-    def end(self) -> None:
-        self.active = False
+    replaced: list[tuple[str, Any, Any, dict[str, Any]]] = field(default_factory=list)
+    in_place: list[str] = field(default_factory=list)
 
 
-_update = _Update()
+def _in_progress(resources_map: Any) -> _Update | None:
+    return getattr(resources_map, "local_update", None)
 
 
 def _replaced(resources_map: Any, logical_id: str, old: Any, new: Any, resource_json: dict[str, Any]) -> None:
     """`new` replaced `old`: delete `old` after the update, or now outside one."""
-    if _update.active:
-        _update.replaced.append((logical_id, old, new, resource_json))
+    update = _in_progress(resources_map)
+    if update is not None:
+        update.replaced.append((logical_id, old, new, resource_json))
     else:
         resources_map._delete_resource(old, resource_json)
 
 
-def _updated_in_place(logical_id: str) -> None:
-    if _update.active:
-        _update.in_place.append(logical_id)
+def _updated_in_place(resources_map: Any, logical_id: str) -> None:
+    update = _in_progress(resources_map)
+    if update is not None:
+        update.in_place.append(logical_id)
 
 
 def _report_rollback(stack: Any, kind: str, failed: RolledBack) -> None:
@@ -363,9 +361,10 @@ def _roll_back(resources_map: Any, before: dict[str, Any], added: list[str]) -> 
     resources_map.load_parameters()
     resources_map.load_conditions()
     resources_map._resource_json_map = before["resources"]
-    for logical_id, old, _new, _json in _update.replaced:
+    update = _in_progress(resources_map) or _Update()
+    for logical_id, old, _new, _json in update.replaced:
         resources_map._parsed_resources[logical_id] = old
-    for logical_id in reversed(_update.in_place):
+    for logical_id in reversed(update.in_place):
         old_json = before["resources"][logical_id]
         try:
             restored = cfn_parsing.parse_and_update_resource(
@@ -374,7 +373,7 @@ def _roll_back(resources_map: Any, before: dict[str, Any], added: list[str]) -> 
             resources_map._parsed_resources[logical_id] = restored
         except Exception:
             log.warning("rollback could not update %s back", logical_id, exc_info=True)
-    for _logical_id, _old, new, resource_json in reversed(_update.replaced):
+    for _logical_id, _old, new, resource_json in reversed(update.replaced):
         _delete_quietly(resources_map, new, resource_json)
     for logical_id in reversed(added):
         resource = resources_map._parsed_resources.pop(logical_id, None)
@@ -383,7 +382,7 @@ def _roll_back(resources_map: Any, before: dict[str, Any], added: list[str]) -> 
 
 def _clean_up(resources_map: Any, removed: list[str], before: dict[str, Any]) -> None:
     """After a successful update: delete what it replaced, then what it removed."""
-    for _logical_id, old, _new, resource_json in _update.replaced:
+    for _logical_id, old, _new, resource_json in (_in_progress(resources_map) or _Update()).replaced:
         resources_map._delete_resource(old, resource_json)
     try:
         delete_in_dependency_order(
@@ -421,7 +420,7 @@ def failed_updates_roll_back() -> None:
         self.load_conditions()
         self._resource_json_map = template["Resources"]
         added: list[str] = []
-        _update.begin()
+        self.local_update = _Update()
         try:
             current = ""
             try:
@@ -438,7 +437,7 @@ def failed_updates_roll_back() -> None:
                 raise RolledBack(current, failed_type, _reason(exc)) from exc
             _clean_up(self, diff["Remove"], before)
         finally:
-            _update.end()
+            self.local_update = None
 
     replace(cfn_parsing.ResourceMap, "update", update)
 
@@ -544,7 +543,7 @@ def custom_resources_invoke_their_function() -> None:
     replace(cfn_parsing, "resource_class_from_type", resource_class_from_type)
 
     def process_cfn_response(self: Any) -> Any:
-        status, message = RESPONSES.deliver(self.body if isinstance(self.body, bytes) else self.body.encode())
+        status, message = responses_plane().deliver(self.body if isinstance(self.body, bytes) else self.body.encode())
         return status, {"status": status}, message
 
     replace(cfn_responses.CloudFormationResponse, "process_cfn_response", process_cfn_response)

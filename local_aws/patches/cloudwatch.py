@@ -19,7 +19,7 @@ from moto.cloudwatch.models import (
 from moto.cloudwatch.responses import CloudWatchResponse
 from moto.core.responses import ActionResult
 
-from local_aws import clock
+from local_aws import host
 from local_aws.cloudwatch import change_state, evaluate_due, history
 from local_aws.cloudwatch.evaluation import INSUFFICIENT_DATA
 from local_aws.cloudwatch.metrics import stamped
@@ -168,8 +168,8 @@ def new_alarms_have_insufficient_data() -> None:
                     setattr(alarm, kept, getattr(before, kept))
         else:
             alarm.state_value = INSUFFICIENT_DATA
-            alarm.state_updated_timestamp = clock.now().replace(tzinfo=None)
-        alarm.configuration_updated_timestamp = clock.now().replace(tzinfo=None)
+            alarm.state_updated_timestamp = host.now().replace(tzinfo=None)
+        alarm.configuration_updated_timestamp = host.now().replace(tzinfo=None)
         return alarm
 
     replace(CloudWatchBackend, "put_metric_alarm", put_metric_alarm)
@@ -190,7 +190,7 @@ def alarms_are_evaluated() -> None:
     stock = CloudWatchBackend.put_metric_data
 
     def put_metric_data(self: Any, namespace: str, metric_data: list[dict[str, Any]]) -> None:
-        stock(self, namespace, stamped(metric_data, clock.now()))
+        stock(self, namespace, stamped(metric_data, host.now()))
 
     replace(CloudWatchBackend, "put_metric_data", put_metric_data)
     replace(CloudWatchBackend, "evaluate_alarms", evaluate_due)

@@ -5,7 +5,6 @@ that breaks it is a fault of the local AWS too: local_aws/validation/answers.py)
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from botocore.exceptions import UnknownServiceError
@@ -18,25 +17,24 @@ from moto.core.utils import get_service_model
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from werkzeug.exceptions import HTTPException
 
-from local_aws.faults import FAULTS, answer, where
+from local_aws.faults import answer, where
+from local_aws.host import HOST
 from local_aws.json_answers import leave_out_nulls
-from local_aws.patches.base import patch, replace
+from local_aws.patches.base import Patch, find, patch, replace
 from local_aws.validation.answers import CHECKED_PROTOCOLS, answer_violations
 
-#: Whether the patch is installed: an app made while it was keeps the handler, which then lets
-#: the exception through as stock moto does (a patch can be reverted on a running server).
-ENABLED = False
 
-
-def _handler(app: Flask) -> Any:
+def _handler(app: Flask, installed: Patch) -> Any:
     backend = str(getattr(app, "service", ""))
 
     def handle(exc: Exception) -> Any:
         if isinstance(exc, HTTPException):
             return exc.get_response()  # moto's own answer to a path it does not route
-        if not sys.modules[__name__].ENABLED:
+        # An app made while the patch was installed keeps the handler, which then lets the
+        # exception through as stock moto does (a patch can be reverted on a running server).
+        if not installed.installed:
             raise exc
-        fault = FAULTS.record(backend, where(flask_request), exc)
+        fault = HOST.faults.record(backend, where(flask_request), exc)
         status, headers, body = answer(backend, fault)
         return Response(body, status=status, headers=headers)
 
@@ -53,13 +51,13 @@ def _handler(app: Flask) -> Any:
     botocore reports as error code 500 with the page as its message."""
 )
 def internal_errors_answer_in_the_protocol() -> None:
-    replace(sys.modules[__name__], "ENABLED", True)
+    this = find("internal_errors_answer_in_the_protocol")
     original = DomainDispatcherApplication.get_application
 
     def get_application(self: Any, environ: dict[str, Any]) -> Flask:
         app: Flask = original(self, environ)
         if not getattr(app, "answers_faults", False):
-            app.register_error_handler(Exception, _handler(app))
+            app.register_error_handler(Exception, _handler(app, this))
             app.answers_faults = True  # type: ignore[attr-defined]
         return app
 
@@ -85,11 +83,6 @@ def answered_call(response: BaseResponse, answer: TYPE_RESPONSE) -> tuple[str, s
         return None
 
 
-#: Whether the patch that leaves out null members is installed (the SageMaker runtime's handler
-#: calls the one it found installed when it was).
-LEAVES_OUT_NULLS = False
-
-
 @patch(
     restores="""A JSON answer leaves out a member that has no value, as AWS's JSON protocols do: no
     member of an answer is null (botocore's models give null no type, and the API references'
@@ -100,12 +93,14 @@ LEAVES_OUT_NULLS = False
     SigningAlgorithms and NextMarker."""
 )
 def json_answers_leave_out_members_without_a_value() -> None:
-    replace(sys.modules[__name__], "LEAVES_OUT_NULLS", True)
+    # The SageMaker runtime's handler calls the call_action it found installed when it was:
+    # reverted, this one must answer as stock moto.
+    this = find("json_answers_leave_out_members_without_a_value")
     call_action = BaseResponse.call_action
 
     def call_action_without_nulls(self: BaseResponse) -> TYPE_RESPONSE:
         status, headers, body = answer = call_action(self)
-        if not (sys.modules[__name__].LEAVES_OUT_NULLS and isinstance(body, str | bytes)):
+        if not (this.installed and isinstance(body, str | bytes)):
             return answer  # a stream is no JSON
         call = answered_call(self, answer)
         if call is None or call[2] not in ("json", "rest-json"):
@@ -119,9 +114,6 @@ class ShapeViolation(Exception):
     """An answer of the local AWS that AWS would not send: it breaks its operation's output shape
     (botocore's model; local_aws/validation/answers.py)."""
 
-
-#: Whether the patch that checks answers is installed.
-CHECKS_ANSWERS = False
 
 #: An answer of the runtime's streamed call (its headers), checked once when the patch installs.
 STREAMED_EXAMPLE = (
@@ -145,11 +137,11 @@ def check_answer(response: BaseResponse, answer: TYPE_RESPONSE) -> None:
     try:
         violations = answer_violations(service, operation, protocol, answer[1], body)
     except Exception as exc:  # the check's own failure is the local AWS's too
-        FAULTS.record(service, where(response), exc)
+        HOST.faults.record(service, where(response), exc)
         return
     if violations:
         said = "; ".join(str(v) for v in violations)
-        FAULTS.record(service, where(response), ShapeViolation(f"{operation} answered outside its shape: {said}"))
+        HOST.faults.record(service, where(response), ShapeViolation(f"{operation} answered outside its shape: {said}"))
 
 
 @patch(
@@ -167,7 +159,7 @@ def check_answer(response: BaseResponse, answer: TYPE_RESPONSE) -> None:
     test that used botocore."""
 )
 def answers_are_checked_against_their_shapes() -> None:
-    replace(sys.modules[__name__], "CHECKS_ANSWERS", True)
+    this = find("answers_are_checked_against_their_shapes")
     # A stream's headers are checked before its first part goes out: what the check reads of the
     # runtime's model is made ready now, so that no first part waits for it (tests/loadtest/
     # test_stream.py times the parts).
@@ -176,7 +168,7 @@ def answers_are_checked_against_their_shapes() -> None:
 
     def checked_dispatch(self: BaseResponse, request: Any, full_url: str | None = None, headers: Any = None) -> Any:
         answer = dispatch(self, request, full_url, headers)
-        if sys.modules[__name__].CHECKS_ANSWERS:
+        if this.installed:
             check_answer(self, answer)
         return answer
 

@@ -28,7 +28,7 @@ from local_aws.sagemaker.components import (
     wait_component,
 )
 from local_aws.sagemaker.hosting import deploy, wait_settled
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from local_aws.sagemaker.scaling import set_copy_count, set_instance_count
 
 # SageMaker hosting instance type names: ml.<family>.<size>.
@@ -107,7 +107,7 @@ def endpoints_run_their_container() -> None:
 
     def delete_endpoint(self: Any, endpoint_name: str) -> None:
         original_delete(self, endpoint_name)
-        HOSTING.delete((self.account_id, self.region_name, endpoint_name))
+        hosting_plane().delete((self.account_id, self.region_name, endpoint_name))
 
     replace(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint)
 
@@ -301,14 +301,14 @@ class InferenceComponentResource(EmulatedResource):
         ic.endpoint_name = str(properties["EndpointName"])
         ic.variant_name = str(properties.get("VariantName") or ic.variant_name)
         ic.copies = int((properties.get("RuntimeConfig") or {}).get("CopyCount", ic.copies))
-        hosted = HOSTING.find(ic.hosting_key)
+        hosted = hosting_plane().find(ic.hosting_key)
         running = hosted.live.config_name if hosted is not None and hosted.live is not None else None
         if properties["Specification"].get("ModelName") != running:
             wait_component(ic, deploy_component(ic, properties["Specification"], properties.get("DeploymentConfig")))
         return original_resource
 
     def delete(self, account_id: str, region_name: str) -> None:
-        HOSTING.delete(self.ic.hosting_key)
+        hosting_plane().delete(self.ic.hosting_key)
         components(account_id, region_name).pop(self.ic.name, None)
 
 

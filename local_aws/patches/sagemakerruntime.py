@@ -14,7 +14,7 @@ from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 from werkzeug.datastructures import ImmutableMultiDict
 
 from local_aws.patches.base import patch, replace
-from local_aws.sagemaker import async_inference, metrics, operations
+from local_aws.sagemaker import metrics, operations
 from local_aws.sagemaker.errors import MAX_PAYLOAD_BYTES, answer_refusal, too_large
 from local_aws.sagemaker.invocations import STREAM_PATH_SUFFIX, endpoint_name
 from local_aws.sagemaker.operations import RuntimeRequest
@@ -197,5 +197,4 @@ def async_invocations_answer_through_s3() -> None:
     asynchronous endpoint's queue (local_aws/sagemaker/metrics.py). Stock moto publishes nothing."""
 )
 def sagemaker_publishes_its_metrics() -> None:
-    replace(metrics, "ENABLED", True)
-    replace(async_inference, "ANSWERED", metrics.async_answered)
+    replace(metrics.MetricsBackend, "PUBLISHES", True)

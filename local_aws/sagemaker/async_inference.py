@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,9 +21,9 @@ from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
 from moto.utilities.utils import get_partition
 
-from local_aws import clock
+from local_aws import host
 from local_aws.sagemaker.errors import ValidationError
-from local_aws.sagemaker.runtime import HOSTING, split_s3_url
+from local_aws.sagemaker.runtime import hosting_plane, split_s3_url
 
 log = logging.getLogger("local_aws.sagemaker.async_inference")
 
@@ -57,7 +57,7 @@ class AsyncRequest:
     #: How long it may wait in the queue (RequestTTLSeconds).
     ttl_s: int = REQUEST_TTL_S
     #: When SageMaker received it, on the local AWS's clock (the queue's oldest request's age).
-    received_at: datetime = field(default_factory=clock.now)
+    received_at: datetime = field(default_factory=host.now)
 
 
 def async_request(request: Any) -> AsyncRequest:
@@ -72,7 +72,7 @@ def async_request(request: Any) -> AsyncRequest:
     output = config.get("OutputConfig")
     if not output:
         raise ValidationError(f"Endpoint {name} is not an asynchronous inference endpoint.")
-    hosted = HOSTING.find(request.key)
+    hosted = hosting_plane().find(request.key)
     if hosted is None or hosted.status not in ("InService", "Updating"):
         raise ValidationError(f"Endpoint {name} is {endpoint.endpoint_status}, not InService")
     headers = request.headers
@@ -174,24 +174,30 @@ def pending_async(key: tuple[str, str, str] | None = None) -> list[AsyncRequest]
 
 
 def _instances(key: tuple[str, str, str]) -> int:
-    hosted = HOSTING.find(key)
+    hosted = hosting_plane().find(key)
     deployment = hosted.live if hosted is not None else None
     return sum(deployment.ready(v) for v in deployment.specs) if deployment is not None else 0
 
 
-def answer(request: AsyncRequest) -> None:
+#: Told of each request done (request, timing, failed, seconds from receipt to notice): the
+#: metrics SageMaker publishes of it (local_aws/sagemaker/metrics.py `async_answered`).
+Answered = Callable[[AsyncRequest, "_Timing", bool, float], None]
+
+
+def answer(request: AsyncRequest, answered: Answered | None = None) -> None:
     """What SageMaker does with a queued request: once the endpoint takes it, the input read
     from S3, sent to the container, its answer written to the output location (or the reason to
-    the failure location) and announced on the success (or error) topic. A request whose
-    account is gone meanwhile (the local AWS reset or stopped) is dropped with a warning."""
+    the failure location) and announced on the success (or error) topic; then `answered` is told.
+    A request whose account is gone meanwhile (the local AWS reset or stopped) is dropped with a
+    warning."""
     account, region, _ = request.key
     try:
-        _answer_queued(request)
+        _answer_queued(request, answered)
     finally:
         async_backends[account][region].done(request)
 
 
-def _answer_queued(request: AsyncRequest) -> None:
+def _answer_queued(request: AsyncRequest, answered: Answered | None) -> None:
     account, region, name = request.key
     s3 = s3_backends[account][get_partition(region)]
     received, waited = datetime.now(UTC), time.monotonic()
@@ -214,8 +220,8 @@ def _answer_queued(request: AsyncRequest) -> None:
             sns_backends[account][region].publish(json.dumps(notification), arn=topic)
     except Exception as exc:  # a background thread: nothing above it to tell
         log.warning("async request %s of %s dropped: %s", request.inference_id, name, exc)
-    if ANSWERED is not None:
-        ANSWERED(request, timing, reason is not None, time.monotonic() - waited)
+    if answered is not None:
+        answered(request, timing, reason is not None, time.monotonic() - waited)
 
 
 @dataclass
@@ -231,16 +237,11 @@ class _Timing:
     model_s: float | None = None
 
 
-#: Called with each request done (request, timing, failed, seconds from receipt to notice): the
-#: metrics SageMaker publishes of it (local_aws/sagemaker/metrics.py sets it).
-ANSWERED: Any = None
-
-
 def _invoke_async(request: AsyncRequest, s3: Any, timing: _Timing) -> bytes:
     reading = time.monotonic()
     body = request.inline if request.inline is not None else _read_input(s3, str(request.input_location))
     timing.download_s = time.monotonic() - reading
-    with HOSTING.route(request.key) as (variant, container):
+    with hosting_plane().route(request.key) as (variant, container):
         timing.variant = variant
         attributes = request.custom_attributes
         sent = {"X-Amzn-SageMaker-Custom-Attributes": attributes} if attributes else {}
@@ -292,9 +293,11 @@ class _Failed(Exception):
     pass
 
 
-def accept(request: AsyncRequest) -> None:
-    """Queue `request`: answered in the background, as the endpoint's queue lets it."""
+def accept(request: AsyncRequest, answered: Answered | None = None) -> None:
+    """Queue `request`: answered in the background, as the endpoint's queue lets it, then
+    `answered` told."""
     account, region, _ = request.key
     async_backends[account][region].accepted(request)
     # A daemon: a request still queued when the local AWS stops is lost with its instance.
-    threading.Thread(target=answer, args=(request,), name=f"async-{request.inference_id}", daemon=True).start()
+    threading.Thread(target=answer, args=(request, answered), name=f"async-{request.inference_id}",
+                     daemon=True).start()  # fmt: skip

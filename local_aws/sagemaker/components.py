@@ -18,7 +18,7 @@ from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.hosting import alarm_states, fetch, rollout_of, variant_spec
 from local_aws.sagemaker.logs import COMPONENT_GROUP
 from local_aws.sagemaker.placement import Fleet, Need
-from local_aws.sagemaker.runtime import HOSTING, HostedEndpoint, hosting_backends
+from local_aws.sagemaker.runtime import HostedEndpoint, hosting_backends, hosting_plane
 
 
 @dataclass
@@ -44,7 +44,7 @@ class InferenceComponent:
 
     def current_copies(self) -> int:
         """The copies that answer /ping."""
-        hosted = HOSTING.find(self.hosting_key)
+        hosted = hosting_plane().find(self.hosting_key)
         return hosted.live.ready(self.variant_name) if hosted is not None and hosted.live is not None else 0
 
     def describe(self) -> dict[str, Any]:
@@ -113,8 +113,8 @@ def deploy_component(
         if hosted.live is not None and hosted.live.config_name == model_name:
             ic.specification = dict(specification)  # what the copies run: the new model once it took over
 
-    ic.status = "Creating" if HOSTING.find(ic.hosting_key) is None else "Updating"
-    return HOSTING.deploy(
+    ic.status = "Creating" if hosting_plane().find(ic.hosting_key) is None else "Updating"
+    return hosting_plane().deploy(
         ic.hosting_key,
         model_name,
         [spec],

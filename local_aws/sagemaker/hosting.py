@@ -25,10 +25,10 @@ from local_aws.sagemaker.logs import ENDPOINT_GROUP, LogTarget
 from local_aws.sagemaker.runtime import (
     ALL_AT_ONCE,
     DEFAULT_STARTUP_TIMEOUT_S,
-    HOSTING,
     HostedEndpoint,
     Rollout,
     VariantSpec,
+    hosting_plane,
     lay_out,
     split_s3_url,
 )
@@ -261,10 +261,10 @@ def deploy(
                     variant["DesiredInstanceCount"] = hosted.live.desired[name]
                     variant["CurrentInstanceCount"] = hosted.live.ready(name)
 
-    endpoint.endpoint_status = "Creating" if HOSTING.find(key) is None else "Updating"
+    endpoint.endpoint_status = "Creating" if hosting_plane().find(key) is None else "Updating"
     variants = variant_specs(backend, config_name, endpoint.endpoint_name)
     instances = sum(int(v["InitialInstanceCount"]) for v in backend.endpoint_configs[config_name].production_variants)
-    return HOSTING.deploy(
+    return hosting_plane().deploy(
         key,
         config_name,
         variants,
@@ -278,7 +278,7 @@ def deploy(
 def wait_settled(account_id: str, region_name: str, endpoint_name: str) -> None:
     """Until the endpoint settles; a Failed endpoint fails the resource (an update SageMaker
     rolled back leaves it InService, which the resource takes for done)."""
-    hosted = HOSTING.find((account_id, region_name, endpoint_name))
+    hosted = hosting_plane().find((account_id, region_name, endpoint_name))
     if hosted is None:
         return
     hosted.settled.wait()

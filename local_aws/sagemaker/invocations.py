@@ -15,12 +15,12 @@ from moto.core.common_types import TYPE_RESPONSE
 from moto.sagemaker.models import sagemaker_backends
 
 from local_aws import eventstream
-from local_aws.faults import FAULTS
+from local_aws.host import HOST
 from local_aws.sagemaker.components import components
 from local_aws.sagemaker.containers import Container
 from local_aws.sagemaker.errors import model_error, no_response
 from local_aws.sagemaker.metrics import Measured
-from local_aws.sagemaker.runtime import HOSTING, INVOCATION_TIMEOUT_S, EndpointNotFound, RefusedInvocation
+from local_aws.sagemaker.runtime import INVOCATION_TIMEOUT_S, EndpointNotFound, RefusedInvocation, hosting_plane
 
 
 def endpoint_name(self: Any) -> str:
@@ -38,7 +38,7 @@ def is_async(account: str, region: str, name: str) -> bool:
 def target(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[str, str, str]:
     """The runtime key an invocation goes to: the endpoint's, or its component's."""
     account, region, name = key
-    hosted = HOSTING.find(key)
+    hosted = hosting_plane().find(key)
     if hosted is None:
         raise EndpointNotFound(name)
     if is_async(account, region, name):
@@ -151,7 +151,7 @@ def stream(
     stream's end) and published when it is done."""
     account, region, name = key
     routed = route_args(key, headers)
-    variant, container = route.enter_context(HOSTING.route(*routed))
+    variant, container = route.enter_context(hosting_plane().route(*routed))
     measured = measure(routed[0], variant) if measure is not None else None
     if measured is not None:
         route.callback(measured.publish)
@@ -260,7 +260,7 @@ def parts(
         # answer, before the last chunk).
         yield stream_error("StreamBroken", "The connection between SageMaker and the model was reset or closed.")
     except Exception as exc:  # the local AWS's own fault, after the stream began: the model's error for it
-        FAULTS.record("sagemakerruntime", f"the stream of variant {variant}", exc)
+        HOST.faults.record("sagemakerruntime", f"the stream of variant {variant}", exc)
         yield eventstream.exception(
             "InternalStreamFailure", {"Message": "The stream processing failed because of an unknown error."}
         )

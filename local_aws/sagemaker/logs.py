@@ -38,7 +38,7 @@ from moto.iam.models import iam_backends
 from moto.logs.models import logs_backends
 from moto.utilities.utils import get_partition
 
-from local_aws.faults import FAULTS
+from local_aws.host import HOST
 from local_aws.policies import Caller, evaluate, role_caller
 
 log = logging.getLogger("local_aws.sagemaker.logs")
@@ -149,7 +149,7 @@ class ContainerLog:
             self._read(final=True)
             self._flush()
         except Exception as exc:  # the local AWS's own fault: kept, and the thread ends
-            FAULTS.record("logs", f"shipping {self.target.group} {self.stream}", exc)
+            HOST.faults.record("logs", f"shipping {self.target.group} {self.stream}", exc)
         finally:
             self._file.close()
 

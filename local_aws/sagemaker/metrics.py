@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 from moto.core.base_backend import BackendDict, BaseBackend
@@ -42,17 +42,15 @@ from moto.sagemaker.models import sagemaker_backends
 
 from llm_contracts import instances
 from llm_contracts import sagemaker_metrics as catalog
-from local_aws import clock
+from local_aws import host
 from local_aws.cloudwatch import publish
 from local_aws.sagemaker.async_inference import AsyncRequest, pending_async
 from local_aws.sagemaker.components import components
-from local_aws.sagemaker.runtime import HOSTING, Deployment
+from local_aws.sagemaker.runtime import Deployment, hosting_plane
 
 log = logging.getLogger("local_aws.sagemaker.metrics")
 
 MICROSECONDS = 1_000_000
-#: Whether SageMaker's metrics are published (the patch that wires this module in sets it).
-ENABLED = False
 
 
 @dataclass(frozen=True)
@@ -78,14 +76,25 @@ class Served:
 class MetricsBackend(BaseBackend):
     """What SageMaker's metrics of one account and region carry from one minute to the next."""
 
+    #: Whether SageMaker publishes its metrics: the patch that wires this module in sets it
+    #: (local_aws/patches/sagemakerruntime.py), and reverting it leaves stock moto's silence.
+    PUBLISHES: ClassVar[bool] = False
+
     def __init__(self, region_name: str, account_id: str) -> None:
         super().__init__(region_name, account_id)
+        #: The account's own switch, on unless turned off: bench/local_aws_soak.py's arm with
+        #: the metrics plane off.
+        self.publishing = True
         self._lock = threading.Lock()
         #: When each variant or component last served an invocation, on the local AWS's clock.
         self._last_served: dict[Served, datetime] = {}
         #: Each running instance's use being measured (by its container's id): CPU is measured
         #: since the last look.
         self.uses: dict[int, InstanceUse] = {}
+
+    @property
+    def publishes(self) -> bool:
+        return self.PUBLISHES and self.publishing
 
     def served(self, served: Served, at: datetime) -> None:
         with self._lock:
@@ -108,7 +117,7 @@ def emit(served: Served, namespace: str, data: Iterable[Mapping[str, Any]], at: 
     `served`, each with the dimensions the catalog gives it in `served`'s mode; a datum the
     catalog does not list for the mode is left out and logged as the emulator's fault. The
     names stored. `at`: the time they are of (default: now)."""
-    if not ENABLED:
+    if not metrics_backends[served.account][served.region].publishes:
         return []
     kind = catalog.kind(served.instance_type)
     out, stored = [], []
@@ -137,7 +146,7 @@ def invoked(
     """One invocation answered (`status`: the container's HTTP status, None for no answer),
     with `capacity` instances or copies serving, the container's time `model_s` of SageMaker's
     `total_s`, `in_flight` requests at the model then (this one among them)."""
-    metrics_backends[served.account][served.region].served(served, clock.now())
+    metrics_backends[served.account][served.region].served(served, host.now())
     answered = status is not None and 200 <= status < 300
     per = "InvocationsPerCopy" if served.component is not None else "InvocationsPerInstance"
     data = [
@@ -322,7 +331,7 @@ class Measured:
 def measure(key: tuple[str, str, str], variant: str) -> Measured | None:
     """An invocation the runtime routed to `key`'s `variant`, to measure (None: nothing serves it)."""
     served = served_by(key, variant)
-    hosted = HOSTING.find(key)
+    hosted = hosting_plane().find(key)
     if served is None or hosted is None or hosted.live is None:
         return None
     return Measured(served, hosted.live.ready(variant), hosted.live.busy(variant))
@@ -330,7 +339,7 @@ def measure(key: tuple[str, str, str], variant: str) -> Measured | None:
 
 def found_no_capacity(key: tuple[str, str, str], variant: str | None) -> None:
     """A request to `key` that found no instance (copy): counted where SageMaker counts it."""
-    hosted = HOSTING.find(key)
+    hosted = hosting_plane().find(key)
     name = variant or (next(iter(hosted.live.specs)) if hosted is not None and hosted.live is not None else None)
     served = served_by(key, name) if name else None
     if served is not None and served.component is not None:
@@ -374,14 +383,13 @@ def _deployment_minute(key: tuple[str, str, str], deployment: Deployment, at: da
                 idle(served, minute)
 
 
-@clock.every(60, "SageMaker metrics")
 def publish_minute(at: datetime) -> None:
     """What SageMaker publishes every minute: each instance's use, each idle variant's or
     component's zero invocations, each async endpoint's queue."""
-    if not ENABLED:
+    if not MetricsBackend.PUBLISHES:
         return
     seen: set[int] = set()
-    for key, hosted in HOSTING.hosted():
+    for key, hosted in hosting_plane().hosted():
         if hosted.live is not None:
             try:
                 _deployment_minute(key, hosted.live, at, seen)
@@ -395,7 +403,7 @@ def publish_minute(at: datetime) -> None:
 
 def async_answered(request: AsyncRequest, timing: Any, failed: bool, total_s: float) -> None:
     """An asynchronous request done: the model's answer, if it got one, and the request's times."""
-    hosted = HOSTING.find(request.key)
+    hosted = hosting_plane().find(request.key)
     variant = timing.variant or (next(iter(hosted.live.specs), None) if hosted and hosted.live else None)
     served = served_by(request.key, variant) if variant else None
     if served is None:
@@ -408,5 +416,5 @@ def async_answered(request: AsyncRequest, timing: Any, failed: bool, total_s: fl
 
 
 def _capacity(key: tuple[str, str, str], variant: str) -> int:
-    hosted = HOSTING.find(key)
+    hosted = hosting_plane().find(key)
     return hosted.live.ready(variant) if hosted is not None and hosted.live is not None else 0

@@ -15,7 +15,7 @@ from local_aws.sagemaker import async_inference, metrics
 from local_aws.sagemaker.authorization import access_denied
 from local_aws.sagemaker.errors import ValidationError, answer_refusal, unroutable
 from local_aws.sagemaker.invocations import endpoint_name, forward, route_args, stream
-from local_aws.sagemaker.runtime import HOSTING, NoCapacity, Unroutable
+from local_aws.sagemaker.runtime import NoCapacity, Unroutable, hosting_plane
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def invoke_endpoint(request: RuntimeRequest) -> TYPE_RESPONSE:
     routed: tuple[tuple[str, str, str], str | None] = (request.key, None)
     try:
         routed = route_args(request.key, request.headers)
-        with HOSTING.route(*routed) as (variant, container):
+        with hosting_plane().route(*routed) as (variant, container):
             measured = metrics.measure(routed[0], variant)
             answer = forward(request.headers, request.body, request.key, variant, container, measured)
         if measured is not None:
@@ -94,7 +94,7 @@ def invoke_endpoint_async(request: RuntimeRequest) -> TYPE_RESPONSE:
         queued = async_inference.async_request(request)
     except ValidationError as refused:
         return answer_refusal(refused)
-    async_inference.accept(queued)
+    async_inference.accept(queued, metrics.async_answered)
     headers = {
         "status": "202",
         "X-Amzn-SageMaker-OutputLocation": queued.output_location,

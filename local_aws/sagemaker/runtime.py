@@ -24,7 +24,7 @@ What SageMaker does, done on this host with the image's own server code (local_a
 
 The endpoints (and inference components) are kept as moto keeps a service's resources, in a
 backend per account and region (:data:`hosting_backends`), which moto's reset drops with its
-own; :data:`HOSTING` runs them for every account and region, keyed by (account, region, name).
+own; :func:`hosting_plane` runs them for every account and region, keyed by (account, region, name).
 
 Which local server runs a model is read from the model, as llm_contracts/engines.py says a model
 names its engine (its ``SM_VLLM_*`` or toolkit variables, else its image's repository): the Hugging
@@ -52,7 +52,7 @@ from typing import Any
 from moto.core.base_backend import BackendDict, BaseBackend, backend_lock
 
 from llm_contracts.engines import engine_of_model
-from local_aws.faults import FAULTS
+from local_aws.host import HOST
 from local_aws.sagemaker.containers import Container, ContainerError, Gpt2Container, HuggingFaceContainer, VllmContainer
 from local_aws.sagemaker.lmi_container import LmiContainer, is_lmi_neuronx
 from local_aws.sagemaker.logs import ContainerLog, LogTarget, instance_id
@@ -508,7 +508,7 @@ class Hosting:
                     f"check: {exc}"
                 )
             except Exception as exc:  # the local AWS's own fault: the endpoint fails rather than stay Creating
-                FAULTS.record("sagemaker", f"starting endpoint {endpoint.name}", exc)
+                HOST.faults.record("sagemaker", f"starting endpoint {endpoint.name}", exc)
                 return f"The local AWS failed to start the container of production variant {spec.variant}: {exc}"
             log.info("endpoint %s: variant %s answers /ping after %.1f s", endpoint.name, spec.variant, waited)
         return None
@@ -711,7 +711,9 @@ def split_s3_url(url: str) -> tuple[str, str]:
     return bucket, key
 
 
-HOSTING = Hosting()
+def hosting_plane() -> Hosting:
+    """The process's hosting runtime (local_aws/host.py): every account's endpoints run there."""
+    return HOST.plane(Hosting)
 
 
 def _tripped(alarms: tuple[str, ...], alarm_states: AlarmStates | None) -> list[str]:

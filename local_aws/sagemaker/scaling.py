@@ -16,7 +16,7 @@ from moto.sagemaker.models import sagemaker_backends
 
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import InferenceComponent, component_or_error
-from local_aws.sagemaker.runtime import HOSTING, Deployment, HostedEndpoint
+from local_aws.sagemaker.runtime import Deployment, HostedEndpoint, hosting_plane
 
 
 def _variant(endpoint: Any, name: str) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def set_instance_count(account: str, region: str, endpoint_name: str, variant: s
         endpoint.endpoint_status = hosted.status
 
     endpoint.endpoint_status = "Updating"
-    HOSTING.scale((account, region, endpoint_name), variant, count, changed)
+    hosting_plane().scale((account, region, endpoint_name), variant, count, changed)
 
 
 def copy_count(account: str, region: str, component: str) -> int:
@@ -71,10 +71,10 @@ def set_copy_count(account: str, region: str, component: str, count: int) -> Non
         ic.status = hosted.status
 
     ic.status = "Updating"
-    HOSTING.scale(ic.hosting_key, ic.variant_name, count, changed)
+    hosting_plane().scale(ic.hosting_key, ic.variant_name, count, changed)
 
 
 def current(hosting_key: tuple[str, str, str], variant: str) -> int:
     """The instances (copies) of `variant` that answer /ping."""
-    hosted = HOSTING.find(hosting_key)
+    hosted = hosting_plane().find(hosting_key)
     return hosted.live.ready(variant) if hosted is not None and hosted.live is not None else 0

@@ -22,7 +22,7 @@ from llm_contracts.manifest import file_entry, sha256_file
 from local_aws import LocalAws
 from local_aws.cdk import NO_CHANGES, Cdk
 from local_aws.sagemaker.containers import Container, ContainerProcess, running_containers
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from project_config import AppConfig, load_config
 from tests.infra.helpers import ROOT, cdk_context, synthesize
 from tests.leaks import MARKER, marked
@@ -95,7 +95,7 @@ def server_sent_events(parts: list[bytes]) -> list[bytes]:
 
 def endpoint_container(aws: LocalAws, stack: str) -> Container:
     """The stack's endpoint's container in the local runtime (bench/gpt2_endpoint.py's container_port)."""
-    hosted = HOSTING.find((aws.account, aws.region, aws.stack_outputs(stack)["EndpointName"]))
+    hosted = hosting_plane().find((aws.account, aws.region, aws.stack_outputs(stack)["EndpointName"]))
     assert hosted is not None and hosted.live is not None
     (container,) = hosted.live.containers.values()
     return container
@@ -527,13 +527,13 @@ def fuzz_target(
     aws: LocalAws, stack: str, seeds: list[Any], keys: tuple[str, ...], *, ours: bool, unusable: dict[str, str]
 ) -> Any:
     """The fuzz's target: the stack's endpoint, its variant's container, and the unusable names."""
-    from local_aws.sagemaker.runtime import HOSTING
+    from local_aws.sagemaker.runtime import hosting_plane
     from tests.local_aws import fuzz
 
     name = aws.stack_outputs(stack)["EndpointName"]
 
     def container() -> Any:
-        hosted = HOSTING.find((aws.account, aws.region, name))
+        hosted = hosting_plane().find((aws.account, aws.region, name))
         assert hosted is not None and hosted.live is not None
         (found,) = hosted.live.containers.values()
         return found

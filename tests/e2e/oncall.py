@@ -29,7 +29,7 @@ from local_aws.cdk import Cdk, CdkError
 from local_aws.cloudwatch.evaluation import RANGE_EXTRA
 from local_aws.sagemaker.components import component_key
 from local_aws.sagemaker.containers import Container
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from tests.e2e.helpers import Assembly, rollback_alarms, stack_of, update_check
 
 
@@ -202,7 +202,7 @@ def instance_container(aws: LocalAws, stack: str) -> tuple[Container, dict[str, 
     """The container of the stack's one instance (its component's one copy) in the local
     runtime, and its variant's config."""
     name, variant = _variant(aws, stack)
-    hosted = HOSTING.find((aws.account, aws.region, name))
+    hosted = hosting_plane().find((aws.account, aws.region, name))
     assert hosted is not None and hosted.live is not None
     (container,) = hosted.live.instances[variant["VariantName"]]
     return container, variant
@@ -454,7 +454,7 @@ def failures_of_the_new_model(
     # clock: a generous wait for a container start (seconds here); it only fails an update that
     # never moves the traffic
     deadline = time.monotonic() + start_timeout_s
-    while (found := HOSTING.find(key)) is None or found.pending is None or found.shifted < 1.0:
+    while (found := hosting_plane().find(key)) is None or found.pending is None or found.shifted < 1.0:
         assert time.monotonic() < deadline, "the update never moved the traffic"  # clock: the same wait
         time.sleep(0.2)
     with ThreadPoolExecutor(4) as pool:

@@ -19,7 +19,7 @@ from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.sagemaker.components import component_key
 from local_aws.sagemaker.containers import running_containers
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from tests.e2e.helpers import (
     Assembly,
     assembly_of,
@@ -218,7 +218,7 @@ def test_an_inference_component_update_to_a_failing_model_is_rolled_back_and_its
         )
         assert minutes >= 3, "target tracking scales out on three minutes above the target"
         until(lambda: copies(local_aws, component) == (2, 2), "the scale-out's copy")
-        hosted = HOSTING.find((local_aws.account, local_aws.region, component_key(component)))
+        hosted = hosting_plane().find((local_aws.account, local_aws.region, component_key(component)))
         assert hosted is not None and hosted.live is not None
         assert all(c.ping() == 200 for c in hosted.live.instances[component_now()["VariantName"]]), "each copy answers"
         idle = minutes_while(local_aws, lambda: copies(local_aws, component)[0] > 1, "the scale-in", most=20)

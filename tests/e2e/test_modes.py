@@ -25,7 +25,7 @@ from local_aws import LocalAws
 from local_aws.cdk import Cdk
 from local_aws.sagemaker.async_inference import pending_async
 from local_aws.sagemaker.containers import Container, running_containers
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from project_config import HfToolkitEngine
 from tests.e2e.helpers import assembly_of, invoke, loadtest, resources_of_stack, update_check
 from tests.e2e.oncall import (
@@ -495,7 +495,7 @@ def test_gpt2_real_time_scales_out_under_load_and_back_in_when_idle(
         )
         assert minutes >= 3, "target tracking scales out on three minutes above the target"
         until(lambda: instances(local_aws, endpoint) == (2, 2), "the scale-out's container")
-        hosted = HOSTING.find((local_aws.account, local_aws.region, endpoint))
+        hosted = hosting_plane().find((local_aws.account, local_aws.region, endpoint))
         assert hosted is not None and hosted.live is not None
         assert len(hosted.live.instances[variant]) == 2
         assert all(c.ping() == 200 for c in hosted.live.instances[variant]), "each instance answers"

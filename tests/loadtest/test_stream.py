@@ -21,7 +21,7 @@ from loadtest.request import Request
 from loadtest.runner import LevelRun, Recorder
 from loadtest.stats import classify
 from local_aws import LocalAws
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from tests.infra.helpers import ROOT
 from tests.loadtest.test_report import report
 from tests.local_aws.helpers import Gates, echo_endpoint, echo_launcher, endpoint_status
@@ -34,7 +34,7 @@ def token(text: str) -> str:
 @pytest.fixture(scope="module")
 def aws() -> Iterator[LocalAws]:
     with LocalAws(aws_managed_policies=False) as local, pytest.MonkeyPatch.context() as patched:
-        patched.setattr(HOSTING, "launcher", echo_launcher)
+        patched.setattr(hosting_plane(), "launcher", echo_launcher)
         echo_endpoint(local, "echo")
         assert endpoint_status(local, "echo", settle=True) == "InService"
         yield local

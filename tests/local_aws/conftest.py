@@ -9,7 +9,7 @@ import pytest
 
 from local_aws import LocalAws
 from local_aws.clock import Clock
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from tests.local_aws.helpers import echo_launcher
 
 
@@ -24,4 +24,4 @@ def aws() -> Iterator[LocalAws]:
 @pytest.fixture(autouse=True)
 def echo_image(monkeypatch: pytest.MonkeyPatch) -> None:
     """Endpoints on ECHO_IMAGE run tests/local_aws/echo_image.py."""
-    monkeypatch.setattr(HOSTING, "launcher", echo_launcher)
+    monkeypatch.setattr(hosting_plane(), "launcher", echo_launcher)

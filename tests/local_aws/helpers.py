@@ -172,11 +172,11 @@ def echo_for_the_module(aws: LocalAws, name: str) -> Iterator[str]:
     them (the autouse launcher fixture is per test: set here too)."""
     import pytest
 
-    from local_aws.sagemaker.runtime import HOSTING
+    from local_aws.sagemaker.runtime import hosting_plane
 
     aws.reset()
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(HOSTING, "launcher", echo_launcher)
+        patched.setattr(hosting_plane(), "launcher", echo_launcher)
         echo_endpoint(aws, name)
         assert endpoint_status(aws, name, settle=True) == "InService"
     yield name

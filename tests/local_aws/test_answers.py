@@ -61,7 +61,7 @@ def test_the_reads_the_stacks_tests_and_docs_make_are_answered_in_their_shapes(a
     """One of each read the stacks, the tests and the docs make, on an account that has what they
     read (an endpoint that answered, its scaling and alarms, a stack, a log group): the local AWS
     kept no fault (an answer off its shape is one: local_aws.patches.protocol)."""
-    from local_aws.faults import FAULTS
+    from local_aws.host import HOST
 
     aws.reset()
     echo_endpoint(aws, "echo")
@@ -114,10 +114,10 @@ def test_the_reads_the_stacks_tests_and_docs_make_are_answered_in_their_shapes(a
         ("logs", "describe_log_streams", {"logGroupName": group}),
         ("lambda", "list_functions", {}),
     ]
-    FAULTS.take()
+    HOST.faults.take()
     for service, read, params in reads:
         getattr(client(aws, service), read)(**params)
-    assert [f.error for f in FAULTS.take()] == []
+    assert [f.error for f in HOST.faults.take()] == []
 
 
 # --- The check of an answer against its shape (local_aws/validation/answers.py) ----------------

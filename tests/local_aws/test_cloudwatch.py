@@ -258,13 +258,18 @@ Ran = list[tuple[str, timedelta, timedelta]]
 
 
 @pytest.fixture
-def ticking(monkeypatch: pytest.MonkeyPatch) -> tuple[Clock, Ran]:
-    """A clock that stands still at START, and the clock's jobs replaced by two that record
-    (name, their time, the clock's time when they ran), from START."""
-    clock, ran = Clock(speed=0, start=START), []
-    monkeypatch.setattr(clocks, "_JOBS", [])
-    clocks.every(10, "ten")(lambda at: ran.append(("ten", at - START, clock.now() - START)))
-    clocks.every(60, "minute")(lambda at: ran.append(("minute", at - START, clock.now() - START)))
+def ticking() -> tuple[Clock, Ran]:
+    """A clock that stands still at START, with two jobs that record (name, their time, the
+    clock's time when they ran), from START."""
+    ran: Ran = []
+    clock = Clock(
+        speed=0,
+        start=START,
+        jobs=[
+            clocks.Job("ten", 10, lambda at: ran.append(("ten", at - START, clock.now() - START))),
+            clocks.Job("minute", 60, lambda at: ran.append(("minute", at - START, clock.now() - START))),
+        ],
+    )
     return clock, ran
 
 
@@ -288,13 +293,11 @@ def test_a_running_clock_runs_its_jobs_itself() -> None:
         if len(ran) >= 3:
             done.set()
 
-    clocks._JOBS.append(clocks.Job("test", 60, job))
     try:
-        clock.start()
+        clock.start([clocks.Job("test", 60, job)])
         assert done.wait(5)
     finally:
         clock.stop()
-        clocks._JOBS.remove(clocks.Job("test", 60, job))
     assert ran[:3] == [START + timedelta(minutes=i) for i in (1, 2, 3)]
 
 

@@ -932,15 +932,15 @@ def runtime_requests_past_the_model(aws: LocalAws) -> object:
 def an_error_of_the_emulator(aws: LocalAws) -> object:
     """A request the emulator fails on (a body that is not UTF-8, with the patch that reads bodies
     as bytes reverted): the error code the caller gets, and the faults the local AWS kept."""
-    from local_aws.faults import FAULTS
+    from local_aws.host import HOST
 
     echo_endpoint(aws, "echo")
     endpoint_status(aws, "echo", settle=True)
     runtime = client(aws, "sagemaker-runtime")
-    FAULTS.take()
+    HOST.faults.take()
     with patches.without("runtime_bodies_are_bytes"):
         failed = error_of(lambda: runtime.invoke_endpoint(EndpointName="echo", Body=b"\xff"))
-    return failed, len(FAULTS.take())
+    return failed, len(HOST.faults.take())
 
 
 def an_answer_outside_its_shape(aws: LocalAws) -> object:
@@ -948,14 +948,14 @@ def an_answer_outside_its_shape(aws: LocalAws) -> object:
     DescribeModel answers, and the faults the local AWS kept."""
     from moto.sagemaker.models import sagemaker_backends
 
-    from local_aws.faults import FAULTS
+    from local_aws.host import HOST
 
     sm = client(aws, "sagemaker")
     sm.create_model(ModelName="model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": IMAGE})
     sagemaker_backends[aws.account][aws.region]._models["model"].execution_role_arn = "no role"
-    FAULTS.take()
+    HOST.faults.take()
     role = sm.describe_model(ModelName="model")["ExecutionRoleArn"]
-    return role, [f.error.split(":")[0] for f in FAULTS.take()]
+    return role, [f.error.split(":")[0] for f in HOST.faults.take()]
 
 
 # --- Inference components and async inference ----------------------------------------------------

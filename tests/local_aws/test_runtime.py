@@ -20,7 +20,7 @@ import pytest
 from local_aws import LocalAws
 from local_aws.sagemaker import invocations
 from local_aws.sagemaker.containers import ContainerError, running_containers
-from local_aws.sagemaker.runtime import HOSTING, lay_out
+from local_aws.sagemaker.runtime import hosting_plane, lay_out
 from tests.local_aws.helpers import ECHO_IMAGE, client, echo_config, echo_endpoint, endpoint_status
 
 
@@ -131,7 +131,7 @@ def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_le
 ) -> None:
     echo_endpoint(fresh, "echo", {"ECHO_CHILD": "1"})
     assert endpoint_status(fresh, "echo", settle=True) == "InService"
-    hosted = HOSTING.find((fresh.account, fresh.region, "echo"))
+    hosted = hosting_plane().find((fresh.account, fresh.region, "echo"))
     assert hosted is not None and hosted.live is not None
     (container,) = hosted.live.containers.values()
     assert container.process is not None
@@ -155,15 +155,15 @@ def test_a_container_that_crashes_after_in_service_is_a_quick_model_error_and_le
 
 
 def test_an_endpoint_that_never_answers_ping_fails_after_its_startup_timeout(fresh: LocalAws) -> None:
-    from local_aws.sagemaker.runtime import HOSTING, VariantSpec
+    from local_aws.sagemaker.runtime import VariantSpec, hosting_plane
 
     key = (fresh.account, fresh.region, "never")
     spec = VariantSpec("AllTraffic", ECHO_IMAGE, {"ECHO_PING_AFTER_S": "60"}, {}, 1)
     settled = threading.Event()
-    hosted = HOSTING.deploy(key, "c", [spec], lambda data, folder: None, lambda _: settled.set())
+    hosted = hosting_plane().deploy(key, "c", [spec], lambda data, folder: None, lambda _: settled.set())
     assert settled.wait(30)
     assert hosted.status == "Failed" and "did not answer 200 within 1 s" in (hosted.failure_reason or "")
-    HOSTING.delete(key)
+    hosting_plane().delete(key)
     assert echo_processes() == []
 
 
@@ -207,8 +207,8 @@ def test_a_reset_of_moto_drops_the_endpoints_and_stops_their_containers(fresh: L
     assert endpoint_status(fresh, "echo", settle=True) == endpoint_status(fresh, "echo-2", settle=True) == "InService"
     assert len(echo_processes()) == 2
     urllib.request.urlopen(urllib.request.Request(f"{fresh.endpoint}/moto-api/reset", method="POST")).close()
-    assert HOSTING.find((fresh.account, fresh.region, "echo")) is None
-    assert HOSTING.hosted() == []
+    assert hosting_plane().find((fresh.account, fresh.region, "echo")) is None
+    assert hosting_plane().hosted() == []
     wait_until(lambda: not echo_processes(), "the containers stopped")
 
 

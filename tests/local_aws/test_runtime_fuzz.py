@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from local_aws import LocalAws
 from local_aws.sagemaker.async_inference import pending_async
 from local_aws.sagemaker.containers import running_containers
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from tests.local_aws import fuzz
 from tests.local_aws.helpers import (
     ECHO_IMAGE,
@@ -35,7 +35,7 @@ def endpoints(aws: LocalAws) -> Iterator[dict[str, str]]:
     aws.reset()
     sm = client(aws, "sagemaker")
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(HOSTING, "launcher", echo_launcher)
+        patched.setattr(hosting_plane(), "launcher", echo_launcher)
         echo_endpoint(aws, "live")
         echo_endpoint(aws, "gone")
         echo_endpoint(aws, "starting", {"ECHO_PING_AFTER_S": "600"})
@@ -70,7 +70,7 @@ def endpoints(aws: LocalAws) -> Iterator[dict[str, str]]:
 
 def target(aws: LocalAws, endpoint: str, unusable: dict[str, str], **options: object) -> fuzz.Target:
     def container() -> object:
-        hosted = HOSTING.find((aws.account, aws.region, endpoint))
+        hosted = hosting_plane().find((aws.account, aws.region, endpoint))
         assert hosted is not None and hosted.live is not None
         return hosted.live.containers["AllTraffic"]
 
@@ -131,7 +131,7 @@ def test_after_the_fuzz_only_the_endpoints_in_service_or_starting_run_a_containe
     hosted = {
         str(container.run_dir)
         for name in ("live", "async", "starting")
-        if (found := HOSTING.find((aws.account, aws.region, name))) is not None
+        if (found := hosting_plane().find((aws.account, aws.region, name))) is not None
         for deployment in (found.live, found.pending)
         if deployment is not None
         for container in deployment.containers.values()

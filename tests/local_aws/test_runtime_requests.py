@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 from tests.local_aws.helpers import client, echo_for_the_module, echo_launcher, endpoint_status
 
 RAW = "application/x-echo-raw"
@@ -74,7 +74,7 @@ def test_an_async_input_of_any_bytes_reaches_the_container(aws: LocalAws, echo: 
         AsyncInferenceConfig={"OutputConfig": {"S3OutputPath": "s3://bytes-io/out/"}},
     )
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(HOSTING, "launcher", echo_launcher)
+        patched.setattr(hosting_plane(), "launcher", echo_launcher)
         sm.create_endpoint(EndpointName="bytes-async", EndpointConfigName="bytes-async")
         assert endpoint_status(aws, "bytes-async", settle=True) == "InService"
     answer = client(aws, "sagemaker-runtime").invoke_endpoint_async(
@@ -168,17 +168,17 @@ def test_a_body_over_6_mb_is_refused_with_413_before_the_container(aws: LocalAws
 def test_an_error_of_the_local_aws_itself_is_internal_failure_in_json_and_is_kept(
     aws: LocalAws, echo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from local_aws.faults import FAULTS
+    from local_aws.host import HOST
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a stand-in for a bug of the emulator")
 
-    monkeypatch.setattr(HOSTING, "find", broken)
+    monkeypatch.setattr(hosting_plane(), "find", broken)
     response = error(lambda: client(aws, "sagemaker-runtime").invoke_endpoint(EndpointName=echo, Body=b"{}"))
     assert response["ResponseMetadata"]["HTTPStatusCode"] == 500
     assert response["Error"]["Code"] == "InternalFailure"
     assert "a stand-in for a bug of the emulator" in response["Error"]["Message"]
-    (fault,) = FAULTS.take()
+    (fault,) = HOST.faults.take()
     assert fault.service == "sagemakerruntime" and "RuntimeError" in fault.error
     assert "raise RuntimeError" in fault.traceback
 
@@ -190,13 +190,13 @@ def test_a_key_error_inside_routing_is_internal_failure_not_the_callers_validati
     """A KeyError or IndexError of the local AWS's own on the invoke path is its fault (500
     InternalFailure, recorded), not a 400 ValidationError counted as nothing: the runtime's refusals
     are typed (local_aws/sagemaker/runtime.py ``Unroutable``), and no built-in error is one."""
-    from local_aws.faults import FAULTS
+    from local_aws.host import HOST
 
     def planted(*args: object, **kwargs: object) -> None:
         raise KeyError("a planted lookup of the emulator's own")
 
-    monkeypatch.setattr(HOSTING, "route", planted)
+    monkeypatch.setattr(hosting_plane(), "route", planted)
     response = error(lambda: getattr(client(aws, "sagemaker-runtime"), call)(EndpointName=echo, Body=b"{}"))
     assert (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]) == (500, "InternalFailure")
-    (fault,) = FAULTS.take()
+    (fault,) = HOST.faults.take()
     assert fault.service == "sagemakerruntime" and fault.error.startswith("KeyError")

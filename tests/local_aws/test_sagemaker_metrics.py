@@ -27,7 +27,7 @@ _accounts = itertools.count(210_000_000_000)
 def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Served's fields, in an account of the test's own (moto's backends are the process's), and
     the metrics published (as the patch that wires the module in lets them be)."""
-    monkeypatch.setattr(metrics, "ENABLED", True)
+    monkeypatch.setattr(metrics.MetricsBackend, "PUBLISHES", True)
     account = str(next(_accounts))
     yield {"account": account, "region": "eu-west-1", "endpoint": "e", "variant": "AllTraffic",
            "instance_type": "ml.g5.xlarge"}  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 from botocore.config import Config
 
 from local_aws import LocalAws
-from local_aws.sagemaker.runtime import HOSTING
+from local_aws.sagemaker.runtime import hosting_plane
 
 
 def test_a_client_without_options_is_made_once_a_service_and_answers_after_a_restart(aws: LocalAws) -> None:
@@ -31,9 +31,9 @@ def test_a_restart_forgets_the_clients_of_the_old_port(aws: LocalAws) -> None:
 def test_the_containers_share_one_compile_cache_while_the_local_aws_runs(aws: LocalAws) -> None:
     """vLLM's containers compile the same kernels and torch's precompiled header for their first
     request: compiled once while the local AWS runs, removed when it stops (docs/LOCAL_AWS.md)."""
-    cache = HOSTING.compile_cache
+    cache = hosting_plane().compile_cache
     assert cache is not None and cache.is_dir()
     aws.stop()
-    assert HOSTING.compile_cache is None and not cache.exists()
+    assert hosting_plane().compile_cache is None and not cache.exists()
     aws.start()
-    assert HOSTING.compile_cache is not None and HOSTING.compile_cache != cache
+    assert hosting_plane().compile_cache is not None and hosting_plane().compile_cache != cache
