@@ -5,18 +5,19 @@ differs from AWS's."""
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from moto.cloudformation import models as cfn_models
 from moto.cloudformation import parsing as cfn_parsing
 from moto.cloudformation import responses as cfn_responses
-from moto.cloudformation.exceptions import CloudFormationError
 from moto.core.responses import ActionResult, EmptyResult
-from werkzeug.exceptions import HTTPException
 
 from local_aws.awslambda import LambdaBackedCustomResource, responses_plane
+from local_aws.cloudformation import change_sets, ordering, updates
+from local_aws.cloudformation.change_sets import ChangeSetNotFound, change_sets_of
+from local_aws.cloudformation.ordering import delete_in_dependency_order
+from local_aws.cloudformation.stacks import given_parameters, stack_resources
+from local_aws.cloudformation.updates import ALWAYS_REPLACED
 from local_aws.patches.applicationautoscaling import ScalableTarget, ScalingPolicy
 from local_aws.patches.base import enabled_types, patch, register_types, replace
 from local_aws.patches.cloudwatch import MetricAlarm
@@ -25,23 +26,6 @@ from local_aws.patches.sns import Subscription, TopicPolicy
 log = logging.getLogger("local_aws.cloudformation")
 
 # --- Change sets -------------------------------------------------------------------------
-
-
-class ChangeSetNotFound(CloudFormationError):
-    # The shape id in the CloudFormation model; moto serializes it as AWS does (HTTP 404,
-    # code ChangeSetNotFound), which the CDK CLI waits for after deleting a change set.
-    code = "ChangeSetNotFoundException"
-
-
-def _change_sets_of(backend: Any, name_or_arn: str, stack_name: str | None) -> list[Any]:
-    """Change sets matching an ARN, or a name within one stack (name or stack id)."""
-    if name_or_arn in backend.change_sets:
-        return [backend.change_sets[name_or_arn]]
-    return [
-        cs
-        for cs in backend.change_sets.values()
-        if cs.change_set_name == name_or_arn and stack_name in (None, cs.stack_name, cs.stack_id)
-    ]
 
 
 @patch(
@@ -55,7 +39,7 @@ def change_sets_belong_to_their_stack() -> None:
     backend_cls = cfn_models.CloudFormationBackend
 
     def describe_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> Any:
-        found = _change_sets_of(self, change_set_name, stack_name)
+        found = change_sets_of(self, change_set_name, stack_name)
         if not found:
             raise ChangeSetNotFound(f"ChangeSet [{change_set_name}] does not exist")
         return found[-1]
@@ -78,7 +62,7 @@ def change_sets_belong_to_their_stack() -> None:
 )
 def delete_missing_change_set_succeeds() -> None:
     def delete_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> None:
-        for cs in _change_sets_of(self, change_set_name, stack_name):
+        for cs in change_sets_of(self, change_set_name, stack_name):
             self.change_sets.pop(cs.change_set_id, None)
 
     replace(cfn_models.CloudFormationBackend, "delete_change_set", delete_change_set)
@@ -100,48 +84,12 @@ def delete_missing_change_set_succeeds() -> None:
 )
 def executed_change_set_updates_the_stack() -> None:
     def execute_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> None:
-        found = _change_sets_of(self, change_set_name, stack_name)
-        if not found:
-            raise ChangeSetNotFound(f"ChangeSet [{change_set_name}] does not exist")
-        change_set = found[-1]
-        stack = self.stacks[change_set.stack_id]
-        kind = change_set.change_set_type
-        stack._add_stack_event(f"{kind}_IN_PROGRESS", resource_status_reason="User Initiated")
-        old_exports = [export.name for export in stack.exports]
-        try:
-            change_set.apply()
-        except RolledBack as failed:
-            _report_rollback(stack, kind, failed)
-            change_set.execution_status = "EXECUTE_FAILED"
-            return
-        stack.template = change_set.template
-        stack._parse_template()
-        stack.description = stack.template_dict.get("Description")
-        stack.parameters = change_set.parameters
-        stack.output_map = stack._create_output_map()
-        for name in old_exports:
-            self.exports.pop(name, None)
-        self._validate_export_uniqueness(stack)
-        for export in stack.exports:
-            self.exports[export.name] = export
-        stack._add_stack_event(f"{kind}_COMPLETE")
-        stack.status = f"{kind}_COMPLETE"
-        change_set.execution_status = "EXECUTE_COMPLETE"
-        for cs_id, cs in list(self.change_sets.items()):
-            if cs.stack_id == stack.stack_id and cs is not change_set:
-                del self.change_sets[cs_id]
+        change_sets.execute(self, change_set_name, stack_name)
 
     replace(cfn_models.CloudFormationBackend, "execute_change_set", execute_change_set)
 
 
 # --- Stack parameters ----------------------------------------------------------------------
-
-
-def _given_parameters(stack: Any, given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` completed with the defaults of the stack's template: what CloudFormation
-    compares, and what UsePreviousValue reuses."""
-    slots = stack.template_dict.get("Parameters", {})
-    return {**{k: slot["Default"] for k, slot in slots.items() if "Default" in slot}, **given}
 
 
 @patch(
@@ -155,21 +103,16 @@ def _given_parameters(stack: Any, given: dict[str, Any]) -> dict[str, Any]:
 )
 def parameters_are_the_given_ones() -> None:
     def stack_parameters(self: Any) -> dict[str, Any]:
-        return _given_parameters(self, dict(self.resource_map.input_parameters))
+        return given_parameters(self, dict(self.resource_map.input_parameters))
 
     def has_parameters(self: Any, other_parameters: dict[str, Any]) -> bool:
-        return bool(self.stack_parameters == _given_parameters(self, other_parameters))
+        return bool(self.stack_parameters == given_parameters(self, other_parameters))
 
     replace(cfn_models.Stack, "stack_parameters", property(stack_parameters))
     replace(cfn_models.Stack, "has_parameters", has_parameters)
 
 
 # --- Replacement on update -------------------------------------------------------------------
-
-#: Types whose every property needs replacement in AWS; moto "updates" them by deleting the
-#: old one and creating one under a new name, which must be a replacement (the old one kept
-#: until the update succeeded).
-_ALWAYS_REPLACED = frozenset({"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"})
 
 
 @patch(
@@ -186,49 +129,13 @@ def unmodifiable_resources_are_replaced() -> None:
     def parse_and_update_resource(
         logical_id: str, resource_json: dict[str, Any], resources_map: Any, account_id: str, region_name: str
     ) -> Any:
-        old = resources_map._parsed_resources.get(logical_id)
-        # Types AWS always replaces, which moto "updates" by deleting the old one first.
-        always = resource_json["Type"] in _ALWAYS_REPLACED
-        updated = None if always else original(logical_id, resource_json, resources_map, account_id, region_name)
-        if updated is not None:
-            # A custom resource whose update gave it a new physical id was replaced.
-            if (
-                isinstance(updated, LambdaBackedCustomResource)
-                and isinstance(old, LambdaBackedCustomResource)
-                and updated.physical_id != old.physical_id
-            ):
-                _replaced(resources_map, logical_id, old, updated, resource_json)
-                return updated
-            _updated_in_place(resources_map, logical_id)
-            return updated
-        new = cfn_parsing.parse_and_create_resource(logical_id, resource_json, resources_map, account_id, region_name)
-        if old is not None and not isinstance(old, str | dict | list):
-            _replaced(resources_map, logical_id, old, new, resource_json)
-        return new
+        return updates.update_resource(original, logical_id, resource_json, resources_map, account_id, region_name)
 
     replace(cfn_parsing, "parse_and_update_resource", parse_and_update_resource)
 
 
-def _references(node: Any) -> set[str]:
-    """Logical ids a template fragment points to with Ref or Fn::GetAtt."""
-    found: set[str] = set()
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "Ref" and isinstance(value, str):
-                found.add(value)
-            elif key == "Fn::GetAtt":
-                target = value[0] if isinstance(value, list) else str(value).split(".")[0]
-                found.add(target)
-            else:
-                found |= _references(value)
-    elif isinstance(node, list):
-        for item in node:
-            found |= _references(item)
-    return found
-
-
 def _replaced_on_update(resource_json: dict[str, Any]) -> bool:
-    if resource_json["Type"] in _ALWAYS_REPLACED:
+    if resource_json["Type"] in ALWAYS_REPLACED:
         return True
     if _custom_resource_class(resource_json["Type"]) is LambdaBackedCustomResource:
         return True  # its response may name a new physical id, or change its Data
@@ -247,149 +154,13 @@ def dependents_of_replaced_resources_are_updated() -> None:
 
     def build_resource_diff(self: Any, other_template: dict[str, Any], parameters: Any = None) -> dict[str, Any]:
         diff = original(self, other_template, parameters)
-        new = other_template["Resources"]
-        refs = {name: _references(body) for name, body in new.items()}
-        replaced = {name for name in diff["Modify"] if _replaced_on_update(new[name])}
-        modify = set(diff["Modify"])
-        while replaced:
-            dependents = {n for n, r in refs.items() if r & replaced and n not in modify and n not in diff["Add"]}
-            modify |= dependents
-            replaced = dependents
-        ordered: list[str] = []
-        while len(ordered) < len(modify):  # dependencies first
-            pending = modify - set(ordered)
-            ready = sorted(n for n in pending if not (refs[n] & (pending - {n})))
-            ordered += ready or sorted(pending)  # a cycle (an invalid template): keep going
-        diff["Modify"] = ordered
+        diff["Modify"] = ordering.with_dependents(diff, other_template["Resources"], _replaced_on_update)
         return diff
 
     replace(cfn_parsing.ResourceMap, "build_resource_diff", build_resource_diff)
 
 
 # --- Failed updates roll back ----------------------------------------------------------------
-
-
-class RolledBack(Exception):
-    """An update failed at `logical_id` and was rolled back (the stack is as before it)."""
-
-    def __init__(self, logical_id: str, resource_type: str, reason: str) -> None:
-        super().__init__(f"{logical_id}: {reason}")
-        self.logical_id, self.resource_type, self.reason = logical_id, resource_type, reason
-
-
-def _reason(exc: Exception) -> str:
-    """The status reason CloudFormation gives a resource whose service refused a call: the
-    service's message, as its resource handler returns it."""
-    message = getattr(exc, "message", None)
-    if isinstance(exc, HTTPException) and message:
-        return f'Resource handler returned message: "{message} (Status Code: {exc.code})"'
-    return str(exc) or type(exc).__name__
-
-
-@dataclass
-class _Update:
-    """What the stack's update in progress did: replacements to clean up after it (or undo),
-    resources updated in place (to update back). Kept on the stack's resource map (moto's
-    backend) while the update runs."""
-
-    replaced: list[tuple[str, Any, Any, dict[str, Any]]] = field(default_factory=list)
-    in_place: list[str] = field(default_factory=list)
-
-
-def _in_progress(resources_map: Any) -> _Update | None:
-    return getattr(resources_map, "local_update", None)
-
-
-def _replaced(resources_map: Any, logical_id: str, old: Any, new: Any, resource_json: dict[str, Any]) -> None:
-    """`new` replaced `old`: delete `old` after the update, or now outside one."""
-    update = _in_progress(resources_map)
-    if update is not None:
-        update.replaced.append((logical_id, old, new, resource_json))
-    else:
-        resources_map._delete_resource(old, resource_json)
-
-
-def _updated_in_place(resources_map: Any, logical_id: str) -> None:
-    update = _in_progress(resources_map)
-    if update is not None:
-        update.in_place.append(logical_id)
-
-
-def _report_rollback(stack: Any, kind: str, failed: RolledBack) -> None:
-    """The events and status CloudFormation leaves after a failed, rolled-back update."""
-    stack.events.append(
-        cfn_models.Event(
-            stack_id=stack.stack_id,
-            stack_name=stack.name,
-            logical_resource_id=failed.logical_id,
-            physical_resource_id="",
-            resource_type=failed.resource_type,
-            resource_status=f"{kind}_FAILED",
-            resource_status_reason=failed.reason,
-            resource_properties=None,
-        )
-    )
-    final = "ROLLBACK_COMPLETE" if kind == "CREATE" else "UPDATE_ROLLBACK_COMPLETE"
-    stack._add_stack_event(
-        "ROLLBACK_IN_PROGRESS" if kind == "CREATE" else "UPDATE_ROLLBACK_IN_PROGRESS",
-        resource_status_reason=f"The following resource(s) failed to {kind.lower()}: [{failed.logical_id}].",
-    )
-    stack._add_stack_event(final)
-    stack.status = final
-
-
-def _delete_quietly(resources_map: Any, resource: Any, resource_json: dict[str, Any]) -> None:
-    if resource is None or isinstance(resource, str | dict | list):
-        return
-    try:
-        resources_map._delete_resource(resource, resource_json)
-    except Exception:
-        log.warning("rollback could not delete %r", resource, exc_info=True)
-
-
-def _roll_back(resources_map: Any, before: dict[str, Any], added: list[str]) -> None:
-    """Put the stack's resources back as `before` had them: replaced resources restored,
-    resources updated in place updated back, new ones deleted (newest first)."""
-    new_template = resources_map._template
-    resources_map._template = before["template"]
-    resources_map.input_parameters = before["parameters"]
-    # Only the previous template's parameters: moto reads a given parameter it has resolved as one
-    # its template declares (a stack created by a change set has none before: KeyError, HTTP 500).
-    slots = before["template"].get("Parameters", {})
-    resources_map.resolved_parameters = {k: v for k, v in resources_map.resolved_parameters.items() if k in slots}
-    resources_map.load_mapping()
-    resources_map.load_parameters()
-    resources_map.load_conditions()
-    resources_map._resource_json_map = before["resources"]
-    update = _in_progress(resources_map) or _Update()
-    for logical_id, old, _new, _json in update.replaced:
-        resources_map._parsed_resources[logical_id] = old
-    for logical_id in reversed(update.in_place):
-        old_json = before["resources"][logical_id]
-        try:
-            restored = cfn_parsing.parse_and_update_resource(
-                logical_id, old_json, resources_map, resources_map._account_id, resources_map._region_name
-            )
-            resources_map._parsed_resources[logical_id] = restored
-        except Exception:
-            log.warning("rollback could not update %s back", logical_id, exc_info=True)
-    for _logical_id, _old, new, resource_json in reversed(update.replaced):
-        _delete_quietly(resources_map, new, resource_json)
-    for logical_id in reversed(added):
-        resource = resources_map._parsed_resources.pop(logical_id, None)
-        _delete_quietly(resources_map, resource, new_template["Resources"][logical_id])
-
-
-def _clean_up(resources_map: Any, removed: list[str], before: dict[str, Any]) -> None:
-    """After a successful update: delete what it replaced, then what it removed."""
-    for _logical_id, old, _new, resource_json in (_in_progress(resources_map) or _Update()).replaced:
-        resources_map._delete_resource(old, resource_json)
-    try:
-        delete_in_dependency_order(
-            resources_map, list(removed), before["resources"], attempts=cfn_parsing.MAX_UPDATE_ATTEMPTS
-        )
-    except Exception:
-        log.warning("the update could not delete every resource it removed", exc_info=True)
 
 
 @patch(
@@ -406,38 +177,7 @@ def _clean_up(resources_map: Any, removed: list[str], before: dict[str, Any]) ->
 )
 def failed_updates_roll_back() -> None:
     def update(self: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:
-        diff = self.build_resource_diff(template, parameters)
-        before = {
-            "template": self._template,
-            "parameters": dict(self.input_parameters),
-            "resources": dict(self._resource_json_map),
-        }
-        self._template = template
-        if parameters:
-            self.input_parameters = parameters
-        self.load_mapping()
-        self.load_parameters()
-        self.load_conditions()
-        self._resource_json_map = template["Resources"]
-        added: list[str] = []
-        self.local_update = _Update()
-        try:
-            current = ""
-            try:
-                for current in creation_order(diff["Add"], template["Resources"]):
-                    _ = self[current]  # moto's map creates a resource when it is first read
-                    added.append(current)
-                for current in diff["Modify"]:
-                    self._parsed_resources[current] = cfn_parsing.parse_and_update_resource(
-                        current, template["Resources"][current], self, self._account_id, self._region_name
-                    )
-            except Exception as exc:
-                failed_type = template["Resources"][current]["Type"]
-                _roll_back(self, before, [a for a in added if a in self._parsed_resources])
-                raise RolledBack(current, failed_type, _reason(exc)) from exc
-            _clean_up(self, diff["Remove"], before)
-        finally:
-            self.local_update = None
+        updates.update(self, template, parameters)
 
     replace(cfn_parsing.ResourceMap, "update", update)
 
@@ -454,33 +194,6 @@ def failed_updates_roll_back() -> None:
 )
 def missing_resource_types_exist() -> None:
     register_types(ScalableTarget, ScalingPolicy, MetricAlarm, Subscription, TopicPolicy)
-
-
-class Unmodelled:
-    """A resource of a stack that moto created nothing for (a type it has no model of, which it
-    skips): what CloudFormation lists of it, its logical id and type, and no physical id."""
-
-    def __init__(self, logical_id: str, resource_type: str) -> None:
-        self.logical_resource_id = logical_id
-        self.cf_resource_type = resource_type
-        self.physical_resource_id = None
-
-
-def stack_resources(stack: Any) -> list[Any]:
-    """Every resource of `stack` its template creates, in the template's order: moto's own, and
-    an Unmodelled one for each it skipped (a resource whose condition is false is none)."""
-    resources_map = stack.resource_map
-    found = []
-    for logical_id in resources_map.resources:
-        resource = resources_map._parsed_resources.get(logical_id)
-        if resource is None:
-            template = resources_map._resource_json_map[logical_id]
-            condition = template.get("Condition")
-            if condition and not resources_map.lazy_condition_map[condition]:
-                continue
-            resource = Unmodelled(logical_id, template["Type"])
-        found.append(resource)
-    return found
 
 
 @patch(
@@ -550,78 +263,6 @@ def custom_resources_invoke_their_function() -> None:
 
 
 # --- Deleting a stack ------------------------------------------------------------------------
-
-
-def _dependencies(resources: dict[str, Any]) -> dict[str, set[str]]:
-    """Each resource's logical id -> the resources it needs (Ref, Fn::GetAtt, Fn::Sub, DependsOn)."""
-    found = {}
-    for name, body in resources.items():
-        needs = _references(body) | _substituted(body)
-        depends = body.get("DependsOn", []) if isinstance(body, dict) else []
-        needs |= {depends} if isinstance(depends, str) else set(depends)
-        found[name] = needs & set(resources) - {name}
-    return found
-
-
-def _substituted(node: Any) -> set[str]:
-    """Logical ids a template fragment names in Fn::Sub's ${Name} or ${Name.Attribute}."""
-    found: set[str] = set()
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "Fn::Sub":
-                text = value[0] if isinstance(value, list) else value
-                found |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", str(text))}
-            found |= _substituted(value)
-    elif isinstance(node, list):
-        for item in node:
-            found |= _substituted(item)
-    return found
-
-
-def creation_order(names: list[str], resources: dict[str, Any]) -> list[str]:
-    """`names` ordered so that each comes after the resources of `names` it needs, DependsOn
-    included (moto's map creates what a resource refers to on demand, but not what it depends on)."""
-    needs = _dependencies(resources)
-    ordered: list[str] = []
-    pending = list(names)
-    while pending:
-        ready = [n for n in pending if not (needs.get(n, set()) & (set(pending) - {n}))]
-        ready = ready or pending[:1]  # a cycle (an invalid template): keep going
-        ordered += ready
-        pending = [n for n in pending if n not in ready]
-    return ordered
-
-
-def delete_in_dependency_order(
-    resources_map: Any, names: list[str], templates: dict[str, Any], *, attempts: int
-) -> list[str]:
-    """Delete the resources `names` of `resources_map`, each after every resource that needs it;
-    a resource whose deletion fails stays (and so do those it needs) and is tried again, up to
-    `attempts` passes that delete nothing. Returns the names left; raises the last failure when
-    some are left."""
-    needs = _dependencies(templates)
-    pending, last_error, idle = list(names), None, 0
-    while pending and idle < attempts:
-        progressed, failed = False, False
-        for name in sorted(pending):
-            if any(name in needs.get(other, ()) for other in pending if other != name):
-                continue  # something still standing needs it
-            resource = resources_map._parsed_resources.get(name)
-            try:
-                if resource is not None and not isinstance(resource, str | dict | list):
-                    resources_map._delete_resource(resource, templates[name])
-            except Exception as exc:
-                last_error, failed = exc, True
-                continue
-            resources_map._parsed_resources.pop(name, None)
-            pending.remove(name)
-            progressed = True
-        if not progressed and not failed:
-            break  # what is left needs itself (an invalid template)
-        idle = 0 if progressed else idle + 1
-    if pending and last_error is not None:
-        raise last_error
-    return pending
 
 
 @patch(
