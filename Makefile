@@ -21,7 +21,7 @@ export PATH := $(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_CLI_NOTICES := false
-# Every CDK CLI command here deploys to the local AWS: no telemetry to send (local_aws/cdk.py).
+# Every CDK CLI command here deploys to the local AWS: no telemetry to send (local_aws/cli/cdk.py).
 export CDK_DISABLE_CLI_TELEMETRY := true
 # Bytecode caches are written (into the gitignored __pycache__ folders), whatever the shell says:
 # with PYTHONDONTWRITEBYTECODE set, as some machines and images set it, every Python process
@@ -169,7 +169,7 @@ synth: artifacts
 # toolkit's environment is made while the artifacts are built.
 demo: setup
 	@$(PARALLEL) artifacts .venv-hf/.installed
-	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS)
+	$(BIN)/python -m local_aws.cli.demo --artifacts $(ARTIFACTS)
 
 # The tests on four pytest-xdist workers, a group of tests each at a time (tests/tiers.py's
 # xdist_group_of): a module, or the end-to-end modules that share a bootstrapped local AWS (two
@@ -211,7 +211,7 @@ test: system-deps
 # its endpoint runs vLLM's CPU build from .venv-vllm (about 2.4 GB, made once).
 demo-vllm: setup
 	@$(PARALLEL) artifacts .venv-vllm/.installed
-	$(BIN)/python -m local_aws.demo --artifacts $(ARTIFACTS) --engine vllm
+	$(BIN)/python -m local_aws.cli.demo --artifacts $(ARTIFACTS) --engine vllm
 
 # The fast tier (tests/conftest.py gives each test its tier from the fixtures it uses): what a
 # maintainer runs after changing a function. No lint, only what `make demo` sets up, and two

@@ -48,7 +48,7 @@ from loadtest.invokers import SageMakerInvoker, Target, client_config
 from loadtest.report import plot, table
 from loadtest.request import Request, load_request
 from loadtest.stats import latency_summary
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker.runtime import hosting_plane
 from local_aws.server import LocalAws
 

@@ -39,7 +39,7 @@ import psutil
 
 from bench.gpt2_endpoint import app_context, contention, cpu_model, cpu_seconds
 from loadtest.report import plot, stream_table, table
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker.containers import running_containers
 from local_aws.server import LocalAws
 

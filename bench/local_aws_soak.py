@@ -35,7 +35,7 @@ import psutil
 
 from bench.gpt2_endpoint import app_context, cpu_model, request_file
 from bench.gpt2_serving import build
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker import metrics
 from local_aws.server import LocalAws
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.clock import Clock
 from local_aws.server import seed_neuron_dlami
 from tests.e2e.helpers import CLI_TIMEOUT_S, UPDATES, Assembly, assembly_of, build_tiny_artifacts

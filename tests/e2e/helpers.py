@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from llm_contracts.gptj import PAYLOAD_MANIFEST
 from llm_contracts.manifest import file_entry, sha256_file
 from local_aws import LocalAws
-from local_aws.cdk import NO_CHANGES, Cdk
+from local_aws.cli.cdk import NO_CHANGES, Cdk
 from local_aws.sagemaker.containers import Container, ContainerProcess, running_containers
 from local_aws.sagemaker.runtime import hosting_plane
 from project_config import AppConfig, load_config

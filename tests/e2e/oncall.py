@@ -25,7 +25,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk, CdkError
+from local_aws.cli.cdk import Cdk, CdkError
 from local_aws.cloudwatch.evaluation import RANGE_EXTRA
 from local_aws.sagemaker.components import component_key
 from local_aws.sagemaker.containers import Container

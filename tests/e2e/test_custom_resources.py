@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk, CdkError
+from local_aws.cli.cdk import Cdk, CdkError
 from tests.e2e.helpers import handler_output, stack_of
 
 pytestmark = pytest.mark.e2e

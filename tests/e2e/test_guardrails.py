@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker.components import component_key
 from local_aws.sagemaker.containers import running_containers
 from local_aws.sagemaker.runtime import hosting_plane

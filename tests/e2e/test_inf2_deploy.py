@@ -16,7 +16,7 @@ import pytest
 from llm_contracts.manifest import sha256_file
 from llm_inference_cdk.inf2.server import METRIC_NAMESPACE, SESSION_MANAGER_ACTIONS
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.cloudwatch import publish
 from tests.e2e.helpers import (
     Assembly,

@@ -27,7 +27,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk, CdkError
+from local_aws.cli.cdk import Cdk, CdkError
 from tests.docs_pages import Body, bodies_for
 from tests.e2e.helpers import (
     assembly_of,

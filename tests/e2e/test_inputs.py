@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk, CdkError
+from local_aws.cli.cdk import Cdk, CdkError
 from tests.e2e.helpers import stack_of
 
 pytestmark = pytest.mark.e2e

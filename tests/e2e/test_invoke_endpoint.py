@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker.containers import running_containers
 from project_config import HfToolkitEngine
 from tests.docs_pages import Body, bodies_for
@@ -94,7 +94,7 @@ def test_an_unknown_endpoint_is_a_validation_error(deployed: Cdk, local_aws: Loc
 
 
 def test_gpt2_streams_its_tokens(deployed: Cdk, local_aws: LocalAws) -> None:
-    from local_aws.demo import stream_lines
+    from local_aws.cli.demo import stream_lines
 
     name = local_aws.stack_outputs("Gpt2Stack")["EndpointName"]
     lines = list(stream_lines(local_aws, name, {"input": "amazon", "parameters": {"max_new_tokens": 8}}))

@@ -27,7 +27,7 @@ import pytest
 from llm_contracts.causal_lm import ModelFacts
 from llm_contracts.manifest import PAYLOAD_MANIFEST, read_manifest
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker.containers import VLLM_VENV, VllmContainer, running_containers
 from tests.e2e.helpers import endpoint_container, invoke, server_sent_events, stream
 

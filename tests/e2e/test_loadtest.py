@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from tests.e2e.helpers import Assembly, loadtest
 
 pytestmark = pytest.mark.e2e

@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from local_aws import LocalAws, UnsupportedMotoVersion, patches, server
-from local_aws.cdk import CDK_BIN, Cdk, CdkTimeout, run_bounded
+from local_aws.cli.cdk import CDK_BIN, Cdk, CdkTimeout, run_bounded
 from local_aws.sagemaker.containers import running_containers
 from tests.docs_pages import commands_under
 from tests.e2e.helpers import CLI_TIMEOUT_S
@@ -59,7 +59,7 @@ def test_neuron_dlami_parameter_is_published(local_aws: LocalAws, neuron_ami: st
 
 
 def test_the_cli_sends_no_telemetry_of_a_local_deploy(cdk: Cdk) -> None:
-    """Otherwise each CLI command starts a Node.js process to send its telemetry (local_aws/cdk.py)."""
+    """Otherwise each CLI command starts a Node.js process to send its telemetry (local_aws/cli/cdk.py)."""
     assert "CLI Telemetry is disabled" in cdk.run("cli-telemetry", "--status").output
 
 

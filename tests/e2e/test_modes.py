@@ -22,7 +22,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker.async_inference import pending_async
 from local_aws.sagemaker.containers import Container, running_containers
 from local_aws.sagemaker.runtime import hosting_plane

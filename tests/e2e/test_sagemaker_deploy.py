@@ -12,7 +12,7 @@ import pytest
 from llm_contracts.manifest import sha256_file
 from llm_inference_cdk import SageMakerEndpointProps, huggingface_inference
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker.containers import running_containers
 from project_config import AppConfig, HfToolkitEngine
 from tests.e2e.helpers import (

@@ -31,7 +31,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.cdk import Cdk
+from local_aws.cli.cdk import Cdk
 from local_aws.sagemaker import invocations
 from local_aws.sagemaker.containers import VLLM_VENV, Container, _group_members, running_containers
 from project_config import load_config

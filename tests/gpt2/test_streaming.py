@@ -18,7 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_aws import LocalAws
-from local_aws.demo import stream_lines
+from local_aws.cli.demo import stream_lines
 from serving.gpt2.batching import DynamicBatcher, Job
 from serving.gpt2.generation import Completion, SamplingParams, StopCheck, decode_loop
 from serving.gpt2.local import LocalServer

@@ -1,4 +1,4 @@
-"""`python -m local_aws.demo` (what `make demo` runs after building the tiny artifacts):
+"""`python -m local_aws.cli.demo` (what `make demo` runs after building the tiny artifacts):
 the project's main job, `cdk deploy` then `cdk destroy` of the three stacks, for real,
 against a local AWS on 127.0.0.1. Each step says what it does and how long it took; the
 local AWS is stopped on every exit path, so nothing is left running."""
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_contracts.gptj import PAYLOAD_MANIFEST
-from local_aws.cdk import PROJECT_ROOT, Cdk
+from local_aws.cli.cdk import PROJECT_ROOT, Cdk
 from local_aws.server import LocalAws, seed_neuron_dlami
 
 STACKS = ("Gpt2Stack", "GptjStack", "Inf2Stack")
@@ -176,7 +176,7 @@ def run(artifacts: Path, app: Path, timeout_s: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m local_aws.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m local_aws.cli.demo", description=__doc__)
     parser.add_argument("--artifacts", type=Path, default=PROJECT_ROOT / "artifacts", help="built artifacts")
     parser.add_argument(
         "--cdk-out", type=Path, default=PROJECT_ROOT / "cdk.out", help="where the synthesized app is left"

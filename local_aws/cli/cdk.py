@@ -15,7 +15,7 @@ from pathlib import Path
 
 from local_aws.server import LocalAws
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CDK_BIN = PROJECT_ROOT / "node_modules" / ".bin" / "cdk"
 #: What the CLI prints for a deploy that finds the stack already up to date.
 NO_CHANGES = "(no changes)"
