@@ -124,25 +124,32 @@ class PublishedMetrics(BaseBackend):
         self._lock = threading.Lock()
         self._open: dict[MinuteKey, PublishedMinute] = {}
         self._latest = datetime.min
+        self._store = cloudwatch_backends[account_id][region_name]
 
     def record(self, namespace: str, metric_data: Iterable[Mapping[str, Any]], when: datetime) -> None:
-        """Add each datum's Value to its minute (its Timestamp's, else `when`'s)."""
-        store = cloudwatch_backends[self.account_id][self.region_name]
+        """Add each datum's Value to its minute (its Timestamp's, else `when`'s): the index's lock
+        taken once for all of them, each minute's own for its value."""
+        keyed = []
         for datum in stamped(metric_data, when):
             minute = datum["Timestamp"].replace(second=0, microsecond=0)
             dimensions = tuple((str(d["Name"]), str(d["Value"])) for d in datum.get("Dimensions", ()))
-            key = (namespace, str(datum["MetricName"]), dimensions, datum.get("Unit"), minute)
-            value = float(datum["Value"])
-            with self._lock:
+            keyed.append(
+                ((namespace, str(datum["MetricName"]), dimensions, datum.get("Unit"), minute), float(datum["Value"]))
+            )
+        adds = []
+        with self._lock:
+            for key, value in keyed:
                 found = self._open.get(key)
-                if found is None:
-                    found = PublishedMinute(namespace, key[1], [{"Name": n, "Value": v} for n, v in dimensions], minute,
-                                            key[3], value)  # fmt: skip
-                    self._open[key] = found
-                    # Whole: a reader copies the list; a minute with no value is never seen.
-                    store.metric_data.append(found)
-                    self._close_before(minute)
+                if found is not None:
+                    adds.append((found, value))
                     continue
+                found = PublishedMinute(namespace, key[1], [{"Name": n, "Value": v} for n, v in key[2]], key[4],
+                                        key[3], value)  # fmt: skip
+                self._open[key] = found
+                # Whole: a reader copies the list; a minute with no value is never seen.
+                self._store.metric_data.append(found)
+                self._close_before(key[4])
+        for found, value in adds:
             found.add(value)
 
     def _close_before(self, minute: datetime) -> None:

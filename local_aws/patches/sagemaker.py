@@ -27,7 +27,7 @@ from local_aws.sagemaker.components import (
     deploy_component,
     wait_component,
 )
-from local_aws.sagemaker.hosting import deploy, wait_settled
+from local_aws.sagemaker.hosting import deploy, hosted_endpoint_of, wait_settled
 from local_aws.sagemaker.runtime import hosting_plane
 from local_aws.sagemaker.scaling import set_copy_count, set_instance_count
 
@@ -83,6 +83,21 @@ def model_network_isolation_is_kept() -> None:
     wrap_create(SageMakerModel, fix=_apply_network_isolation)
 
 
+def _owned_by_the_runtime(attribute: str) -> property:
+    """An attribute of moto's endpoint record read from the runtime's record of the endpoint
+    (local_aws/sagemaker/hosting.py); moto's own value (its constructor's) before it is deployed."""
+    stored = f"_stock_{attribute}"
+
+    def get(self: Any) -> Any:
+        hosted = hosted_endpoint_of(self)
+        return getattr(hosted, attribute) if hosted is not None else self.__dict__.get(stored)
+
+    def put(self: Any, value: Any) -> None:
+        self.__dict__[stored] = value
+
+    return property(get, put)
+
+
 @patch(
     restores="""CreateEndpoint starts the model's container: the endpoint is Creating until it answers
     /ping within the variant's startup timeout, then InService, or Failed with the reason when
@@ -128,6 +143,10 @@ def endpoints_run_their_container() -> None:
         return str(endpoint.arn)
 
     replace(sm_models.SageMakerModelBackend, "update_endpoint", update_endpoint)
+
+    # One owner of an endpoint's status: the runtime's record of it, once deployed.
+    replace(sm_models.FakeEndpoint, "endpoint_status", _owned_by_the_runtime("status"))
+    replace(sm_models.FakeEndpoint, "failure_reason", _owned_by_the_runtime("failure_reason"))
 
     def update_endpoint_action(self: Any) -> ActionResult:
         arn = self.sagemaker_backend.update_endpoint(

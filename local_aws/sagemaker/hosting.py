@@ -248,7 +248,6 @@ def deploy(
     key = (backend.account_id, backend.region_name, endpoint.endpoint_name)
 
     def settled(hosted: HostedEndpoint) -> None:
-        endpoint.endpoint_status, endpoint.failure_reason = hosted.status, hosted.failure_reason
         if hosted.live is not None and hosted.live.config_name == config_name:
             # The endpoint describes the config it runs: the new one only once it took over.
             config = backend.endpoint_configs[config_name]
@@ -261,7 +260,6 @@ def deploy(
                     variant["DesiredInstanceCount"] = hosted.live.desired[name]
                     variant["CurrentInstanceCount"] = hosted.live.ready(name)
 
-    endpoint.endpoint_status = "Creating" if hosting_plane().find(key) is None else "Updating"
     variants = variant_specs(backend, config_name, endpoint.endpoint_name)
     instances = sum(int(v["InitialInstanceCount"]) for v in backend.endpoint_configs[config_name].production_variants)
     return hosting_plane().deploy(
@@ -273,6 +271,13 @@ def deploy(
         rollout=rollout_of(deployment_config, instances),
         alarm_states=alarm_states(backend.account_id, backend.region_name),
     )
+
+
+def hosted_endpoint_of(endpoint: Any) -> HostedEndpoint | None:
+    """What the runtime runs of moto's endpoint record: the one owner of its status and failure
+    reason (DescribeEndpoint's) from the moment it is deployed."""
+    _, _, _, region, account, _ = str(endpoint.arn).split(":", 5)
+    return hosting_plane().find((account, region, endpoint.endpoint_name))
 
 
 def wait_settled(account_id: str, region_name: str, endpoint_name: str) -> None:

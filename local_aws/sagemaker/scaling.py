@@ -51,9 +51,7 @@ def set_instance_count(account: str, region: str, endpoint_name: str, variant: s
 
     def changed(hosted: HostedEndpoint, deployment: Deployment, name: str) -> None:
         described["CurrentInstanceCount"] = deployment.ready(name)
-        endpoint.endpoint_status = hosted.status
 
-    endpoint.endpoint_status = "Updating"
     hosting_plane().scale((account, region, endpoint_name), variant, count, changed)
 
 
