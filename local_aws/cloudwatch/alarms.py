@@ -16,6 +16,7 @@ from moto.cloudwatch.models import CloudWatchBackend, cloudwatch_backends
 from local_aws import host
 from local_aws.cloudwatch.actions import change_state, run_actions, scaling_due
 from local_aws.cloudwatch.evaluation import MetricIndex, check, due, evaluate, period_of, points_of
+from local_aws.host import HOST
 
 log = logging.getLogger("local_aws.cloudwatch")
 
@@ -37,8 +38,8 @@ def evaluate_due(backend: CloudWatchBackend, at: datetime) -> None:
         index = index or MetricIndex(list(backend.metric_data))
         try:
             _evaluate(backend, alarm, index, at)
-        except Exception:  # one alarm's fault must not keep the others from their evaluation
-            log.exception("alarm %s: its evaluation failed", alarm.name)
+        except Exception as exc:  # the local AWS's own fault: kept, and the other alarms evaluated
+            HOST.faults.record("cloudwatch", f"evaluating alarm {alarm.name}", exc)
 
 
 def _evaluate(backend: CloudWatchBackend, alarm: Any, index: MetricIndex, at: datetime) -> None:

@@ -44,6 +44,7 @@ from llm_contracts import instances
 from llm_contracts import sagemaker_metrics as catalog
 from local_aws import host
 from local_aws.cloudwatch import publish
+from local_aws.host import HOST
 from local_aws.sagemaker.async_inference import AsyncRequest, pending_async
 from local_aws.sagemaker.components import components
 from local_aws.sagemaker.runtime import Deployment, hosting_plane
@@ -393,8 +394,8 @@ def publish_minute(at: datetime) -> None:
         if hosted.live is not None:
             try:
                 _deployment_minute(key, hosted.live, at, seen)
-            except Exception:  # one endpoint's fault must not keep the others' metrics
-                log.exception("the metrics of endpoint %s", key[2])
+            except Exception as exc:  # the local AWS's own fault: kept, and the other endpoints' published
+                HOST.faults.record("sagemaker", f"the metrics of endpoint {key[2]}", exc)
     for regions in list(metrics_backends.values()):
         for backend in list(regions.values()):
             for gone in set(backend.uses) - seen:
