@@ -11,14 +11,13 @@ from typing import Any, ClassVar
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
 from moto.core.responses import ActionResult
 from moto.sagemaker import models as sm_models
-from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
 from moto.sagemaker.models import FakeEndpointConfig
 from moto.sagemaker.models import Model as SageMakerModel
 from moto.sagemaker.responses import SageMakerResponse
 
 from local_aws.patches.base import EmulatedResource, patch, register_types, replace, wrap_create
 from local_aws.patches.inputs import refuse_invalid
-from local_aws.sagemaker import described
+from local_aws.sagemaker import control, described
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import (
     InferenceComponent,
@@ -29,7 +28,6 @@ from local_aws.sagemaker.components import (
 )
 from local_aws.sagemaker.hosting import deploy, hosted_endpoint_of, wait_settled
 from local_aws.sagemaker.runtime import hosting_plane
-from local_aws.sagemaker.scaling import set_copy_count, set_instance_count
 
 # SageMaker hosting instance type names: ml.<family>.<size>.
 _SAGEMAKER_INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9-]*\.(medium|large|[0-9]*xlarge)$")
@@ -129,18 +127,7 @@ def endpoints_run_their_container() -> None:
     def update_endpoint(
         self: Any, endpoint_name: str, endpoint_config_name: str, deployment_config: Mapping[str, Any] | None = None
     ) -> str:
-        endpoint = self.endpoints.get(endpoint_name)
-        if endpoint is None:
-            arn = sm_models.FakeEndpoint.arn_formatter(endpoint_name, self.account_id, self.region_name)
-            raise SageMakerValidationError(message=f"Could not find endpoint '{arn}'.")
-        if endpoint_config_name not in self.endpoint_configs:
-            raise SageMakerValidationError(message=f"Could not find endpoint configuration '{endpoint_config_name}'.")
-        if endpoint.endpoint_status != "InService":
-            raise SageMakerValidationError(
-                message=f"Cannot update in-progress endpoint '{endpoint.arn}' ({endpoint.endpoint_status})."
-            )
-        deploy(self, endpoint, endpoint_config_name, deployment_config)
-        return str(endpoint.arn)
+        return control.update_endpoint(self, endpoint_name, endpoint_config_name, deployment_config)
 
     replace(sm_models.SageMakerModelBackend, "update_endpoint", update_endpoint)
 
@@ -349,37 +336,20 @@ def inference_components_run_their_container() -> None:
         return ActionResult(ic.describe())
 
     def list_inference_components(self: Any) -> ActionResult:
-        endpoint = self._get_param("EndpointNameEquals")
-        found = [
-            {k: v for k, v in ic.describe().items() if k not in ("Specification", "RuntimeConfig", "FailureReason")}
-            for ic in components(self.sagemaker_backend.account_id, self.sagemaker_backend.region_name).values()
-            if endpoint in (None, ic.endpoint_name)
-        ]
+        found = control.list_inference_components(self.sagemaker_backend, self._get_param("EndpointNameEquals"))
         return ActionResult({"InferenceComponents": found})
 
     def create_inference_component(self: Any) -> ActionResult:
         refuse_invalid(self, "sagemaker", "CreateInferenceComponent")
-        backend = self.sagemaker_backend
-        name, endpoint_name = self._get_param("InferenceComponentName"), self._get_param("EndpointName")
-        endpoint = backend.endpoints.get(endpoint_name)
-        if endpoint is None:
-            arn = sagemaker_arn("endpoint", endpoint_name, backend.account_id, backend.region_name)
-            raise SageMakerValidationError(message=f'Could not find endpoint "{arn}".')
-        if name in components(backend.account_id, backend.region_name):
-            arn = sagemaker_arn("inference-component", name, backend.account_id, backend.region_name)
-            raise SageMakerValidationError(message=f'Cannot create already existing inference component "{arn}".')
-        ic = InferenceComponent(
-            name=name,
-            arn=sagemaker_arn("inference-component", name, backend.account_id, backend.region_name),
-            endpoint_name=endpoint_name,
-            endpoint_arn=endpoint.arn,
-            variant_name=str(self._get_param("VariantName") or "AllTraffic"),
-            specification={},
-            copies=int((self._get_param("RuntimeConfig") or {}).get("CopyCount", 1)),
+        arn = control.create_inference_component(
+            self.sagemaker_backend,
+            self._get_param("InferenceComponentName"),
+            self._get_param("EndpointName"),
+            self._get_param("VariantName"),
+            self._get_param("Specification"),
+            self._get_param("RuntimeConfig"),
         )
-        deploy_component(ic, self._get_param("Specification"), None)
-        components(backend.account_id, backend.region_name)[name] = ic
-        return ActionResult({"InferenceComponentArn": ic.arn})
+        return ActionResult({"InferenceComponentArn": arn})
 
     replace(SageMakerResponse, "create_inference_component", create_inference_component)
     replace(SageMakerResponse, "describe_inference_component", describe_inference_component)
@@ -403,28 +373,14 @@ def capacity_changes_run_containers() -> None:
     def update_endpoint_weights_and_capacities(
         self: Any, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
     ) -> str:
-        endpoint = self.endpoints.get(endpoint_name)
-        if endpoint is None:
-            arn = sagemaker_arn("endpoint", endpoint_name, self.account_id, self.region_name)
-            raise SageMakerValidationError(message=f'Could not find endpoint "{arn}".')
-        for wanted in desired_weights_and_capacities:
-            variant = str(wanted["VariantName"])
-            if "DesiredWeight" in wanted:
-                for described in endpoint.production_variants:
-                    if described["VariantName"] == variant:
-                        described["DesiredWeight"] = described["CurrentWeight"] = wanted["DesiredWeight"]
-            if "DesiredInstanceCount" in wanted:
-                set_instance_count(
-                    self.account_id, self.region_name, endpoint_name, variant, int(wanted["DesiredInstanceCount"])
-                )
-        return str(endpoint.arn)
+        return control.update_endpoint_weights_and_capacities(self, endpoint_name, desired_weights_and_capacities)
 
     def update_inference_component_runtime_config(self: Any) -> ActionResult:
-        name = self._get_param("InferenceComponentName")
         count = int(self._get_param("DesiredRuntimeConfig")["CopyCount"])
-        backend = self.sagemaker_backend
-        set_copy_count(backend.account_id, backend.region_name, name, count)
-        return ActionResult({"InferenceComponentArn": component_or_error(backend, name).arn})
+        arn = control.update_inference_component_runtime_config(
+            self.sagemaker_backend, self._get_param("InferenceComponentName"), count
+        )
+        return ActionResult({"InferenceComponentArn": arn})
 
     replace(
         sm_models.SageMakerModelBackend,
