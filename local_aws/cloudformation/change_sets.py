@@ -36,7 +36,7 @@ def execute(backend: Any, change_set_name: str, stack_name: str | None = None) -
     change_set = found[-1]
     stack = backend.stacks[change_set.stack_id]
     kind = change_set.change_set_type
-    stack._add_stack_event(f"{kind}_IN_PROGRESS", resource_statusreason="User Initiated")
+    stack._add_stack_event(f"{kind}_IN_PROGRESS", resource_status_reason="User Initiated")
     old_exports = [export.name for export in stack.exports]
     try:
         change_set.apply()

@@ -82,14 +82,14 @@ def report_rollback(stack: Any, kind: str, failed: RolledBack) -> None:
             physical_resource_id="",
             resource_type=failed.resource_type,
             resource_status=f"{kind}_FAILED",
-            resource_statusreason=failed.reason,
+            resource_status_reason=failed.reason,
             resource_properties=None,
         )
     )
     final = "ROLLBACK_COMPLETE" if kind == "CREATE" else "UPDATE_ROLLBACK_COMPLETE"
     stack._add_stack_event(
         "ROLLBACK_IN_PROGRESS" if kind == "CREATE" else "UPDATE_ROLLBACK_IN_PROGRESS",
-        resource_statusreason=f"The following resource(s) failed to {kind.lower()}: [{failed.logical_id}].",
+        resource_status_reason=f"The following resource(s) failed to {kind.lower()}: [{failed.logical_id}].",
     )
     stack._add_stack_event(final)
     stack.status = final

@@ -81,10 +81,10 @@ def model_network_isolation_is_kept() -> None:
     wrap_create(SageMakerModel, fix=_apply_network_isolation)
 
 
-def _owned_by_the_runtime(attribute: str) -> property:
+def _owned_by_the_runtime(attribute: str, stored: str) -> property:
     """An attribute of moto's endpoint record read from the runtime's record of the endpoint
-    (local_aws/sagemaker/hosting.py); moto's own value (its constructor's) before it is deployed."""
-    stored = f"_stock_{attribute}"
+    (local_aws/sagemaker/hosting.py); moto's own value (its constructor's, kept under its name
+    `stored`, where moto's response object reads it) before it is deployed."""
 
     def get(self: Any) -> Any:
         hosted = hosted_endpoint_of(self)
@@ -94,6 +94,15 @@ def _owned_by_the_runtime(attribute: str) -> property:
         self.__dict__[stored] = value
 
     return property(get, put)
+
+
+def _endpoint_response(self: Any) -> dict[str, Any]:
+    # moto builds DescribeEndpoint's answer from the record's __dict__: the owned values instead.
+    return {
+        **sm_models.BaseObject.gen_response_object(self),
+        "EndpointStatus": self.endpoint_status,
+        "FailureReason": self.failure_reason,
+    }
 
 
 @patch(
@@ -132,8 +141,9 @@ def endpoints_run_their_container() -> None:
     replace(sm_models.SageMakerModelBackend, "update_endpoint", update_endpoint)
 
     # One owner of an endpoint's status: the runtime's record of it, once deployed.
-    replace(sm_models.FakeEndpoint, "endpoint_status", _owned_by_the_runtime("status"))
-    replace(sm_models.FakeEndpoint, "failure_reason", _owned_by_the_runtime("failure_reason"))
+    replace(sm_models.FakeEndpoint, "endpoint_status", _owned_by_the_runtime("status", "endpoint_status"))
+    replace(sm_models.FakeEndpoint, "failure_reason", _owned_by_the_runtime("failure_reason", "failure_reason"))
+    replace(sm_models.FakeEndpoint, "gen_response_object", _endpoint_response)
 
     def update_endpoint_action(self: Any) -> ActionResult:
         arn = self.sagemaker_backend.update_endpoint(
