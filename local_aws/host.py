@@ -50,7 +50,10 @@ class Host:
             before, self.clock = self.clock, clock
         if before is not clock:
             before.stop()
-        clock.start(jobs, on_fault=lambda where, exc: self.faults.record("clock", where, exc))
+        clock.start(jobs, on_fault=self._clock_fault)
+
+    def _clock_fault(self, where: str, exc: Exception) -> None:
+        self.faults.record("clock", where, exc)
 
 
 #: The host of this process.
