@@ -205,7 +205,7 @@ def check_model(config: dict[str, Any], instance_type: str, *, where: str) -> No
     problem = architecture_problem(facts.architecture)
     if problem is not None:
         raise BuildError(f"{where} cannot be served by the vllm engine: {problem}")
-    gpu = instances.gpu_family(instance_type)
+    gpu = instances.InstanceType(instance_type).gpu
     problem = engine_problem(facts, gpu, instance_type) if gpu is not None else None
     if problem is not None:
         raise BuildError(

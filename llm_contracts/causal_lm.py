@@ -362,7 +362,7 @@ class MemoryPlan:
 def plan(facts: ModelFacts, instance_type: str, *, degree: int, dtype: str, utilization: float) -> MemoryPlan:
     """What one GPU of `instance_type` holds: `utilization` of its memory for 1/`degree` of the
     weights (as `dtype`), the engine's overhead and the KV cache."""
-    gpu = instances.gpu_family(instance_type)
+    gpu = instances.InstanceType(instance_type).gpu
     assert gpu is not None, instance_type
     dtype_bytes = DTYPE_BYTES[dtype]
     gib = 2**30
@@ -395,20 +395,21 @@ def smallest_fit(
     largest tensor-parallel degree it allows, with the plan; None if none does."""
     fits: list[tuple[float, int, str, MemoryPlan]] = []
     for instance_type in instances.gpu_instance_types():
-        gpu = instances.gpu_family(instance_type)
+        instance = instances.InstanceType(instance_type)
+        gpu = instance.gpu
         assert gpu is not None
         if engine_problem(facts, gpu, instance_type) is not None:
             continue
         dtype = resolved_dtype(dtype_setting, facts.config_dtype, gpu.compute_capability)
         if dtype == "bfloat16" and gpu.compute_capability < (8, 0):
             continue
-        degrees = facts.parallel_degrees(instances.gpus(instance_type))
+        degrees = facts.parallel_degrees(instance.gpus)
         if not degrees:
             continue
         candidate = plan(facts, instance_type, degree=degrees[0], dtype=dtype, utilization=utilization)
         if candidate.tokens >= tokens:
-            price = instances.price_per_hour(instance_type)
-            total = instances.gpus(instance_type) * gpu.gpu_memory_gib
+            price = instance.price_per_hour
+            total = instance.gpus * instance.gpu_memory_gib
             fits.append((price if price is not None else math.inf, total, instance_type, candidate))
     if not fits:
         return None

@@ -105,8 +105,7 @@ def gpu_family(instance_type: str) -> GpuFamily | None:
 
 def price_per_hour(instance_type: str) -> float | None:
     """USD per hour of one instance (:data:`PRICE_SOURCE`); None where the sources give none."""
-    fam, size = split(instance_type)
-    return GPU_FAMILIES[fam].usd_per_hour.get(size) if fam in GPU_FAMILIES else None
+    return InstanceType(instance_type).price_per_hour
 
 
 def gpu_instance_types() -> list[str]:
@@ -116,8 +115,7 @@ def gpu_instance_types() -> list[str]:
 
 def host(instance_type: str) -> tuple[int, int] | None:
     """(vCPUs, memory GiB) of a GPU instance type; None for a type this module has no facts of."""
-    fam, size = split(instance_type)
-    return GPU_FAMILIES[fam].host_per_size.get(size) if fam in GPU_FAMILIES else None
+    return InstanceType(instance_type).host
 
 
 #: Families TensorRT 10 still supports (Volta, the p3 families, was dropped in 10.5) and the GPT-2
@@ -133,33 +131,97 @@ def split(instance_type: str) -> tuple[str, str]:
     return match[1], match[2]
 
 
+#: Families with AWS's own accelerators (Inferentia, Trainium).
+NEURON_FAMILIES = frozenset({"inf1", "inf2", "trn1", "trn1n", "trn2"})
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """A SageMaker instance type and what the tables above know of it, looked up in one place:
+    a template holds the name alone (:attr:`name`, also ``str()``), and every check and count
+    reads the same facts from here rather than from the tables again."""
+
+    #: ``ml.<family>.<size>``, as SageMaker names it.
+    name: str
+    family: str = field(init=False)
+    size: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        fam, size = split(self.name)  # ValueError, naming the value, for another shape
+        object.__setattr__(self, "family", fam)
+        object.__setattr__(self, "size", size)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpu(self) -> GpuFamily | None:
+        """The GPU facts of the family; None for a family without NVIDIA GPUs here."""
+        return GPU_FAMILIES.get(self.family)
+
+    @property
+    def gpus(self) -> int:
+        """NVIDIA GPUs of the type (0 for a type without, or a size the table lacks)."""
+        return self.gpu.gpus_per_size.get(self.size, 0) if self.gpu is not None else 0
+
+    @property
+    def gpu_memory_gib(self) -> int:
+        """Memory of one of its GPUs, GiB (0 without GPUs)."""
+        return self.gpu.gpu_memory_gib if self.gpu is not None else 0
+
+    @property
+    def host(self) -> tuple[int, int] | None:
+        """(vCPUs, memory GiB) of a GPU type; None for a type this module has no facts of."""
+        return self.gpu.host_per_size.get(self.size) if self.gpu is not None else None
+
+    @property
+    def price_per_hour(self) -> float | None:
+        """USD per hour of one instance (:data:`PRICE_SOURCE`); None where the sources give none."""
+        return self.gpu.usd_per_hour.get(self.size) if self.gpu is not None else None
+
+    @property
+    def has_nvme(self) -> bool:
+        return self.family in NVME_FAMILIES
+
+    @property
+    def is_neuron(self) -> bool:
+        return self.family in NEURON_FAMILIES
+
+    @property
+    def is_accelerated(self) -> bool:
+        """Whether the type has GPUs or Neuron devices: scarce, and what costs."""
+        return self.gpus > 0 or self.is_neuron
+
+    @property
+    def size_exists(self) -> bool:
+        """False when the family is known and has no such size (ml.g5.3xlarge)."""
+        return self.gpu is None or self.size in self.gpu.gpus_per_size
+
+
+# The functions below are the value object's facts by name, for code that holds a string.
+
+
 def family(instance_type: str) -> str:
     return split(instance_type)[0]
 
 
 def has_nvme(instance_type: str) -> bool:
-    return family(instance_type) in NVME_FAMILIES
+    return InstanceType(instance_type).has_nvme
 
 
 def gpus(instance_type: str) -> int:
     """NVIDIA GPUs of the instance type (0 for a type without)."""
-    fam, size = split(instance_type)
-    return GPU_FAMILIES[fam].gpus_per_size.get(size, 0) if fam in GPU_FAMILIES else 0
-
-
-#: Families with AWS's own accelerators (Inferentia, Trainium).
-NEURON_FAMILIES = frozenset({"inf1", "inf2", "trn1", "trn1n", "trn2"})
+    return InstanceType(instance_type).gpus
 
 
 def is_accelerated(instance_type: str) -> bool:
     """Whether the instance type has GPUs or Neuron devices: scarce, and what costs."""
-    return gpus(instance_type) > 0 or family(instance_type) in NEURON_FAMILIES
+    return InstanceType(instance_type).is_accelerated
 
 
 def size_exists(instance_type: str) -> bool:
     """False when the family is known and has no such size (ml.g5.3xlarge)."""
-    fam, size = split(instance_type)
-    return fam not in GPU_FAMILIES or size in GPU_FAMILIES[fam].gpus_per_size
+    return InstanceType(instance_type).size_exists
 
 
 def sizes(family_name: str) -> list[str]:

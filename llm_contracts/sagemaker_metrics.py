@@ -251,9 +251,10 @@ CATALOG: tuple[PublishedMetric, ...] = (
 
 def kind(instance_type: str) -> str:
     """The :data:`KINDS` entry of a SageMaker instance type (``ml.g5.xlarge``: ``gpu``)."""
-    if instances.gpus(instance_type) > 0:
+    instance = instances.InstanceType(instance_type)
+    if instance.gpus > 0:
         return "gpu"
-    return "inferentia" if instances.family(instance_type) in instances.NEURON_FAMILIES else "cpu"
+    return "inferentia" if instance.is_neuron else "cpu"
 
 
 def published(mode: str, kind_: str, *, framework: str | None = None) -> tuple[PublishedMetric, ...]:
@@ -296,7 +297,8 @@ def value_range(metric: PublishedMetric, instance_type: str) -> tuple[float, flo
     count of vCPUs this project has no table for)."""
     if metric.high is None or metric.per is None:
         return metric.low, metric.high
+    instance = instances.InstanceType(instance_type)
     if metric.per == "gpu":
-        return metric.low, metric.high * instances.gpus(instance_type)
-    host = instances.host(instance_type)
+        return metric.low, metric.high * instance.gpus
+    host = instance.host
     return metric.low, None if host is None else metric.high * host[0]

@@ -23,7 +23,6 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from llm_contracts import instances
 from llm_inference_cdk.async_inference import AsyncOutput, scale_backlog
 from llm_inference_cdk.component import add_component, scale_copies, variant_scaling
 from llm_inference_cdk.deployment import Watched, component_deployment, endpoint_deployment, fail_rolled_back_updates
@@ -343,7 +342,7 @@ class SageMakerEndpoint(SageMakerEndpointBase):
             self,
             props,
             mode=self._props.mode,
-            gpus=instances.gpus(self._props.instance_type),
+            gpus=self._props.instance.gpus,
             topic=topic,
             names=self._alarm_names,
         )

@@ -6,7 +6,6 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from llm_contracts import instances
 from llm_inference_cdk.endpoint_base import SageMakerEndpointBase
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 
@@ -48,7 +47,7 @@ def endpoint_rows(
             width=8,
         )
     ]
-    gpus = instances.gpus(props.instance_type)
+    gpus = props.instance.gpus
     if gpus:
         usage.append(
             cloudwatch.GraphWidget(

@@ -333,13 +333,20 @@ class SageMakerEndpointProps:
     def __post_init__(self) -> None:
         validate(self, self._rules)
 
+    @property
+    def instance(self) -> instances.InstanceType:
+        """The instance type with its facts (GPUs, host, storage): what the rules and the
+        constructs read of it."""
+        return instances.InstanceType(self.instance_type)
+
     def _rules(self) -> Iterator[PropError]:
-        family = instances.family(self.instance_type)
-        if not instances.size_exists(self.instance_type):
+        instance = self.instance
+        family = instance.family
+        if not instance.size_exists:
             # The rules below read the instance's GPUs, cores and memory: a size it has not.
             yield invalid(self, "instance_type", f"a size of ml.{family}: {', '.join(instances.sizes(family))}")
             return
-        if self.volume_size_gb is not None and family in instances.NVME_FAMILIES:
+        if self.volume_size_gb is not None and instance.has_nvme:
             yield invalid(
                 self,
                 "volume_size_gb",
@@ -367,8 +374,8 @@ class SageMakerEndpointProps:
             return
         # A GPU AMI on Inferentia or a Neuron AMI on a GPU (families this project knows; others
         # are left to SageMaker).
-        family = instances.family(self.instance_type)
-        kind = "neuron" if family in instances.NEURON_FAMILIES else "gpu" if family in instances.GPU_FAMILIES else None
+        instance = self.instance
+        kind = "neuron" if instance.is_neuron else "gpu" if instance.gpu is not None else None
         if kind is not None and f"-{kind}-" not in ami:
             fits = [name for name in known if f"-{kind}-" in name]
             yield invalid(self, "inference_ami_version", f"an AMI for {self.instance_type}: {', '.join(fits)}")
@@ -390,8 +397,9 @@ class SageMakerEndpointProps:
         component = self.inference_component
         if component is None:
             return
-        gpus, host = instances.gpus(self.instance_type), instances.host(self.instance_type)
-        too_many = (component.accelerators > gpus and not instances.is_accelerated(self.instance_type)) or (
+        instance = self.instance
+        gpus, host = instance.gpus, instance.host
+        too_many = (component.accelerators > gpus and not instance.is_accelerated) or (
             gpus and component.accelerators > gpus
         )
         if too_many:
@@ -417,7 +425,7 @@ class SageMakerEndpointProps:
         places a copy where its accelerators, CPU cores and memory are all free (botocore's
         SageMaker model, InferenceComponentComputeResourceRequirements), so the scarcest of the
         three bounds it. None for an instance type this project has no facts of."""
-        gpus, host = instances.gpus(self.instance_type), instances.host(self.instance_type)
+        gpus, host = self.instance.gpus, self.instance.host
         bounds: list[int] = []
         asks: list[str] = []
         if gpus and component.accelerators:
@@ -502,7 +510,7 @@ class SageMakerEndpointProps:
             return self.deployment.strategy
         if self.fewest_instances < 2:
             return "all-at-once"
-        return "rolling" if instances.is_accelerated(self.instance_type) else "canary"
+        return "rolling" if self.instance.is_accelerated else "canary"
 
     @property
     def instance_count(self) -> int:
@@ -517,7 +525,7 @@ class SageMakerEndpointProps:
     @property
     def volume_size(self) -> int | None:
         """The volume SageMaker is given (None where the family has NVMe storage)."""
-        if instances.has_nvme(self.instance_type):
+        if self.instance.has_nvme:
             return None
         return self.volume_size_gb or 30
 
