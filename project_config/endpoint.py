@@ -1,14 +1,18 @@
 """The settings a SageMaker stack's endpoint shares with the other (``gpt2`` and ``gptj``),
-read into the construct library's props under their cdk.json keys."""
+read into the construct library's props under their cdk.json keys, and their checks against the
+built payload (:func:`require_payload`, :func:`check_volume`), which the stacks call once it is
+there: a stack consumes validated settings and checks none itself."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from llm_contracts import instances
 from llm_contracts.aws import SNS_TOPIC_ARN
+from llm_contracts.manifest import PAYLOAD_MANIFEST, ManifestError, read_manifest
 from llm_inference_cdk.alarm_topic import EMAIL
 from llm_inference_cdk.endpoint_props import (
     MODES,
@@ -20,7 +24,7 @@ from llm_inference_cdk.endpoint_props import (
     SageMakerEndpointProps,
 )
 from llm_inference_cdk.props import optional, text
-from project_config.reader import Section, read_props
+from project_config.reader import ConfigError, Section, read_props
 
 #: cdk.json keys of the alarm props (the others are read under their own names).
 ALARM_KEYS = {
@@ -147,7 +151,7 @@ def check_family(section: Section, endpoint: SageMakerEndpointProps, families: f
     section.check(
         "instance_type",
         endpoint.instance_type,
-        instances.family(endpoint.instance_type) in families,
+        endpoint.instance.family in families,
         f"an instance of the families {', '.join(sorted(families))} ({reason})",
     )
 
@@ -163,3 +167,37 @@ def check_environment(section: Section, user: Mapping[str, str], stack_sets: Map
         for name in clashes
     ]
     section.check("environment", dict(user), not clashes, f"free of {', '.join(clashes)} ({'; '.join(fixes)})")
+
+
+# --- synthesis: the built payload against the settings ------------------------------------------
+
+
+def check_volume(section: str, endpoint: SageMakerEndpointProps, payload: Path) -> None:
+    """ConfigError when the ML storage volume cannot hold the payload: SageMaker copies the
+    files of an S3 prefix onto it, and downloads a model.tar.gz there, then extracts it (twice
+    its size). One GB more for the container's own files. Families with NVMe instance storage
+    take no volume and are not checked."""
+    if endpoint.volume_size is None:
+        return
+    if payload.is_dir():
+        size = sum(int(e["size"]) for e in read_manifest(payload, PAYLOAD_MANIFEST)["files"].values())
+        what, factor = f"the payload files under {payload}", 1
+    else:
+        size = payload.stat().st_size
+        what, factor = f"{payload}, which SageMaker downloads and then extracts", 2
+    needed = math.ceil(size * factor / 2**30) + 1
+    if endpoint.volume_size < needed:
+        raise ConfigError(
+            f"{section}.volume_size_gb={endpoint.volume_size} is invalid: allowed is at least {needed} (GB): "
+            f"{what} take {size / 2**30:.1f} GB on the endpoint's volume"
+        )
+
+
+def require_payload(path: Path, key: str, component: str) -> None:
+    """ManifestError (which leaves this stack alone out of the synthesis) when the payload at
+    `path` (the setting `key`) has not been built."""
+    if not path.exists():
+        raise ManifestError(
+            f"{key}={str(path)!r} does not exist: build it with `python -m artifacts_builder {component}` "
+            f"(--tiny for an offline stand-in), or point {key} at a built payload"
+        )

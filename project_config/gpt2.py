@@ -7,6 +7,7 @@ from pathlib import Path
 
 from llm_contracts import instances
 from llm_contracts.aws import ECR_IMAGE
+from llm_contracts.manifest import read_manifest
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.props import instance_of, optional, prop, text, validate
 from project_config.endpoint import (
@@ -15,7 +16,9 @@ from project_config.endpoint import (
     check_environment,
     check_family,
     check_notifications,
+    check_volume,
     read_endpoint,
+    require_payload,
 )
 from project_config.reader import PROJECT_ROOT, ConfigError, Section, read_props
 from serving.gpt2.settings import ServerSettings, stack_settings
@@ -78,7 +81,7 @@ def read(section: Section, artifacts: Path) -> Gpt2Settings:
         section,
         ServerSettings,
         only=[field.name for field in stack_settings()],
-        require_gpu=instances.gpus(endpoint.instance_type) > 0,
+        require_gpu=endpoint.instance.gpus > 0,
     )
     settings = read_props(
         section,
@@ -99,3 +102,24 @@ def _variables() -> dict[str, str]:
     instance type."""
     names = {field.name: field.metadata["env"] for field in stack_settings()}
     return {**names, "instance_type": "GPT2_REQUIRE_GPU"}
+
+
+def check_payload(settings: Gpt2Settings) -> None:
+    """The settings against the built payload, once the stack is synthesized: ManifestError (the
+    stack is left out) when it is not built, ConfigError when the volume cannot hold it or the
+    server's batches outgrow it."""
+    require_payload(settings.model_data, "gpt2.model_data", "gpt2")
+    check_volume("gpt2", settings.endpoint, settings.model_data)
+    _check_batch_size(settings)
+
+
+def _check_batch_size(settings: Gpt2Settings) -> None:
+    """The ONNX graph and engine accept batches up to the size they were built for: a larger
+    setting would only fail when the endpoint starts, minutes into the deploy."""
+    built = read_manifest(settings.model_data.parent).get("generation", {}).get("max_batch_size")
+    wanted = settings.server.max_batch_size
+    if built is not None and wanted > built:
+        raise ConfigError(
+            f"gpt2.max_batch_size={wanted} is invalid: {settings.model_data} was built for batches of at most "
+            f"{built}; lower the setting or rebuild with `python -m artifacts_builder gpt2 --max-batch-size {wanted}`"
+        )

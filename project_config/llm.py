@@ -39,11 +39,13 @@ from project_config.endpoint import (
     check_environment,
     check_family,
     check_notifications,
+    check_volume,
     read_endpoint,
+    require_payload,
 )
 from project_config.engines import FIXED_ENVIRONMENT, Engine, HfToolkitEngine, VllmEngine, read_engine
 from project_config.gpt2 import ECR_URI
-from project_config.reader import PROJECT_ROOT, ConfigError, Section, read_props
+from project_config.reader import PROJECT_ROOT, ConfigError, Problems, Section, read_props
 
 #: A Hugging Face model id: ``owner/name``.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -138,7 +140,7 @@ def copy_gpus(endpoint: SageMakerEndpointProps) -> int:
     a model that you assign to an inference component"); otherwise the model has every GPU of the
     instance type."""
     component = endpoint.inference_component
-    return component.accelerators if component is not None else instances.gpus(endpoint.instance_type)
+    return component.accelerators if component is not None else endpoint.instance.gpus
 
 
 def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSettings:
@@ -150,18 +152,7 @@ def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSetting
         {**profile.endpoint_defaults, **profile.engine_endpoint_defaults.get(engine.name, {})},
         framework="vllm" if isinstance(engine, VllmEngine) else None,
     )
-    if profile.families is not None:
-        check_family(section, endpoint, profile.families, profile.families_reason)
-    else:
-        check_family(
-            section,
-            endpoint,
-            frozenset(instances.GPU_FAMILIES),
-            "NVIDIA GPUs this project describes (llm_contracts/instances.py)",
-        )
-    _check_gpus(section, endpoint, engine)
-    if isinstance(engine, VllmEngine):
-        _check_vllm(section, endpoint, engine, image_uri_set=image_uri_set)
+    check_hardware(section, profile, endpoint, engine, image_uri_set=image_uri_set)
     given: dict[str, Any] = {"section_name": section.name, "endpoint": endpoint, "engine": engine}
     read = ["image_uri", "alarm_topic_arn", "alarm_email"]
     if profile.names_model:
@@ -184,15 +175,67 @@ def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSetting
     return settings
 
 
-def _check_gpus(section: Section, endpoint: SageMakerEndpointProps, engine: Engine) -> None:
+def check_hardware(
+    section: Section, profile: ModelProfile, endpoint: SageMakerEndpointProps, engine: Engine, *, image_uri_set: bool
+) -> None:
+    """Every check at reading of the keys that the instance type's GPUs bound, in one place: the
+    instance type (its family; the vllm image's CUDA), the GPUs the engine spreads over
+    (``accelerators``, ``tensor_parallel_size``, ``model_server_workers``), the dtype and the AMI.
+    One ConfigError lists every problem, a line each; a family refused stops there, as the rest
+    read the GPUs of a family this project describes. (The payload's checks run once it is built:
+    :func:`check_payload`.)"""
+    instance = endpoint.instance
+    families, reason = (
+        (profile.families, profile.families_reason)
+        if profile.families is not None
+        else (frozenset(instances.GPU_FAMILIES), "NVIDIA GPUs this project describes (llm_contracts/instances.py)")
+    )
+    check_family(section, endpoint, families, reason)
+    gpu = instance.gpu
+    assert gpu is not None  # every family allowed has GPUs this project describes
+    problems = Problems(section)
+    image = engine.image() if isinstance(engine, VllmEngine) and not image_uri_set else None
+    needed = cuda_of(image) if image is not None else None
+    if needed is not None and _version(needed) >= (13,):
+        problems.check(
+            "instance_type",
+            endpoint.instance_type,
+            gpu.compute_capability >= (7, 5),
+            f"a GPU that the vllm image's CUDA {needed} runs on (Turing or newer: T4, A10G, L4, L40S, A100, H100, "
+            f"H200, B200); CUDA 13 dropped the {gpu.gpu}",
+        )
+    _check_gpus(problems, endpoint, engine)
+    if isinstance(engine, VllmEngine):
+        problems.check(
+            "dtype",
+            engine.dtype,
+            not (engine.dtype == "bfloat16" and gpu.compute_capability < (8, 0)),
+            f"float16, float32 or auto on {endpoint.instance_type}: its {gpu.gpu} ({gpu.architecture}) has no "
+            "bfloat16, which needs Ampere or later",
+        )
+    if image is not None and needed is not None:
+        # The AMI's driver runs the image's CUDA.
+        amis = aws.inference_ami_versions()
+        fits = [name for name, cuda in amis.items() if cuda is not None and _version(cuda) >= _version(needed)]
+        ami = endpoint.inference_ami_version
+        problems.check(
+            "inference_ami_version",
+            ami,
+            ami in fits,
+            f"an AMI whose CUDA runs the vllm image's {needed} ({image.repository}:{image.tag}): " + ", ".join(fits),
+        )
+    problems.raise_any()
+
+
+def _check_gpus(problems: Problems, endpoint: SageMakerEndpointProps, engine: Engine) -> None:
     """What the engine spreads over GPUs fits the GPUs one copy of the model gets: the instance
     type's, or an inference component's accelerators (:func:`copy_gpus`)."""
     gpus = copy_gpus(endpoint)
     plural = "s" if gpus != 1 else ""
     if endpoint.inference_component is not None:
-        _check_copy_gpus(section, engine, gpus)
+        _check_copy_gpus(problems, engine, gpus)
         have = (
-            f"each copy of the inference component gets {section.key('accelerators')}={gpus} GPU{plural} and sees "
+            f"each copy of the inference component gets {problems.key('accelerators')}={gpus} GPU{plural} and sees "
             f"{'it' if gpus == 1 else 'them'} alone"
         )
     else:
@@ -200,14 +243,14 @@ def _check_gpus(section: Section, endpoint: SageMakerEndpointProps, engine: Engi
     if isinstance(engine, HfToolkitEngine):
         # Multi Model Server gives its workers the GPUs it sees in turn: more workers than GPUs
         # put two copies of the weights on one GPU.
-        section.check(
+        problems.check(
             "model_server_workers",
             engine.model_server_workers,
             engine.model_server_workers <= max(1, gpus),
             f"at most {max(1, gpus)}: {have}, and each worker loads its own copy of the weights onto a GPU of its own",
         )
     elif engine.tensor_parallel_size is not None and endpoint.inference_component is None:
-        section.check(
+        problems.check(
             "tensor_parallel_size",
             engine.tensor_parallel_size,
             engine.tensor_parallel_size <= gpus,
@@ -215,26 +258,26 @@ def _check_gpus(section: Section, endpoint: SageMakerEndpointProps, engine: Engi
         )
 
 
-def _check_copy_gpus(section: Section, engine: Engine, gpus: int) -> None:
+def _check_copy_gpus(problems: Problems, engine: Engine, gpus: int) -> None:
     """vLLM splits a component's copy over exactly the accelerators it gets: its container sees
     those alone, and vLLM refuses a larger degree at start ("World size (N) is larger than the
     number of available GPUs (M) in this node"), while a smaller one leaves GPUs the copy
     reserves, and no other copy may use, idle."""
     if not isinstance(engine, VllmEngine):
         return
-    section.check(
+    problems.check(
         "accelerators",
         gpus,
         gpus >= 1,
         f"at least 1 with the vllm engine: vLLM serves on GPUs, and the GPUs of each copy are its tensor-parallel "
-        f"degree ({section.key('tensor_parallel_size')})",
+        f"degree ({problems.key('tensor_parallel_size')})",
     )
     degree = engine.tensor_parallel_size
-    section.check(
+    problems.check(
         "tensor_parallel_size",
         degree,
         degree is None or degree == gpus,
-        f"{section.key('accelerators')} ({gpus}), the GPUs each copy of the inference component gets: its container "
+        f"{problems.key('accelerators')} ({gpus}), the GPUs each copy of the inference component gets: its container "
         "sees those alone, and vLLM splits the model over exactly its degree (a larger one stops it at start, a "
         "smaller one leaves GPUs the copy reserves idle); set both to the same number",
     )
@@ -274,41 +317,6 @@ def _model_source(section: Section, artifacts: Path) -> dict[str, Any]:
     return {"model": model, "revision": revision, "model_data": payload}
 
 
-def _check_vllm(section: Section, endpoint: SageMakerEndpointProps, engine: VllmEngine, *, image_uri_set: bool) -> None:
-    """The GPU runs the dtype and the image's CUDA, and the AMI's CUDA runs the image's."""
-    gpu = instances.gpu_family(endpoint.instance_type)
-    assert gpu is not None
-    section.check(
-        "dtype",
-        engine.dtype,
-        not (engine.dtype == "bfloat16" and gpu.compute_capability < (8, 0)),
-        f"float16, float32 or auto on {endpoint.instance_type}: its {gpu.gpu} ({gpu.architecture}) has no bfloat16, "
-        "which needs Ampere or later",
-    )
-    if image_uri_set:
-        return
-    image = engine.image()
-    needed, amis = cuda_of(image), aws.inference_ami_versions()
-    if needed is None:
-        return
-    if _version(needed) >= (13,):
-        section.check(
-            "instance_type",
-            endpoint.instance_type,
-            gpu.compute_capability >= (7, 5),
-            f"a GPU that the vllm image's CUDA {needed} runs on (Turing or newer: T4, A10G, L4, L40S, A100, H100, "
-            f"H200, B200); CUDA 13 dropped the {gpu.gpu}",
-        )
-    fits = [name for name, cuda in amis.items() if cuda is not None and _version(cuda) >= _version(needed)]
-    ami = endpoint.inference_ami_version
-    section.check(
-        "inference_ami_version",
-        ami,
-        ami in fits,
-        f"an AMI whose CUDA runs the vllm image's {needed} ({image.repository}:{image.tag}): " + ", ".join(fits),
-    )
-
-
 def _version(value: str) -> tuple[int, ...]:
     return tuple(int(part) for part in value.split("."))
 
@@ -332,6 +340,18 @@ def payload_facts(settings: LlmSettings) -> ModelFacts:
         raise ConfigError(
             f"{settings.key(key)}={value!r} is invalid: allowed is a causal language model's payload: {exc}"
         ) from None
+
+
+def check_built(settings: LlmSettings, builder: str) -> None:
+    """The settings against the payload as built, before the stack reads it: ManifestError (the
+    stack is left out) when it is not built (`builder`: the artifacts builder's arguments that
+    build it), ConfigError when it was built from another model or the volume cannot hold it. The
+    model's own checks follow once the stack has read the payload's manifest (:func:`check_payload`)."""
+    key = settings.key("model_data" if settings.model is None else "model")
+    require_payload(settings.model_data, key, builder)
+    if settings.model is not None:
+        check_source(settings)
+    check_volume(settings.section_name, settings.endpoint, settings.model_data)
 
 
 def check_source(settings: LlmSettings) -> None:
@@ -380,11 +400,11 @@ def _fit_hint(facts: ModelFacts, engine: VllmEngine, tokens: int) -> str:
     if found is None:
         return "no SageMaker GPU instance type in llm_contracts/instances.py holds it"
     name, best = found
-    fam = instances.gpu_family(name)
-    assert fam is not None
+    instance = instances.InstanceType(name)
+    assert instance.gpu is not None
     return (
-        f"the cheapest type that holds it is {name} ({instances.gpus(name)} x {fam.gpu}, {fam.gpu_memory_gib} GiB "
-        f"each, tensor_parallel_size {best.degree}; {describe_price(name)})"
+        f"the cheapest type that holds it is {name} ({instance.gpus} x {instance.gpu.gpu}, "
+        f"{instance.gpu_memory_gib} GiB each, tensor_parallel_size {best.degree}; {describe_price(name)})"
     )
 
 
@@ -402,8 +422,8 @@ def _check_serves(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) 
             f"{settings.key(source_key)}={source!r} is invalid: allowed is a model vLLM "
             f"{engine.vllm_version} serves: {problem}"
         )
-    instance_type = settings.endpoint.instance_type
-    gpu = instances.gpu_family(instance_type)
+    instance_type, instance = settings.endpoint.instance_type, settings.endpoint.instance
+    gpu = instance.gpu
     assert gpu is not None
     problem = engine_problem(facts, gpu, instance_type)
     if problem is not None:
@@ -414,7 +434,7 @@ def _check_serves(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) 
     degree = engine.tensor_parallel_size or settings.gpus
     problem = facts.parallel_problem(degree)
     if problem is not None:
-        degrees = ", ".join(str(d) for d in facts.parallel_degrees(instances.gpus(instance_type)))
+        degrees = ", ".join(str(d) for d in facts.parallel_degrees(instance.gpus))
         if settings.endpoint.inference_component is not None:
             # A copy's degree is its accelerators (read() refuses another): the key to change.
             raise ConfigError(
@@ -437,7 +457,7 @@ def _check_serves(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) 
 def _check_memory(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) -> None:
     """Each GPU holds its share of the weights, the overhead and the KV cache of every sequence."""
     instance_type = settings.endpoint.instance_type
-    gpu = instances.gpu_family(instance_type)
+    gpu = settings.endpoint.instance.gpu
     assert gpu is not None
     dtype = resolved_dtype(engine.dtype, facts.config_dtype, gpu.compute_capability)
     degree = engine.tensor_parallel_size or settings.gpus
@@ -491,7 +511,7 @@ def _copy_degrees_that_hold(
     if settings.endpoint.inference_component is None:
         return []
     instance_type, utilization = settings.endpoint.instance_type, engine.gpu_memory_utilization
-    degrees = facts.parallel_degrees(instances.gpus(instance_type))
+    degrees = facts.parallel_degrees(settings.endpoint.instance.gpus)
     return sorted(
         d
         for d in degrees
@@ -520,6 +540,8 @@ __all__ = [
     "LlmSettings",
     "ManifestError",
     "ModelProfile",
+    "check_built",
+    "check_hardware",
     "check_payload",
     "check_source",
     "copy_gpus",

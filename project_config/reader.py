@@ -147,6 +147,32 @@ class Section:
             )
 
 
+class Problems:
+    """The checks of one moment, recorded rather than raised, so that its ConfigError lists every
+    problem at once, a line each (as :func:`read_props` does for a props class's fields); it
+    checks as :meth:`Section.check` does, under the same keys."""
+
+    def __init__(self, section: Section) -> None:
+        self.section = section
+        self._lines: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.section.name
+
+    def key(self, key: str) -> str:
+        return self.section.key(key)
+
+    def check(self, key: str, value: Any, ok: bool, allowed: str) -> None:
+        if not ok:
+            self._lines.append(str(self.section.fail(key, value, allowed)))
+
+    def raise_any(self) -> None:
+        """ConfigError listing every problem recorded (nothing when none was)."""
+        if self._lines:
+            raise ConfigError("\n".join(self._lines))
+
+
 def _classes(hint: Any) -> set[Any]:
     """The classes a resolved field type admits: ``Path | None`` -> {Path, NoneType}."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):

@@ -4,15 +4,11 @@ its dashboard, their outputs."""
 from __future__ import annotations
 
 import dataclasses
-import math
-from pathlib import Path
 from typing import Protocol
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_sns as sns
 
-from llm_contracts.gptj import PAYLOAD_MANIFEST
-from llm_contracts.manifest import ManifestError, read_manifest
 from llm_inference_cdk import (
     AlarmTopic,
     ContainerImage,
@@ -21,7 +17,6 @@ from llm_inference_cdk import (
     SageMakerEndpointProps,
     ServiceDashboard,
 )
-from project_config import ConfigError
 
 
 class EndpointSection(Protocol):
@@ -82,34 +77,3 @@ def alarm_topic(stack: Stack, settings: Notifications) -> sns.ITopic:
         topic = AlarmTopic(stack, "Alarms", email=settings.alarm_email).topic
     CfnOutput(stack, "AlarmTopicArn", value=topic.topic_arn)
     return topic
-
-
-def check_volume(section: str, endpoint: SageMakerEndpointProps, payload: Path) -> None:
-    """ConfigError when the ML storage volume cannot hold the payload: SageMaker copies the
-    files of an S3 prefix onto it, and downloads a model.tar.gz there, then extracts it (twice
-    its size). One GB more for the container's own files. Families with NVMe instance storage
-    take no volume and are not checked."""
-    if endpoint.volume_size is None:
-        return
-    if payload.is_dir():
-        size = sum(int(e["size"]) for e in read_manifest(payload, PAYLOAD_MANIFEST)["files"].values())
-        what, factor = f"the payload files under {payload}", 1
-    else:
-        size = payload.stat().st_size
-        what, factor = f"{payload}, which SageMaker downloads and then extracts", 2
-    needed = math.ceil(size * factor / 2**30) + 1
-    if endpoint.volume_size < needed:
-        raise ConfigError(
-            f"{section}.volume_size_gb={endpoint.volume_size} is invalid: allowed is at least {needed} (GB): "
-            f"{what} take {size / 2**30:.1f} GB on the endpoint's volume"
-        )
-
-
-def require_payload(path: Path, key: str, component: str) -> None:
-    """ManifestError (which leaves this stack alone out of the synthesis) when the payload at
-    `path` (the setting `key`) has not been built."""
-    if not path.exists():
-        raise ManifestError(
-            f"{key}={str(path)!r} does not exist: build it with `python -m artifacts_builder {component}` "
-            f"(--tiny for an offline stand-in), or point {key} at a built payload"
-        )

@@ -11,22 +11,10 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
-from llm_contracts.manifest import read_manifest
 from llm_inference_cdk import ContainerImage, ModelData
-from project_config import ConfigError, Gpt2Settings
-from stacks.endpoint import add_endpoint, check_volume, require_payload
-
-
-def _check_batch_size(settings: Gpt2Settings) -> None:
-    """The ONNX graph and engine accept batches up to the size they were built for: a larger
-    setting would only fail when the endpoint starts, minutes into the deploy."""
-    built = read_manifest(settings.model_data.parent).get("generation", {}).get("max_batch_size")
-    wanted = settings.server.max_batch_size
-    if built is not None and wanted > built:
-        raise ConfigError(
-            f"gpt2.max_batch_size={wanted} is invalid: {settings.model_data} was built for batches of at most "
-            f"{built}; lower the setting or rebuild with `python -m artifacts_builder gpt2 --max-batch-size {wanted}`"
-        )
+from project_config import Gpt2Settings
+from project_config.gpt2 import check_payload
+from stacks.endpoint import add_endpoint
 
 
 class Gpt2Stack(Stack):
@@ -36,9 +24,7 @@ class Gpt2Stack(Stack):
         kwargs.setdefault("description", "GPT-2 autocompletion: TensorRT container on a SageMaker endpoint")
         super().__init__(scope, construct_id, **kwargs)
 
-        require_payload(settings.model_data, "gpt2.model_data", "gpt2")
-        check_volume("gpt2", settings.endpoint, settings.model_data)
-        _check_batch_size(settings)
+        check_payload(settings)
         model_data = ModelData.from_asset(settings.model_data)
         image = (
             ContainerImage.from_uri(settings.image_uri)

@@ -24,8 +24,8 @@ from llm_contracts.manifest import ManifestError
 from llm_inference_cdk import ContainerImage, ModelData, S3PrefixModelData
 from project_config import LlmSettings
 from project_config.engines import VllmEngine
-from project_config.llm import check_payload, check_source, payload_facts
-from stacks.endpoint import add_endpoint, check_volume, require_payload
+from project_config.llm import check_built, check_payload, payload_facts
+from stacks.endpoint import add_endpoint
 
 
 class LlmStack(Stack):
@@ -34,13 +34,7 @@ class LlmStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: LlmSettings, **kwargs: Any) -> None:
         kwargs.setdefault("description", self.describe(settings))
         super().__init__(scope, construct_id, **kwargs)
-        section = settings.section_name
-        if settings.model is None:
-            require_payload(settings.model_data, f"{section}.model_data", self.builder(settings))
-        else:
-            require_payload(settings.model_data, f"{section}.model", self.builder(settings))
-            check_source(settings)
-        check_volume(section, settings.endpoint, settings.model_data)
+        check_built(settings, self.builder(settings))
         model_data: ModelData = (
             self._payload(settings.model_data, self.builder(settings))
             if settings.model_data.is_dir()
