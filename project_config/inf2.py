@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from llm_contracts.aws import ECR_IMAGE
 from llm_contracts.inf2 import (
@@ -28,6 +28,7 @@ from llm_contracts.inf2_sagemaker import ec2_instance_type, timeout_problems
 from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.inf2.props import Inf2ServerProps
+from llm_inference_cdk.props import Check, PropError, integer, invalid, one_of, prop, text, validate
 from project_config import inf2_sagemaker
 from project_config.endpoint import ALARM_EMAIL, TOPIC_ARN, check_notifications
 from project_config.reader import PROJECT_ROOT, ConfigError, Section, read_props
@@ -41,6 +42,32 @@ _PROPERTY_KEY = re.compile(r"^(option\.)?[A-Za-z_][A-Za-z0-9_.]{0,127}$")
 _PINNED_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,-]+\])?==[A-Za-z0-9.+!-]+$")
 
 
+#: serving.properties keys that a typed setting writes: `extra_properties` may not set them.
+TYPED_PROPERTIES = frozenset(
+    {
+        "engine", "batch_size", "max_batch_delay", "option.entryPoint", "option.model_id",
+        "option.tensor_parallel_degree", "option.n_positions", "option.dtype", "option.batch_size",
+        "option.rolling_batch", "option.max_rolling_batch_size", "option.model_loading_timeout",
+        "option.predict_timeout",
+    }
+)  # fmt: skip
+
+
+def _unset_or(pattern: re.Pattern[str], what: str) -> Check:
+    """`pattern`'s text, or None (unset), refused in `what`'s words alone."""
+    return Check(lambda v: v is None or (isinstance(v, str) and bool(v) and bool(pattern.match(v))), what)
+
+
+def _properties(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and _PROPERTY_KEY.match(k) and isinstance(v, str) and len(v) <= 256 for k, v in value.items()
+    )
+
+
+def _pinned(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(r, str) and _PINNED_REQUIREMENT.match(r) for r in value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelServerSettings:
     """DJL Serving (LMI) with transformers-neuronx, rendered into `serving.properties`.
@@ -52,39 +79,91 @@ class ModelServerSettings:
 
     #: The hub model the instance downloads (None: the model the bundle ships, else
     #: facebook/opt-13b). A bundle that ships its model refuses any other.
-    model_id: str | None = None
+    model_id: str | None = prop(None, check=_unset_or(_HF_MODEL_ID, "a Hugging Face model id"))
     #: The hub commit (40 hex digits) of `model_id` whose files the instance downloads and checks
     #: against the sha256 the bundle lists (None: the commit pinned for facebook/opt-13b; required
     #: for any other hub model, unset for a model the bundle ships).
-    model_revision: str | None = None
-    #: NeuronCores that shard one copy of the model (rules: llm_contracts/inf2.py).
-    tensor_parallel_degree: int = 8
+    model_revision: str | None = prop(
+        None,
+        check=_unset_or(
+            COMMIT,
+            "a full commit hash of the model's hub repository (40 hex digits, such as "
+            f"{PINNED_REVISIONS[DEFAULT_MODEL]}): a branch or tag can move to other files",
+        ),
+    )
+    #: NeuronCores that shard one copy of the model. The Neuron rules (llm_contracts/inf2.py) say
+    #: which degrees work; this bound only keeps the number sane.
+    tensor_parallel_degree: int = prop(8, check=integer(1, 128))
     #: Longest sequence (prompt plus generated tokens) the compiled graphs accept.
-    n_positions: int = 512
-    dtype: str = "fp16"
+    n_positions: int = prop(512, check=integer(16, 8192))
+    dtype: str = prop("fp16", check=one_of("fp16", "bf16", "fp32"))
     #: Sequences per compiled forward pass (static batching) or per rolling batch.
-    batch_size: int = 4
-    rolling_batch: str = "disable"
-    max_batch_delay_ms: int = 100
+    batch_size: int = prop(4, check=integer(1, 64))
+    rolling_batch: str = prop("disable", check=one_of("disable", "auto"))
+    max_batch_delay_ms: int = prop(100, check=integer(0, 60_000))
     #: DJL's limit on loading one copy of the model (download, split, compile, load onto its
     #: NeuronCores); DJL loads every copy (NeuronCores / degree) one after another.
-    model_loading_timeout_s: int = 3600
+    model_loading_timeout_s: int = prop(3600, check=integer(60, 14_400))
     #: DJL's limit on one call of the handler (option.predict_timeout; the image's default is
     #: 240 s): a call that runs longer makes DJL restart the Python worker and load the copy
     #: again, so the handler keeps every call inside it (serving/inf2/model.py).
-    predict_timeout_s: int = 240
+    predict_timeout_s: int = prop(240, check=integer(30, 3600))
     #: The LMI neuronx image tag, resolved from the sagemaker SDK's `djl-neuronx` JSON.
     #: 0.29.0 (Neuron SDK 2.19.1) is the last DJL release with transformers-neuronx.
-    image_version: str = "0.29.0"
+    image_version: str = prop(
+        "0.29.0", check=text(re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$"), what="a DJL LMI neuronx version such as 0.29.0")
+    )
     #: An explicit image URI (None: the DJL neuronx image of `image_version` for the region).
-    image_uri: str | None = None
+    image_uri: str | None = prop(
+        None,
+        check=_unset_or(ECR_IMAGE, "an ECR image URI: <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>"),
+    )
     #: `model.py` (the bundle's handler) or a handler module of the image, such as
     #: `djl_python.transformers_neuronx`.
-    entry_point: str = "model.py"
+    entry_point: str = prop(
+        "model.py",
+        check=text(
+            _ENTRY_POINT,
+            what="model.py (the bundle's handler) or a handler module of the image such as "
+            "djl_python.transformers_neuronx",
+        ),
+    )
     #: Further `serving.properties` entries, for options this project does not type.
-    extra_properties: Mapping[str, str] = field(default_factory=dict)
+    extra_properties: Mapping[str, str] = prop(
+        factory=dict,
+        check=Check(
+            _properties,
+            "an object of serving.properties keys (such as option.context_length_estimate) to string values",
+        ),
+    )
     #: Pip requirements the container installs from the bundle at start (pinned, `name==version`).
-    requirements: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = prop(
+        (),
+        check=Check(
+            _pinned, 'a list of pinned pip requirements such as ["sentencepiece==0.2.0"] (the image pins the rest)'
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        validate(self, self._rules)
+        # cdk.json gives a list; checked as given (its problem shows the value so), kept as a tuple.
+        object.__setattr__(self, "requirements", tuple(self.requirements))
+
+    def _rules(self) -> Iterator[PropError]:
+        if self.rolling_batch != "disable" and self.entry_point == "model.py":
+            yield invalid(
+                self,
+                "rolling_batch",
+                "disable while entry_point is model.py (it serves static batches); for rolling batches set "
+                "entry_point to the image's handler, such as djl_python.transformers_neuronx",
+            )
+        clash = sorted(set(self.extra_properties) & TYPED_PROPERTIES)
+        if clash:
+            yield invalid(
+                self,
+                "extra_properties",
+                f"keys other than the typed settings; set {', '.join(clash)} through its own inf2 setting",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,82 +355,11 @@ def _model_server(
     s: Section, *, model_loading_timeout_s: int | None = None, predict_timeout_s: int | None = None
 ) -> ModelServerSettings:
     """The model server's settings; the two timeouts' defaults, where given, are the platform's."""
-    ms = ModelServerSettings()
-    entry_point = s.string(
-        "entry_point",
-        ms.entry_point,
-        pattern=_ENTRY_POINT,
-        what="model.py (the bundle's handler) or a handler module of the image such as djl_python.transformers_neuronx",
-    )
-    rolling_batch = s.choice("rolling_batch", ms.rolling_batch, ("disable", "auto"))
-    s.check(
-        "rolling_batch",
-        rolling_batch,
-        rolling_batch == "disable" or entry_point != "model.py",
-        "disable while entry_point is model.py (it serves static batches); for rolling batches set "
-        "entry_point to the image's handler, such as djl_python.transformers_neuronx",
-    )
-    typed = {
-        "engine", "batch_size", "max_batch_delay", "option.entryPoint", "option.model_id",
-        "option.tensor_parallel_degree", "option.n_positions", "option.dtype", "option.batch_size",
-        "option.rolling_batch", "option.max_rolling_batch_size", "option.model_loading_timeout",
-        "option.predict_timeout",
-    }  # fmt: skip
-    extra = s.string_map(
-        "extra_properties",
-        key_pattern=_PROPERTY_KEY,
-        what="an object of serving.properties keys (such as option.context_length_estimate) to string values",
-    )
-    clash = sorted(set(extra) & typed)
-    s.check(
-        "extra_properties",
-        extra,
-        not clash,
-        f"keys other than the typed settings; set {', '.join(clash)} through its own inf2 setting",
-    )
-    requirements = s.get("requirements") or []
-    s.check(
-        "requirements",
-        requirements,
-        isinstance(requirements, list)
-        and all(isinstance(r, str) and _PINNED_REQUIREMENT.match(r) for r in requirements),
-        'a list of pinned pip requirements such as ["sentencepiece==0.2.0"] (the image pins the rest)',
-    )
-    return ModelServerSettings(
-        model_id=s.optional_string("model_id", pattern=_HF_MODEL_ID, what="a Hugging Face model id"),
-        model_revision=s.optional_string(
-            "model_revision",
-            pattern=COMMIT,
-            what="a full commit hash of the model's hub repository (40 hex digits, such as "
-            f"{PINNED_REVISIONS[DEFAULT_MODEL]}): a branch or tag can move to other files",
-        ),
-        # The Neuron rules (llm_contracts/inf2.py) say which degrees work; this bound only
-        # keeps the number sane.
-        tensor_parallel_degree=s.integer("tensor_parallel_degree", ms.tensor_parallel_degree, lo=1, hi=128),
-        n_positions=s.integer("n_positions", ms.n_positions, lo=16, hi=8192),
-        dtype=s.choice("dtype", ms.dtype, ("fp16", "bf16", "fp32")),
-        batch_size=s.integer("batch_size", ms.batch_size, lo=1, hi=64),
-        rolling_batch=rolling_batch,
-        max_batch_delay_ms=s.integer("max_batch_delay_ms", ms.max_batch_delay_ms, lo=0, hi=60_000),
-        model_loading_timeout_s=s.integer(
-            "model_loading_timeout_s", max(60, model_loading_timeout_s or ms.model_loading_timeout_s), lo=60, hi=14_400
-        ),
-        predict_timeout_s=s.integer("predict_timeout_s", predict_timeout_s or ms.predict_timeout_s, lo=30, hi=3600),
-        image_version=s.string(
-            "image_version",
-            ms.image_version,
-            pattern=re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$"),
-            what="a DJL LMI neuronx version such as 0.29.0",
-        ),
-        image_uri=s.optional_string(
-            "image_uri",
-            pattern=ECR_IMAGE,
-            what="an ECR image URI: <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>",
-        ),
-        entry_point=entry_point,
-        extra_properties=extra,
-        requirements=tuple(requirements),
-    )
+    defaults = {
+        "model_loading_timeout_s": max(60, model_loading_timeout_s or ModelServerSettings.model_loading_timeout_s),
+        "predict_timeout_s": predict_timeout_s or ModelServerSettings.predict_timeout_s,
+    }
+    return read_props(s, ModelServerSettings, defaults=defaults)
 
 
 def settings_problems(settings: Inf2Settings, facts: ModelFacts, *, model_id: str) -> list[str]:
