@@ -418,7 +418,7 @@ def smallest_fit(
 
 
 def describe_price(instance_type: str) -> str:
-    price = instances.price_per_hour(instance_type)
+    price = instances.InstanceType(instance_type).price_per_hour
     if price is None:
         return "its price is not in this project's table"
     return f"${price:.2f} an hour on demand in us-east-1"

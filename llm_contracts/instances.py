@@ -2,7 +2,8 @@
 
 From AWS's instance type tables (SageMaker's "Instance types for hosting" and EC2's
 accelerated computing instances), for the families this project's recipes use; a family
-absent from a table is not checked against it.
+absent from a table is not checked against it. :class:`InstanceType` is one type with its
+facts; the functions of one fact by name serve code that holds the name alone.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ UNDESCRIBED_GPU_FAMILIES = frozenset({"g7", "g7e", "p2", "p6-b300", "p6e-gb200"}
 
 def gpu_family(instance_type: str) -> GpuFamily | None:
     """The GPU facts of `instance_type`'s family; None for a family without NVIDIA GPUs here."""
-    return GPU_FAMILIES.get(family(instance_type))
+    return InstanceType(instance_type).gpu
 
 
 def price_per_hour(instance_type: str) -> float | None:
