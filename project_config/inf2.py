@@ -15,16 +15,24 @@ from llm_contracts.aws import ECR_IMAGE
 from llm_contracts.inf2 import (
     COMMIT,
     DEFAULT_MODEL,
+    DTYPE_BYTES,
     NEURON_CORES,
     PINNED_REVISIONS,
     ModelFacts,
     copies_loaded_in_turn,
     host_memory_problems,
     instance_problems,
+    known_model,
     model_problems,
+    serving_properties,
+    stale_properties,
+    unknown_model_message,
+    volume_problems,
 )
 from llm_contracts.inf2_sagemaker import START_MARGIN_S as SAGEMAKER_START_MARGIN_S
-from llm_contracts.inf2_sagemaker import ec2_instance_type, timeout_problems
+from llm_contracts.inf2_sagemaker import ec2_instance_type, timeout_problems, volume_parts
+from llm_contracts.inf2_sagemaker import volume_problems as sagemaker_volume_problems
+from llm_contracts.manifest import read_manifest
 from llm_inference_cdk.dlc import ImageResolutionError, djl_neuronx
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
 from llm_inference_cdk.inf2.props import Inf2ServerProps
@@ -412,3 +420,83 @@ def model_source_problems(ms: ModelServerSettings, *, bundled: str | None) -> li
             f"({bundled}), which no hub revision names"
         )
     return problems
+
+
+# --- synthesis: the built bundle against the settings ----------------------------------------------
+
+
+def check_bundle(settings: Inf2Settings) -> tuple[ModelFacts, str, bool]:
+    """The model settings against where the model comes from (the bundle ships it, or the
+    instance downloads a pinned hub commit); the tensor-parallel rules over the model the bundle
+    ships (its manifest records the model's config.json facts) or, for a hub model, the table of
+    known models; and the bundle's serving.properties against the current settings. Returns the
+    model's facts, its name and whether the bundle ships it."""
+    ms = settings.model_server
+    manifest = read_manifest(settings.bundle.parent)
+    model = manifest.get("model")
+    # A bundle that ships its model points model_id at its own folder.
+    bundled = str(model.get("name")) if isinstance(model, dict) and model.get("source") == "bundle" else None
+    problems = model_source_problems(ms, bundled=bundled)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    hub_id, revision = hub_model(ms)
+    if isinstance(model, dict) and isinstance(model.get("facts"), dict):
+        facts = ModelFacts.from_dict(model["facts"])
+        name = str(model.get("name", hub_id))
+    else:
+        known = known_model(hub_id)
+        if known is None:
+            raise ConfigError(unknown_model_message(hub_id))
+        facts, name = known, hub_id
+    problems = settings_problems(settings, facts, model_id=name)
+    if settings.server is not None:
+        problems += volume_problems(
+            facts,
+            model_id=name,
+            dtype=ms.dtype,
+            volume_size_gb=settings.server.volume_size_gb,
+            bundle_bytes=settings.bundle.stat().st_size,
+        )
+    built = manifest.get("serving_properties")
+    if isinstance(built, dict):
+        wanted = (
+            serving_properties(ms, model_id=built.get("option.model_id", ""))
+            if bundled is not None
+            else serving_properties(ms, model_id=hub_id, revision=revision)
+        )
+        stale = stale_properties(built, wanted)
+        if stale:
+            problems.append(
+                f"inf2.bundle={str(settings.bundle)!r} is invalid: it was built from other settings ("
+                + "; ".join(stale)
+                + "); rebuild it with python -m artifacts_builder inf2 and the same settings (cdk.json's, and "
+                "the same -c inf2.<key>=<value> as this synthesis: inf2.platform among them)"
+            )
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return facts, name, bundled is not None
+
+
+def bundle_bytes(folder: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(int(entry["size"]) for entry in folder.values())
+
+
+def check_sagemaker_bundle(settings: Inf2Settings, facts: ModelFacts, *, model_id: str, ships_model: bool) -> None:
+    """The ML storage volume holds what the start writes, and the container's network follows
+    where the model comes from (each problem names its key)."""
+    endpoint = settings.endpoint
+    assert endpoint is not None
+    inner = read_manifest(settings.bundle, fix="rebuild it with python -m artifacts_builder inf2")
+    weights = facts.num_parameters * DTYPE_BYTES[settings.model_server.dtype]
+    parts = volume_parts(
+        weights_bytes=weights, bundle_bytes=bundle_bytes(inner["files"]), downloads_weights=not ships_model
+    )
+    problems = sagemaker_volume_problems(volume_size_gb=endpoint.volume_size or 0, model_id=model_id, parts=parts)
+    if not ships_model and settings.enable_network_isolation:
+        problems.append(
+            "inf2.enable_network_isolation=True is invalid: allowed is false (or unset) with this bundle: it "
+            f"makes the container download {model_id} from the Hugging Face hub; to serve the endpoint without "
+            "network, build the bundle with --model-dir so that it ships the model"
+        )
+    if problems:
+        raise ConfigError("; ".join(problems))

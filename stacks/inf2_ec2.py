@@ -16,77 +16,19 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from llm_contracts.inf2 import (
-    ModelFacts,
-    known_model,
-    serving_properties,
-    stale_properties,
-    unknown_model_message,
-    volume_problems,
-)
-from llm_contracts.manifest import read_manifest
 from llm_inference_cdk.dashboard import ServiceDashboard
 from llm_inference_cdk.dlc import djl_neuronx
 from llm_inference_cdk.endpoint import SageMakerEndpoint
 from llm_inference_cdk.images import ContainerImage
 from llm_inference_cdk.inf2.server import Inf2Server
 from llm_inference_cdk.model_data import ModelAsset
-from project_config import ConfigError, Inf2Settings
-from project_config.inf2 import hub_model, model_source_problems, settings_problems
+from project_config import Inf2Settings
+from project_config.inf2 import check_bundle, check_sagemaker_bundle
 from stacks.endpoint import alarm_topic
-from stacks.inf2_sagemaker import add_sagemaker_endpoint, check_sagemaker_bundle
+from stacks.inf2_sagemaker import add_sagemaker_endpoint
 
-
-def check_bundle(settings: Inf2Settings) -> tuple[ModelFacts, str, bool]:
-    """The model settings against where the model comes from (the bundle ships it, or the
-    instance downloads a pinned hub commit); the tensor-parallel rules over the model the bundle
-    ships (its manifest records the model's config.json facts) or, for a hub model, the table of
-    known models; and the bundle's serving.properties against the current settings. Returns the
-    model's facts, its name and whether the bundle ships it."""
-    ms = settings.model_server
-    manifest = read_manifest(settings.bundle.parent)
-    model = manifest.get("model")
-    # A bundle that ships its model points model_id at its own folder.
-    bundled = str(model.get("name")) if isinstance(model, dict) and model.get("source") == "bundle" else None
-    problems = model_source_problems(ms, bundled=bundled)
-    if problems:
-        raise ConfigError("; ".join(problems))
-    hub_id, revision = hub_model(ms)
-    if isinstance(model, dict) and isinstance(model.get("facts"), dict):
-        facts = ModelFacts.from_dict(model["facts"])
-        name = str(model.get("name", hub_id))
-    else:
-        known = known_model(hub_id)
-        if known is None:
-            raise ConfigError(unknown_model_message(hub_id))
-        facts, name = known, hub_id
-    problems = settings_problems(settings, facts, model_id=name)
-    if settings.server is not None:
-        problems += volume_problems(
-            facts,
-            model_id=name,
-            dtype=ms.dtype,
-            volume_size_gb=settings.server.volume_size_gb,
-            bundle_bytes=settings.bundle.stat().st_size,
-        )
-    built = manifest.get("serving_properties")
-    if isinstance(built, dict):
-        wanted = (
-            serving_properties(ms, model_id=built.get("option.model_id", ""))
-            if bundled is not None
-            else serving_properties(ms, model_id=hub_id, revision=revision)
-        )
-        stale = stale_properties(built, wanted)
-        if stale:
-            problems.append(
-                f"inf2.bundle={str(settings.bundle)!r} is invalid: it was built from other settings ("
-                + "; ".join(stale)
-                + "); rebuild it with python -m artifacts_builder inf2 and the same settings (cdk.json's, and "
-                "the same -c inf2.<key>=<value> as this synthesis: inf2.platform among them)"
-            )
-    if problems:
-        raise ConfigError("; ".join(problems))
-    return facts, name, bundled is not None
+# The bundle's checks are the configuration's: named here too, where the stack runs them.
+__all__ = ["Inf2Stack", "check_bundle"]
 
 
 class Inf2Stack(Stack):

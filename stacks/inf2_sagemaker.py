@@ -13,18 +13,19 @@ bundle makes it download the model from the hub; a bundle that ships its model r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aws_cdk import CfnOutput, Stack
 
-from llm_contracts.inf2 import DTYPE_BYTES, ModelFacts
-from llm_contracts.inf2_sagemaker import volume_parts, volume_problems
-from llm_contracts.manifest import MANIFEST_NAME, read_manifest
+from llm_contracts.manifest import MANIFEST_NAME
 from llm_inference_cdk import ContainerImage, S3PrefixModelData, SageMakerEndpoint, SageMakerEndpointProps
 from llm_inference_cdk.dlc import djl_neuronx
-from project_config import ConfigError, Inf2Settings
+from project_config import Inf2Settings
+from project_config.inf2 import check_sagemaker_bundle
 from stacks.endpoint import add_endpoint
+
+# The bundle's checks are the configuration's: named here too, beside the endpoint they check.
+__all__ = ["add_sagemaker_endpoint", "check_sagemaker_bundle"]
 
 
 @dataclass(frozen=True)
@@ -38,31 +39,6 @@ class _EndpointSection:
     def container_environment(self) -> dict[str, str]:
         # serving.properties in the bundle holds every setting of the server.
         return {}
-
-
-def bundle_bytes(folder: Mapping[str, Mapping[str, int]]) -> int:
-    return sum(int(entry["size"]) for entry in folder.values())
-
-
-def check_sagemaker_bundle(settings: Inf2Settings, facts: ModelFacts, *, model_id: str, ships_model: bool) -> None:
-    """The ML storage volume holds what the start writes, and the container's network follows
-    where the model comes from (each problem names its key)."""
-    endpoint = settings.endpoint
-    assert endpoint is not None
-    inner = read_manifest(settings.bundle, fix="rebuild it with python -m artifacts_builder inf2")
-    weights = facts.num_parameters * DTYPE_BYTES[settings.model_server.dtype]
-    parts = volume_parts(
-        weights_bytes=weights, bundle_bytes=bundle_bytes(inner["files"]), downloads_weights=not ships_model
-    )
-    problems = volume_problems(volume_size_gb=endpoint.volume_size or 0, model_id=model_id, parts=parts)
-    if not ships_model and settings.enable_network_isolation:
-        problems.append(
-            "inf2.enable_network_isolation=True is invalid: allowed is false (or unset) with this bundle: it "
-            f"makes the container download {model_id} from the Hugging Face hub; to serve the endpoint without "
-            "network, build the bundle with --model-dir so that it ships the model"
-        )
-    if problems:
-        raise ConfigError("; ".join(problems))
 
 
 def add_sagemaker_endpoint(stack: Stack, settings: Inf2Settings, *, ships_model: bool) -> SageMakerEndpoint:
