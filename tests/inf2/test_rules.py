@@ -184,6 +184,15 @@ def test_model_server_settings_are_checked() -> None:
         settings(extra_properties={"option.predict_timeout": "600"})
 
 
+def test_every_bad_model_server_setting_is_listed_at_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        settings(n_positions=8, dtype="int8")
+    assert str(err.value).splitlines() == [
+        "inf2.n_positions=8 is invalid: allowed is a whole number from 16 to 8192",
+        "inf2.dtype='int8' is invalid: allowed is one of fp16, bf16, fp32",
+    ]
+
+
 @pytest.mark.parametrize(
     ("instance_type", "degree", "extra", "copies"),
     [

@@ -241,6 +241,22 @@ def test_a_bad_engine_setting_fails_in_one_line(overrides: dict[str, str], messa
     assert str(error.value).startswith(message) and "\n" not in str(error.value), str(error.value)
 
 
+def test_every_problem_of_the_gpus_is_listed_at_once() -> None:
+    """The keys the instance type's GPUs bound are checked at one moment: each problem a line."""
+    with pytest.raises(ConfigError) as error:
+        load_config(
+            cdk_context(
+                **VLLM,
+                **{"gptj.instance_type": "ml.g4dn.xlarge", "gptj.dtype": "bfloat16", "gptj.tensor_parallel_size": "2"},
+            )
+        )
+    assert str(error.value).splitlines() == [
+        "gptj.tensor_parallel_size=2 is invalid: allowed is at most 1: ml.g4dn.xlarge has 1 GPU",
+        "gptj.dtype='bfloat16' is invalid: allowed is float16, float32 or auto on ml.g4dn.xlarge: its T4 (Turing) "
+        "has no bfloat16, which needs Ampere or later",
+    ]
+
+
 def test_the_tarball_is_refused_with_the_vllm_engine() -> None:
     with pytest.raises(ConfigError, match=r"allowed is a payload folder with gptj.engine=vllm \(shipped uncompressed"):
         load_config(cdk_context(**VLLM, **{"gptj.model_data": "artifacts/gptj/model.tar.gz"}))

@@ -44,3 +44,19 @@ def test_what_the_stacks_and_the_alarms_read() -> None:
     assert instances.price_per_hour("ml.p5e.48xlarge") is None  # no price in the sources
     assert instances.gpu_family("ml.g4dn.xlarge").compute_capability == (7, 5)  # type: ignore[union-attr]
     assert instances.has_nvme("ml.p5en.48xlarge")
+
+
+def test_an_instance_type_knows_its_facts() -> None:
+    """The value object the props and checks read: the same facts as the functions by name."""
+    g5 = instances.InstanceType("ml.g5.12xlarge")
+    assert (str(g5), g5.family, g5.size, g5.gpus, g5.gpu_memory_gib, g5.host) == (
+        "ml.g5.12xlarge", "g5", "12xlarge", 4, 24, (48, 192),
+    )  # fmt: skip
+    assert g5.gpu is instances.GPU_FAMILIES["g5"] and g5.has_nvme and g5.is_accelerated and g5.size_exists
+    assert g5.price_per_hour == instances.price_per_hour("ml.g5.12xlarge")
+    cpu, inf2 = instances.InstanceType("ml.m5.xlarge"), instances.InstanceType("ml.inf2.xlarge")
+    assert (cpu.gpus, cpu.gpu_memory_gib, cpu.host, cpu.gpu, cpu.is_accelerated) == (0, 0, None, None, False)
+    assert inf2.is_neuron and inf2.is_accelerated and inf2.gpus == 0
+    assert not instances.InstanceType("ml.g5.3xlarge").size_exists
+    with pytest.raises(ValueError, match=r"'g5.xlarge' is not a SageMaker instance type such as ml.g5.xlarge"):
+        instances.InstanceType("g5.xlarge")
