@@ -156,10 +156,6 @@ class Problems:
         self.section = section
         self._lines: list[str] = []
 
-    @property
-    def name(self) -> str:
-        return self.section.name
-
     def key(self, key: str) -> str:
         return self.section.key(key)
 
