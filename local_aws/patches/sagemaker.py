@@ -22,8 +22,6 @@ from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import (
     InferenceComponent,
     component_or_error,
-    components,
-    deploy_component,
     wait_component,
 )
 from local_aws.sagemaker.hosting import deploy, hosted_endpoint_of, wait_settled
@@ -288,17 +286,14 @@ class InferenceComponentResource(EmulatedResource):
         if endpoint is None:
             raise CloudFormationValidationError(name, f"Could not find endpoint '{endpoint_name}'.")
         name = str(properties.get("InferenceComponentName") or name)
-        ic = InferenceComponent(
-            name=name,
-            arn=sagemaker_arn("inference-component", name, account_id, region_name),
-            endpoint_name=endpoint_name,
-            endpoint_arn=endpoint.arn,
-            variant_name=str(properties.get("VariantName") or "AllTraffic"),
-            specification={},
-            copies=int((properties.get("RuntimeConfig") or {}).get("CopyCount", 1)),
-        )
-        components(account_id, region_name)[name] = ic
-        wait_component(ic, deploy_component(ic, properties["Specification"], None))
+        ic, hosted = control.start_component(
+            backend, name, endpoint_name, properties.get("VariantName"), properties["Specification"],
+            properties.get("RuntimeConfig"),
+        )  # fmt: skip
+        if hosted is not None:
+            wait_component(ic, hosted)
+        elif ic.status == "Failed":
+            raise CloudFormationValidationError(name, f"Inference component {name} failed: {ic.failure_reason}")
         return cls(ic)
 
     @classmethod
@@ -312,20 +307,16 @@ class InferenceComponentResource(EmulatedResource):
     ) -> Any:
         # Every property updates in place (the resource's schema has no create-only property):
         # UpdateInferenceComponent, InService again once the new model rolled out, or rolled back.
-        properties = cloudformation_json["Properties"]
         ic = original_resource.ic
-        ic.endpoint_name = str(properties["EndpointName"])
-        ic.variant_name = str(properties.get("VariantName") or ic.variant_name)
-        ic.copies = int((properties.get("RuntimeConfig") or {}).get("CopyCount", ic.copies))
-        hosted = hosting_plane().find(ic.hosting_key)
-        running = hosted.live.config_name if hosted is not None and hosted.live is not None else None
-        if properties["Specification"].get("ModelName") != running:
-            wait_component(ic, deploy_component(ic, properties["Specification"], properties.get("DeploymentConfig")))
+        hosted = control.update_component(ic, cloudformation_json["Properties"])
+        if hosted is not None:
+            wait_component(ic, hosted)
+        elif ic.status == "Failed":
+            raise CloudFormationValidationError(ic.name, f"Inference component {ic.name} failed: {ic.failure_reason}")
         return original_resource
 
     def delete(self, account_id: str, region_name: str) -> None:
-        hosting_plane().delete(self.ic.hosting_key)
-        components(account_id, region_name).pop(self.ic.name, None)
+        control.delete_component(self.ic)
 
 
 @patch(

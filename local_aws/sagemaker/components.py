@@ -4,7 +4,7 @@ run in the hosting runtime (local_aws/sagemaker/runtime.py) under the component'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +15,7 @@ from moto.sagemaker import models as sm_models
 from moto.sagemaker.exceptions import ValidationError as SageMakerValidationError
 
 from local_aws.sagemaker.arns import sagemaker_arn
+from local_aws.sagemaker.containers import Container
 from local_aws.sagemaker.hosting import alarm_states, fetch, rollout_of, variant_spec
 from local_aws.sagemaker.logs import COMPONENT_GROUP
 from local_aws.sagemaker.placement import Fleet, Need
@@ -34,6 +35,8 @@ class InferenceComponent:
     copies: int
     status: str = "Creating"
     failure_reason: str | None = None
+    #: An adapter component's base (BaseInferenceComponentName): it runs in the base's copies.
+    base: str | None = None
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     modified: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -42,9 +45,15 @@ class InferenceComponent:
         account, region = self.arn.split(":")[4], self.arn.split(":")[3]
         return account, region, component_key(self.name)
 
+    @property
+    def runs_in(self) -> tuple[str, str, str]:
+        """The runtime key of the copies that serve it: its own, or its base's (an adapter's)."""
+        account, region, _ = self.hosting_key
+        return (account, region, component_key(self.base)) if self.base is not None else self.hosting_key
+
     def current_copies(self) -> int:
-        """The copies that answer /ping."""
-        hosted = hosting_plane().find(self.hosting_key)
+        """The copies that answer /ping (an adapter's: its base's)."""
+        hosted = hosting_plane().find(self.runs_in)
         return hosted.live.ready(self.variant_name) if hosted is not None and hosted.live is not None else 0
 
     def describe(self) -> dict[str, Any]:
@@ -87,7 +96,10 @@ def components(account_id: str, region_name: str) -> dict[str, InferenceComponen
 
 
 def deploy_component(
-    ic: InferenceComponent, specification: Mapping[str, Any], deployment_config: Mapping[str, Any] | None
+    ic: InferenceComponent,
+    specification: Mapping[str, Any],
+    deployment_config: Mapping[str, Any] | None,
+    on_ready: Callable[[Container], None] | None = None,
 ) -> HostedEndpoint:
     """The component's model in its container, as SageMaker starts a copy; an update rolls copy
     by copy as its DeploymentConfig says and rolls back on its alarms."""
@@ -105,6 +117,7 @@ def deploy_component(
         count=ic.copies,
         fleet=fleet_of(backend, ic),
         need=Need.of(specification.get("ComputeResourceRequirements")),
+        on_ready=on_ready,
     )
 
     def settled(hosted: HostedEndpoint) -> None:
@@ -150,8 +163,13 @@ def wait_component(ic: InferenceComponent, hosted: HostedEndpoint) -> None:
 
 
 def component_or_error(backend: Any, name: str) -> InferenceComponent:
-    ic = components(backend.account_id, backend.region_name).get(name)
+    return component_named(backend.account_id, backend.region_name, name)
+
+
+def component_named(account: str, region: str, name: str) -> InferenceComponent:
+    """The account's component `name` in the region, or SageMaker's refusal."""
+    ic = components(account, region).get(name)
     if ic is None:
-        arn = sagemaker_arn("inference-component", name, backend.account_id, backend.region_name)
+        arn = sagemaker_arn("inference-component", name, account, region)
         raise SageMakerValidationError(message=f"Could not find inference component '{arn}'.")
     return ic

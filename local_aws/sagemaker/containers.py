@@ -295,8 +295,20 @@ class Container:
         sent = {"Content-Type": content_type, **(headers or {})}
         if accept is not None:
             sent["Accept"] = accept
+        return self.call("POST", "/invocations", body, headers=sent, timeout=timeout)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> Response:
+        """A request to the container's server as SageMaker makes it (its answer, whatever its status)."""
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/invocations", data=body, headers=sent, method="POST"
+            f"http://127.0.0.1:{self.port}{path}", data=body, headers=dict(headers or {}), method=method
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)

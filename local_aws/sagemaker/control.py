@@ -11,9 +11,11 @@ from typing import Any
 
 from moto.sagemaker.exceptions import ValidationError
 
+from local_aws.sagemaker import adapters
 from local_aws.sagemaker.arns import sagemaker_arn
 from local_aws.sagemaker.components import InferenceComponent, component_or_error, components, deploy_component
 from local_aws.sagemaker.hosting import deploy
+from local_aws.sagemaker.runtime import HostedEndpoint, hosting_plane
 from local_aws.sagemaker.scaling import set_copy_count, set_instance_count
 
 
@@ -54,12 +56,28 @@ def create_inference_component(
     specification: Mapping[str, Any],
     runtime_config: Mapping[str, Any] | None,
 ) -> str:
-    """CreateInferenceComponent: its copies started on the endpoint's instances; its ARN."""
+    """CreateInferenceComponent: its copies started on the endpoint's instances (an adapter:
+    registered with its base's); its ARN."""
+    return start_component(backend, name, endpoint_name, variant_name, specification, runtime_config)[0].arn
+
+
+def start_component(
+    backend: Any,
+    name: str,
+    endpoint_name: str,
+    variant_name: str | None,
+    specification: Mapping[str, Any],
+    runtime_config: Mapping[str, Any] | None,
+) -> tuple[InferenceComponent, HostedEndpoint | None]:
+    """The component made and started: a model's copies starting (the HostedEndpoint to wait
+    on), or an adapter registered with its base's copies (None: InService or Failed already)."""
     account, region = backend.account_id, backend.region_name
     endpoint = _endpoint(backend, endpoint_name)
     if name in components(account, region):
         arn = sagemaker_arn("inference-component", name, account, region)
         raise ValidationError(message=f'Cannot create already existing inference component "{arn}".')
+    if adapters.is_adapter(specification):
+        return adapters.create(account, region, name, endpoint_name, endpoint.arn, specification), None
     ic = InferenceComponent(
         name=name,
         arn=sagemaker_arn("inference-component", name, account, region),
@@ -69,9 +87,43 @@ def create_inference_component(
         specification={},
         copies=int((runtime_config or {}).get("CopyCount", 1)),
     )
-    deploy_component(ic, specification, None)
     components(account, region)[name] = ic
-    return ic.arn
+    return ic, deploy_base(ic, specification, None)
+
+
+def deploy_base(
+    ic: InferenceComponent, specification: Mapping[str, Any], deployment_config: Mapping[str, Any] | None
+) -> HostedEndpoint:
+    """A component's model deployed (or updated), each new copy given the component's adapters."""
+    return deploy_component(ic, specification, deployment_config, on_ready=adapters.on_ready(ic))
+
+
+def update_component(ic: InferenceComponent, properties: Mapping[str, Any]) -> HostedEndpoint | None:
+    """An update of the component's properties (CloudFormation's): a new model rolled out (the
+    HostedEndpoint to wait on), an adapter's new archive registered again (None)."""
+    specification = properties["Specification"]
+    if ic.base is not None:
+        if specification != ic.specification:
+            adapters.update(ic, specification)
+        return None
+    ic.endpoint_name = str(properties["EndpointName"])
+    ic.variant_name = str(properties.get("VariantName") or ic.variant_name)
+    ic.copies = int((properties.get("RuntimeConfig") or {}).get("CopyCount", ic.copies))
+    hosted = hosting_plane().find(ic.hosting_key)
+    running = hosted.live.config_name if hosted is not None and hosted.live is not None else None
+    if specification.get("ModelName") == running:
+        return None
+    return deploy_base(ic, specification, properties.get("DeploymentConfig"))
+
+
+def delete_component(ic: InferenceComponent) -> None:
+    """The component's copies stopped (an adapter: unregistered from its base's), and forgotten."""
+    account, region, _ = ic.hosting_key
+    if ic.base is not None:
+        adapters.remove(ic)
+        return
+    hosting_plane().delete(ic.hosting_key)
+    components(account, region).pop(ic.name, None)
 
 
 def list_inference_components(backend: Any, endpoint_name: str | None) -> list[dict[str, Any]]:

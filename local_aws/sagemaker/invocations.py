@@ -16,6 +16,7 @@ from moto.sagemaker.models import sagemaker_backends
 
 from local_aws import eventstream
 from local_aws.host import HOST
+from local_aws.sagemaker.adapters import ADAPTER_HEADER
 from local_aws.sagemaker.components import components
 from local_aws.sagemaker.containers import Container
 from local_aws.sagemaker.errors import model_error, no_response
@@ -66,7 +67,24 @@ def target(key: tuple[str, str, str], headers: Mapping[str, str]) -> tuple[str, 
     ic = components(account, region).get(component)
     if ic is None or ic.endpoint_name != name:
         raise RefusedInvocation(f"Inference component {component} not found on endpoint {name}.")
-    return ic.hosting_key
+    if ic.base is not None and ic.status != "InService":
+        # An adapter no copy of its base holds (the words are the local AWS's: AWS documents none).
+        raise RefusedInvocation(f"Inference component {component} is {ic.status}, not InService.")
+    return ic.runs_in
+
+
+def _passed_on(headers: Mapping[str, str], adapter: str | None) -> dict[str, str]:
+    """What of the caller's headers the container gets, and the adapter an invocation names."""
+    sent = {k: headers[k] for k in PASSED_ON if headers.get(k)}
+    return {**sent, ADAPTER_HEADER: adapter} if adapter is not None else sent
+
+
+def adapter_named(key: tuple[str, str, str], headers: Mapping[str, str]) -> str | None:
+    """The adapter component an invocation of endpoint `key` names, if it names one: the copy of
+    its base gets the adapter's name in ADAPTER_HEADER."""
+    component = headers.get("X-Amzn-SageMaker-Inference-Component")
+    ic = components(key[0], key[1]).get(component) if component else None
+    return ic.name if ic is not None and ic.base is not None else None
 
 
 #: The request headers SageMaker hands the container besides the body's, and those of its answer
@@ -90,7 +108,7 @@ def forward(
     """POST /invocations to the container as SageMaker does, and its answer as InvokeEndpoint's
     (`measured`: the container's part of it timed, its status kept)."""
     account, region, name = key
-    sent = {k: headers[k] for k in PASSED_ON if headers.get(k)}
+    sent = _passed_on(headers, adapter_named(key, headers))
     if measured is not None:
         measured.model_begins()
     try:
@@ -143,7 +161,7 @@ def stream(
     body: bytes,
     key: tuple[str, str, str],
     route: contextlib.ExitStack,
-    measure: Callable[[tuple[str, str, str], str], Measured | None] | None = None,
+    measure: Callable[[tuple[str, str, str], str, str | None], Measured | None] | None = None,
 ) -> TYPE_RESPONSE:
     """POST /invocations to the container of `route` (held until the stream ends) and its answer
     as InvokeEndpointWithResponseStream's: a status before the stream (ModelError), or 200 and
@@ -152,14 +170,14 @@ def stream(
     account, region, name = key
     routed = route_args(key, headers)
     variant, container = route.enter_context(hosting_plane().route(*routed))
-    measured = measure(routed[0], variant) if measure is not None else None
+    adapter = adapter_named(key, headers)
+    measured = measure(routed[0], variant, adapter) if measure is not None else None
     if measured is not None:
         route.callback(measured.publish)
         measured.model_begins()
-    sent = {"Content-Type": headers.get("Content-Type") or "application/octet-stream"}
+    sent = {"Content-Type": headers.get("Content-Type") or "application/octet-stream", **_passed_on(headers, adapter)}
     if headers.get("X-Amzn-SageMaker-Accept"):
         sent["Accept"] = headers["X-Amzn-SageMaker-Accept"]
-    sent.update({k: headers[k] for k in PASSED_ON if headers.get(k)})
     connection = http.client.HTTPConnection("127.0.0.1", container.port, timeout=INVOCATION_TIMEOUT_S)
     route.callback(connection.close)
     try:

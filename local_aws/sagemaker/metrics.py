@@ -25,6 +25,7 @@ catalog of what SageMaker publishes per endpoint mode and instance kind
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import shutil
@@ -329,9 +330,12 @@ class Measured:
                 total_s=time.monotonic() - self.started, in_flight=self.in_flight)  # fmt: skip
 
 
-def measure(key: tuple[str, str, str], variant: str) -> Measured | None:
-    """An invocation the runtime routed to `key`'s `variant`, to measure (None: nothing serves it)."""
+def measure(key: tuple[str, str, str], variant: str, adapter: str | None = None) -> Measured | None:
+    """An invocation the runtime routed to `key`'s `variant`, to measure (None: nothing serves
+    it); one named by an `adapter` component is published under the adapter's name."""
     served = served_by(key, variant)
+    if served is not None and adapter is not None:
+        served = dataclasses.replace(served, component=adapter)
     hosted = hosting_plane().find(key)
     if served is None or hosted is None or hosted.live is None:
         return None

@@ -14,7 +14,7 @@ from moto.core.common_types import TYPE_RESPONSE
 from local_aws.sagemaker import async_inference, metrics
 from local_aws.sagemaker.authorization import access_denied
 from local_aws.sagemaker.errors import ValidationError, answer_refusal, unroutable
-from local_aws.sagemaker.invocations import endpoint_name, forward, route_args, stream
+from local_aws.sagemaker.invocations import adapter_named, endpoint_name, forward, route_args, stream
 from local_aws.sagemaker.runtime import NoCapacity, Unroutable, hosting_plane
 
 
@@ -54,7 +54,7 @@ def invoke_endpoint(request: RuntimeRequest) -> TYPE_RESPONSE:
     try:
         routed = route_args(request.key, request.headers)
         with hosting_plane().route(*routed) as (variant, container):
-            measured = metrics.measure(routed[0], variant)
+            measured = metrics.measure(routed[0], variant, adapter_named(request.key, request.headers))
             answer = forward(request.headers, request.body, request.key, variant, container, measured)
         if measured is not None:
             measured.publish()

@@ -235,6 +235,8 @@ class Deployment:
             raise
         try:
             waited = container.wait_ready(spec.startup_timeout_s)
+            if spec.on_ready is not None:
+                spec.on_ready(container)  # before it takes its first invocation
         except BaseException:
             self.stop_container(container)
             raise
@@ -337,6 +339,9 @@ class VariantSpec:
     need: Need = field(default_factory=Need)
     #: Where each container's output goes (local_aws/sagemaker/logs.py); None: nowhere.
     logs: LogTarget | None = None
+    #: What SageMaker does to each new instance (copy) once it answers /ping and before it takes
+    #: invocations: a base component's copy gets its adapters (local_aws/sagemaker/adapters.py).
+    on_ready: Callable[[Container], None] | None = None
 
 
 ModelFetcher = Callable[[Mapping[str, Any], Path], None]

@@ -1,0 +1,120 @@
+"""The LoRA adapter builder (artifacts_builder/lora.py) against the tiny Llama payload: a good
+adapter is packed as SageMaker takes one; every way vLLM would refuse or misapply one is refused,
+all at once, before anything is written."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from artifacts_builder.llm import build as build_llm
+from artifacts_builder.lora import build, make_tiny_adapter
+from artifacts_builder.payload import BuildError
+from llm_contracts.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, environment, lora_bytes, smallest_allowed_rank
+from llm_contracts.manifest import read_manifest, verify_files
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama's llm payload (the folder; its manifest beside it)."""
+    return build_llm(out=tmp_path_factory.mktemp("base"), model=None, tiny="llama")
+
+
+@pytest.fixture
+def adapter(base: Path, tmp_path: Path) -> Callable[..., Path]:
+    def make(seed: int = 1, **config: object) -> Path:
+        folder = make_tiny_adapter(base, tmp_path / f"adapter-{seed}", seed=seed)
+        if config:
+            path = folder / ADAPTER_CONFIG
+            path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
+        return folder
+
+    return make
+
+
+def test_an_adapter_is_packed_as_sagemaker_takes_it(base: Path, adapter: Callable[..., Path], tmp_path: Path) -> None:
+    archive = build(adapter(), base, tmp_path / "out", name="support", max_rank=16)
+    assert archive == tmp_path / "out" / "support.tar.gz"
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == [ADAPTER_CONFIG, ADAPTER_WEIGHTS]  # at the archive's root
+    manifest = read_manifest(tmp_path / "out" / "support")
+    verify_files(tmp_path / "out" / "support", manifest)
+    assert manifest["adapter"]["rank"] == 8 and manifest["base"]["source"] == "tiny-random-llama"
+    again = build(adapter(), base, tmp_path / "again", name="support", max_rank=16)
+    assert again.read_bytes() == archive.read_bytes()  # reproducible: the same adapter, the same archive
+
+
+def test_a_bin_adapter_is_read_without_unpickling_code(
+    base: Path, adapter: Callable[..., Path], tmp_path: Path
+) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    folder = adapter()
+    tensors = load_file(str(folder / ADAPTER_WEIGHTS))
+    torch.save(tensors, folder / "adapter_model.bin")
+    (folder / ADAPTER_WEIGHTS).unlink()
+    build(folder, base, tmp_path / "out", name="legacy", max_rank=16)
+    shipped = load_file(str(tmp_path / "out" / "legacy" / ADAPTER_WEIGHTS))
+    assert shipped.keys() == tensors.keys()
+
+
+def test_every_problem_is_refused_at_once_before_anything_is_written(
+    base: Path, adapter: Callable[..., Path], tmp_path: Path
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder = adapter(base_model_name_or_path="meta-llama/Llama-3.1-8B", r=32, use_dora=True)
+    tensors = load_file(str(folder / ADAPTER_WEIGHTS))
+    name = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    tensors["base_model.model.model.layers.0.mlp.w9.lora_A.weight"] = tensors[name].clone()
+    tensors["base_model.model.model.layers.7.self_attn.q_proj.lora_A.weight"] = tensors[name].clone()
+    save_file(tensors, str(folder / ADAPTER_WEIGHTS))
+    out = tmp_path / "out"
+    with pytest.raises(BuildError) as refused:
+        build(folder, base, out, name="bad", max_rank=16)
+    said = str(refused.value)
+    for part in (
+        "base_model_name_or_path='meta-llama/Llama-3.1-8B' is not the base payload's model 'tiny-random-llama'",
+        "r=32 is above the engine's max_lora_rank=16: raise llm.max_lora_rank to one of 32, 64",
+        "use_dora=True: vLLM does not serve it",
+        "llama has no LoRA module 'w9'",
+        "layer 7, and the base has 2",
+        "q_proj.lora_A.weight: shape (8, 128); the base's q_proj at r=32 needs (32, 128)",
+    ):
+        assert part in said, said
+    assert not out.exists()
+
+
+def test_an_adapter_of_another_shape_is_refused(base: Path, adapter: Callable[..., Path], tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder = adapter()
+    tensors = load_file(str(folder / ADAPTER_WEIGHTS))
+    name = "base_model.model.model.layers.1.mlp.down_proj.lora_A.weight"
+    tensors[name] = tensors[name][:, :128].contiguous()  # an adapter of a base with intermediate 128
+    save_file(tensors, str(folder / ADAPTER_WEIGHTS))
+    with pytest.raises(
+        BuildError, match=r"down_proj.lora_A.weight: shape \(8, 128\); the base's down_proj at r=8 needs \(8, 256\)"
+    ):
+        build(folder, base, tmp_path / "out", name="narrow", max_rank=16)
+
+
+def test_the_engine_settings_and_sizes_follow_from_the_adapters() -> None:
+    assert environment(max_loras=2, max_rank=16, max_cpu_loras=4) == {
+        "SM_VLLM_ENABLE_LORA": "true",
+        "SM_VLLM_MAX_LORAS": "2",
+        "SM_VLLM_MAX_LORA_RANK": "16",
+        "SM_VLLM_MAX_CPU_LORAS": "4",
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true",
+    }
+    assert [smallest_allowed_rank(r) for r in (1, 2, 16, 17, 512, 513)] == [1, 8, 16, 32, 512, None]
+    tiny = {"model_type": "llama", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
+    # A layer at r=8: q,o 8*(128+128) each, k,v 8*(128+64) each, gate,up 8*(128+256) each, down 8*(256+128).
+    per_layer = 8 * (2 * 256 + 2 * 192 + 3 * 384)
+    assert lora_bytes(tiny, 8) == 2 * per_layer * 2
