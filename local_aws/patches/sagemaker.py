@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from moto.cloudformation.exceptions import ValidationError as CloudFormationValidationError
-from moto.core.responses import ActionResult
+from moto.core.responses import ActionResult, EmptyResult
 from moto.sagemaker import models as sm_models
 from moto.sagemaker.models import FakeEndpointConfig
 from moto.sagemaker.models import Model as SageMakerModel
@@ -325,8 +325,14 @@ class InferenceComponentResource(EmulatedResource):
     rolls an update of its model out under its DeploymentConfig (rolled back on its alarms,
     after which DescribeInferenceComponent names the model it still runs) and stops it on
     deletion; CreateInferenceComponent does the same (Creating, then InService or Failed with the
-    reason, as DescribeInferenceComponent tells), DescribeInferenceComponent and
-    ListInferenceComponents answer. Stock moto skips the type (a stack 'creates' it with nothing
+    reason, as DescribeInferenceComponent tells), DeleteInferenceComponent stops it,
+    DescribeInferenceComponent and ListInferenceComponents answer. An adapter inference component
+    (Specification.BaseInferenceComponentName, its Container.ArtifactUrl a .tar.gz; the API
+    reference's InferenceComponentSpecification, the Developer Guide's "Fine-tune models with
+    adapter inference components") is unpacked onto each copy of its base and registered with its
+    model server (POST /adapters), invoked by its own name through the base's copies with the
+    X-Amzn-SageMaker-Adapter-Identifier header, and unregistered on deletion
+    (local_aws/sagemaker/adapters.py). Stock moto skips the type (a stack 'creates' it with nothing
     behind it) and has none of these calls."""
 )
 def inference_components_run_their_container() -> None:
@@ -352,7 +358,13 @@ def inference_components_run_their_container() -> None:
         )
         return ActionResult({"InferenceComponentArn": arn})
 
+    def delete_inference_component(self: Any) -> EmptyResult:
+        ic = component_or_error(self.sagemaker_backend, self._get_param("InferenceComponentName"))
+        control.delete_component(ic)
+        return EmptyResult()
+
     replace(SageMakerResponse, "create_inference_component", create_inference_component)
+    replace(SageMakerResponse, "delete_inference_component", delete_inference_component)
     replace(SageMakerResponse, "describe_inference_component", describe_inference_component)
     replace(SageMakerResponse, "list_inference_components", list_inference_components)
 
