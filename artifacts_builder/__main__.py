@@ -1,4 +1,4 @@
-"""Command line: ``python -m artifacts_builder {gpt2,gptj,llm,inf2,all} [options]``.
+"""Command line: ``python -m artifacts_builder {gpt2,gptj,llm,inf2,lora,all} [options]``.
 
 Each component lives in its own module with ``add_arguments(parser)`` and
 ``run(args) -> int``; modules (and torch with them) are imported only when chosen.
@@ -23,6 +23,8 @@ COMPONENTS = {
     "llm": "any causal language model the vLLM engine serves: safetensors shards, tokenizer, config and "
     "payload-manifest.json in <out>/llm/model/",
     "inf2": "OPT on inf2: serving.properties, model.py and requirements for DJL Serving",
+    "lora": "a LoRA adapter for the llm payload: checked against it, packed as an adapter inference component's "
+    ".tar.gz in <out>/llm/adapters/",
 }
 #: What `all` builds: the three recipes (an llm payload is built for the model you name).
 ALL = ("gpt2", "gptj", "inf2")

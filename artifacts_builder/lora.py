@@ -13,8 +13,11 @@ vLLM does not support (DoRA, ``modules_to_save``, a bias). A ``.bin`` adapter is
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,62 @@ from llm_contracts.lora import (
 from llm_contracts.manifest import read_manifest, sha256_file, write_manifest
 
 COMPONENT = "llm-adapter"
+#: Where the adapters' archives go, beside the llm payload they are built for.
+ADAPTERS_DIR = "adapters"
+#: An adapter's name: an inference component's (API reference: [a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?, 63 at most).
+NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?$")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", required=True, help="the adapter's name: its inference component's, in llm.adapters")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--adapter", help="a PEFT LoRA adapter: a local folder, or a Hugging Face id with --revision")
+    source.add_argument("--tiny-seed", type=int, help="a tiny random adapter for the --tiny base (tests, demo)")
+    parser.add_argument("--revision", help="the hub commit (40 hex digits) of --adapter when it is a hub id")
+    parser.add_argument("--max-rank", type=int, default=16, help="the engine's max_lora_rank (llm.max_lora_rank)")
+    parser.add_argument("--out", type=Path, default=Path("artifacts"), help="the builder's output folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    base = args.out / "llm" / "model"
+    try:
+        if not NAME.match(args.name):
+            raise BuildError(f"--name {args.name!r} is not an inference component name: letters, digits and "
+                             "hyphens, 63 at most, starting and ending with a letter or digit")  # fmt: skip
+        if not (base / "config.json").is_file():
+            raise BuildError(f"no llm payload in {base}: build the base first (python -m artifacts_builder llm ...)")
+        with tempfile.TemporaryDirectory() as work:
+            source = _source(args, base, Path(work))
+            archive = build(source, base, args.out / "llm" / ADAPTERS_DIR, name=args.name, max_rank=args.max_rank)
+        print(f"lora: wrote {archive} ({archive.stat().st_size / 1e6:.2f} MB) for the base in {base}")
+    except BuildError as exc:
+        print(f"lora: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _source(args: argparse.Namespace, base: Path, work: Path) -> Path:
+    if args.tiny_seed is not None:
+        return make_tiny_adapter(base, work / "tiny", seed=args.tiny_seed)
+    folder = Path(args.adapter)
+    if folder.is_dir():
+        if args.revision is not None:
+            raise BuildError(
+                f"--revision {args.revision} is for a hub adapter, and --adapter {args.adapter!r} is a folder"
+            )
+        return folder
+    if args.revision is None or not COMMIT.match(args.revision):
+        raise BuildError(f"--adapter {args.adapter!r} is no folder here: a hub adapter needs --revision, its commit "
+                         "(40 hex digits), so that the same files deploy every time")  # fmt: skip
+    from artifacts_builder.hub import hub_api
+
+    api = hub_api()
+    target = work / "hub"
+    target.mkdir()
+    for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
+        shutil.copyfile(api.hf_hub_download(args.adapter, name, revision=args.revision), target / name)
+    return target
 
 
 def _tensors(adapter_dir: Path) -> dict[str, Any]:

@@ -118,3 +118,23 @@ def test_the_engine_settings_and_sizes_follow_from_the_adapters() -> None:
     # A layer at r=8: q,o 8*(128+128) each, k,v 8*(128+64) each, gate,up 8*(128+256) each, down 8*(256+128).
     per_layer = 8 * (2 * 256 + 2 * 192 + 3 * 384)
     assert lora_bytes(tiny, 8) == 2 * per_layer * 2
+
+
+def test_the_command_line_builds_beside_the_base_and_refuses_in_one_line(
+    base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from artifacts_builder.__main__ import main
+
+    out = base.parent.parent
+    assert main(["lora", "--name", "support", "--tiny-seed", "3", "--out", str(out)]) == 0
+    assert (out / "llm" / "adapters" / "support.tar.gz").is_file()
+    assert "lora: wrote" in capsys.readouterr().out
+    refusals = {
+        ("--name", "no_underscores", "--tiny-seed", "1", "--out", str(out)): "--name 'no_underscores' is not",
+        ("--name", "a", "--tiny-seed", "1", "--out", str(tmp_path)): "no llm payload in",
+        ("--name", "hub", "--adapter", "owner/adapter", "--out", str(out)): "a hub adapter needs --revision",
+    }
+    for argv, said in refusals.items():
+        assert main(["lora", *argv]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
