@@ -138,3 +138,26 @@ def test_the_command_line_builds_beside_the_base_and_refuses_in_one_line(
         assert main(["lora", *argv]) == 2
         err = capsys.readouterr().err
         assert said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_benchmark_merges_an_adapter_into_the_base_s_weights(
+    base: Path, adapter: Callable[..., Path], tmp_path: Path
+) -> None:
+    """bench/lora_adapters.py's merged model: each adapted weight is W + alpha/r * B @ A, the rest as they were."""
+    from safetensors.torch import load_file
+
+    from bench.lora_adapters import merged_payload
+
+    source = adapter(seed=5)
+    merged = merged_payload(base, source, tmp_path / "merged")
+    before, after = load_file(str(base / "model.safetensors")), load_file(str(merged / "model.safetensors"))
+    lora = load_file(str(source / ADAPTER_WEIGHTS))
+    name = "model.layers.1.mlp.down_proj.weight"
+    a = lora["base_model.model.model.layers.1.mlp.down_proj.lora_A.weight"].float()
+    b = lora["base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"].float()
+    expected = (before[name].float() + 2.0 * (b @ a)).to(before[name].dtype)  # alpha 16 / r 8
+    assert (after[name] == expected).all()
+    assert (after["model.embed_tokens.weight"] == before["model.embed_tokens.weight"]).all()
+    assert not (
+        after["model.layers.0.self_attn.q_proj.weight"] == before["model.layers.0.self_attn.q_proj.weight"]
+    ).all()
