@@ -9,7 +9,7 @@ is one of :data:`ALLOWED_RANKS`, default 16; ``max_cpu_loras`` at least ``max_lo
 qkv_proj, gate/up_proj as gate_up_proj); AWS's vLLM image turns ``SM_VLLM_<FLAG>`` into
 ``--<flag>`` (deep-learning-containers' ``sagemaker_args.py``), and its runtime adapter routes
 need ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` (aws/model-hosting-container-standards,
-``docs/sagemaker/05_lora_adapter_management.md``).
+the LoRA adapter management page of its docs).
 """
 
 from __future__ import annotations
