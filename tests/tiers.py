@@ -22,6 +22,7 @@ TIERS: dict[str, frozenset[str]] = {
             "free_port",
             "lmi_server",
             "lmi_server_queue_of_2",
+            "adapters_endpoint",
         }
     ),
     # the artifacts builder on a tiny model
@@ -41,6 +42,7 @@ TIERS: dict[str, frozenset[str]] = {
             "llm_build",
             "tiny_sources",
             "lmi_bundle",
+            "lora_base",
         }
     ),
     # CDK synthesis of the app (the jsii runtime: seconds per app), or the CDK CLI

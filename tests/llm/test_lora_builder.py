@@ -19,15 +19,15 @@ from llm_contracts.manifest import read_manifest, verify_files
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def lora_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Llama's llm payload (the folder; its manifest beside it)."""
     return build_llm(out=tmp_path_factory.mktemp("base"), model=None, tiny="llama")
 
 
 @pytest.fixture
-def adapter(base: Path, tmp_path: Path) -> Callable[..., Path]:
+def adapter(lora_base: Path, tmp_path: Path) -> Callable[..., Path]:
     def make(seed: int = 1, **config: object) -> Path:
-        folder = make_tiny_adapter(base, tmp_path / f"adapter-{seed}", seed=seed)
+        folder = make_tiny_adapter(lora_base, tmp_path / f"adapter-{seed}", seed=seed)
         if config:
             path = folder / ADAPTER_CONFIG
             path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
@@ -36,20 +36,20 @@ def adapter(base: Path, tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-def test_an_adapter_is_packed_as_sagemaker_takes_it(base: Path, adapter: Callable[..., Path], tmp_path: Path) -> None:
-    archive = build(adapter(), base, tmp_path / "out", name="support", max_rank=16)
+def test_an_adapter_is_packed_as_sagemaker_takes_it(lora_base: Path, adapter: Callable[..., Path], tmp_path: Path) -> None:
+    archive = build(adapter(), lora_base, tmp_path / "out", name="support", max_rank=16)
     assert archive == tmp_path / "out" / "support.tar.gz"
     with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == [ADAPTER_CONFIG, ADAPTER_WEIGHTS]  # at the archive's root
     manifest = read_manifest(tmp_path / "out" / "support")
     verify_files(tmp_path / "out" / "support", manifest)
     assert manifest["adapter"]["rank"] == 8 and manifest["base"]["source"] == "tiny-random-llama"
-    again = build(adapter(), base, tmp_path / "again", name="support", max_rank=16)
+    again = build(adapter(), lora_base, tmp_path / "again", name="support", max_rank=16)
     assert again.read_bytes() == archive.read_bytes()  # reproducible: the same adapter, the same archive
 
 
 def test_a_bin_adapter_is_read_without_unpickling_code(
-    base: Path, adapter: Callable[..., Path], tmp_path: Path
+    lora_base: Path, adapter: Callable[..., Path], tmp_path: Path
 ) -> None:
     import torch
     from safetensors.torch import load_file
@@ -58,13 +58,13 @@ def test_a_bin_adapter_is_read_without_unpickling_code(
     tensors = load_file(str(folder / ADAPTER_WEIGHTS))
     torch.save(tensors, folder / "adapter_model.bin")
     (folder / ADAPTER_WEIGHTS).unlink()
-    build(folder, base, tmp_path / "out", name="legacy", max_rank=16)
+    build(folder, lora_base, tmp_path / "out", name="legacy", max_rank=16)
     shipped = load_file(str(tmp_path / "out" / "legacy" / ADAPTER_WEIGHTS))
     assert shipped.keys() == tensors.keys()
 
 
 def test_every_problem_is_refused_at_once_before_anything_is_written(
-    base: Path, adapter: Callable[..., Path], tmp_path: Path
+    lora_base: Path, adapter: Callable[..., Path], tmp_path: Path
 ) -> None:
     from safetensors.torch import load_file, save_file
 
@@ -76,7 +76,7 @@ def test_every_problem_is_refused_at_once_before_anything_is_written(
     save_file(tensors, str(folder / ADAPTER_WEIGHTS))
     out = tmp_path / "out"
     with pytest.raises(BuildError) as refused:
-        build(folder, base, out, name="bad", max_rank=16)
+        build(folder, lora_base, out, name="bad", max_rank=16)
     said = str(refused.value)
     for part in (
         "base_model_name_or_path='meta-llama/Llama-3.1-8B' is not the base payload's model 'tiny-random-llama'",
@@ -90,7 +90,7 @@ def test_every_problem_is_refused_at_once_before_anything_is_written(
     assert not out.exists()
 
 
-def test_an_adapter_of_another_shape_is_refused(base: Path, adapter: Callable[..., Path], tmp_path: Path) -> None:
+def test_an_adapter_of_another_shape_is_refused(lora_base: Path, adapter: Callable[..., Path], tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file
 
     folder = adapter()
@@ -101,7 +101,7 @@ def test_an_adapter_of_another_shape_is_refused(base: Path, adapter: Callable[..
     with pytest.raises(
         BuildError, match=r"down_proj.lora_A.weight: shape \(8, 128\); the base's down_proj at r=8 needs \(8, 256\)"
     ):
-        build(folder, base, tmp_path / "out", name="narrow", max_rank=16)
+        build(folder, lora_base, tmp_path / "out", name="narrow", max_rank=16)
 
 
 def test_the_engine_settings_and_sizes_follow_from_the_adapters() -> None:
@@ -121,11 +121,11 @@ def test_the_engine_settings_and_sizes_follow_from_the_adapters() -> None:
 
 
 def test_the_command_line_builds_beside_the_base_and_refuses_in_one_line(
-    base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    lora_base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from artifacts_builder.__main__ import main
 
-    out = base.parent.parent
+    out = lora_base.parent.parent
     assert main(["lora", "--name", "support", "--tiny-seed", "3", "--out", str(out)]) == 0
     assert (out / "llm" / "adapters" / "support.tar.gz").is_file()
     assert "lora: wrote" in capsys.readouterr().out
@@ -141,7 +141,7 @@ def test_the_command_line_builds_beside_the_base_and_refuses_in_one_line(
 
 
 def test_the_benchmark_merges_an_adapter_into_the_base_s_weights(
-    base: Path, adapter: Callable[..., Path], tmp_path: Path
+    lora_base: Path, adapter: Callable[..., Path], tmp_path: Path
 ) -> None:
     """bench/lora_adapters.py's merged model: each adapted weight is W + alpha/r * B @ A, the rest as they were."""
     from safetensors.torch import load_file
@@ -149,8 +149,8 @@ def test_the_benchmark_merges_an_adapter_into_the_base_s_weights(
     from bench.lora_adapters import merged_payload
 
     source = adapter(seed=5)
-    merged = merged_payload(base, source, tmp_path / "merged")
-    before, after = load_file(str(base / "model.safetensors")), load_file(str(merged / "model.safetensors"))
+    merged = merged_payload(lora_base, source, tmp_path / "merged")
+    before, after = load_file(str(lora_base / "model.safetensors")), load_file(str(merged / "model.safetensors"))
     lora = load_file(str(source / ADAPTER_WEIGHTS))
     name = "model.layers.1.mlp.down_proj.weight"
     a = lora["base_model.model.model.layers.1.mlp.down_proj.lora_A.weight"].float()

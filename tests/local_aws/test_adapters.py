@@ -1,4 +1,4 @@
-"""Issue 40: adapter inference components on the local AWS, served by the real vLLM CPU build
+"""Issue 40: adapter inference components on the local AWS, adapters_endpoint by the real vLLM CPU build
 (the image's version, .venv-vllm): a tiny Llama as the base component, tiny random LoRA adapters
 (artifacts_builder/lora.py) as adapter components, each registered with the base's copy through
 vLLM's SageMaker route (POST /adapters) and invoked by its own InferenceComponentName, whole and
@@ -44,7 +44,7 @@ def _wait(sm: Any, name: str, *, timeout_s: float = 300) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalAws, dict[str, str]]]:
+def adapters_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalAws, dict[str, str]]]:
     """A local AWS with the base component InService and three adapter archives in S3 (name -> URL)."""
     from local_aws.clock import Clock
 
@@ -137,9 +137,9 @@ def _engine_pid(aws: LocalAws) -> int:
 
 
 def test_each_adapter_answers_differently_from_its_base_and_the_other_whole_and_streamed(
-    served: tuple[LocalAws, dict[str, str]],
+    adapters_endpoint: tuple[LocalAws, dict[str, str]],
 ) -> None:
-    aws, urls = served
+    aws, urls = adapters_endpoint
     sm = aws.client("sagemaker")
     for name in ("support", "legal"):
         _ensure(aws, name, urls[name])
@@ -153,9 +153,9 @@ def test_each_adapter_answers_differently_from_its_base_and_the_other_whole_and_
 
 
 def test_an_adapter_added_later_is_served_without_the_engine_restarting_and_a_deleted_one_is_gone(
-    served: tuple[LocalAws, dict[str, str]],
+    adapters_endpoint: tuple[LocalAws, dict[str, str]],
 ) -> None:
-    aws, urls = served
+    aws, urls = adapters_endpoint
     sm = aws.client("sagemaker")
     pid = _engine_pid(aws)
     before = _text(aws, BASE)
@@ -170,8 +170,8 @@ def test_an_adapter_added_later_is_served_without_the_engine_restarting_and_a_de
     assert _engine_pid(aws) == pid  # the same engine process throughout
 
 
-def test_what_aws_rules_out_for_an_adapter_is_refused(served: tuple[LocalAws, dict[str, str]]) -> None:
-    aws, urls = served
+def test_what_aws_rules_out_for_an_adapter_is_refused(adapters_endpoint: tuple[LocalAws, dict[str, str]]) -> None:
+    aws, urls = adapters_endpoint
     refusals = {
         "compute": {"ComputeResourceRequirements": {"MinMemoryRequiredInMb": 1024}},
         "no-archive": {"Container": {"ArtifactUrl": f"s3://{BUCKET}/adapters/support"}},
