@@ -36,7 +36,9 @@ def adapter(lora_base: Path, tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-def test_an_adapter_is_packed_as_sagemaker_takes_it(lora_base: Path, adapter: Callable[..., Path], tmp_path: Path) -> None:
+def test_an_adapter_is_packed_as_sagemaker_takes_it(
+    lora_base: Path, adapter: Callable[..., Path], tmp_path: Path
+) -> None:
     archive = build(adapter(), lora_base, tmp_path / "out", name="support", max_rank=16)
     assert archive == tmp_path / "out" / "support.tar.gz"
     with tarfile.open(archive) as tar:
