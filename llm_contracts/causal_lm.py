@@ -352,16 +352,21 @@ class MemoryPlan:
     weights: float
     overhead: float
     kv_per_token: int
+    #: LoRA adapters on the GPU at once (vLLM's max_loras, each at max_lora_rank: it reserves them).
+    lora: float = 0.0
 
     @property
     def tokens(self) -> int:
-        """Tokens of KV cache that fit beside the weights and the overhead."""
-        return max(0, math.floor((self.budget - self.weights - self.overhead) / self.kv_per_token))
+        """Tokens of KV cache that fit beside the weights, the overhead and the adapters."""
+        return max(0, math.floor((self.budget - self.weights - self.overhead - self.lora) / self.kv_per_token))
 
 
-def plan(facts: ModelFacts, instance_type: str, *, degree: int, dtype: str, utilization: float) -> MemoryPlan:
+def plan(
+    facts: ModelFacts, instance_type: str, *, degree: int, dtype: str, utilization: float, lora_bytes: float = 0.0
+) -> MemoryPlan:
     """What one GPU of `instance_type` holds: `utilization` of its memory for 1/`degree` of the
-    weights (as `dtype`), the engine's overhead and the KV cache."""
+    weights (as `dtype`), the engine's overhead, 1/`degree` of the adapters' `lora_bytes` and the
+    KV cache."""
     gpu = instances.InstanceType(instance_type).gpu
     assert gpu is not None, instance_type
     dtype_bytes = DTYPE_BYTES[dtype]
@@ -374,6 +379,7 @@ def plan(facts: ModelFacts, instance_type: str, *, degree: int, dtype: str, util
         weights=facts.weight_bytes(dtype_bytes) / degree,
         overhead=ENGINE_OVERHEAD_GIB * gib,
         kv_per_token=max(1, facts.kv_bytes_per_token(dtype_bytes, degree)),
+        lora=lora_bytes / degree,
     )
 
 

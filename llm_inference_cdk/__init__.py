@@ -22,6 +22,8 @@ Public API (``from llm_inference_cdk import ...``):
   which resolve AWS's images per region.
 * :class:`Inf2Server` with :class:`Inf2ServerProps`: a DJL Serving (LMI) model server on an EC2
   inf2 instance, from a model bundle and an image.
+* :class:`AdapterComponent` with :class:`AdapterComponentProps`: a LoRA adapter served on an
+  endpoint's inference component, invoked by its own name.
 * :class:`PropError`, raised by every props class for a value it cannot use.
 
 ``EndpointProps``, the former name of :class:`SageMakerEndpointProps`, still works and warns
@@ -44,6 +46,8 @@ _EXPORTS = {
     "AsyncInferenceProps": "llm_inference_cdk.endpoint_props",
     "SageMakerEndpointProps": "llm_inference_cdk.endpoint_props",
     "SageMakerEndpoint": "llm_inference_cdk.endpoint",
+    "AdapterComponent": "llm_inference_cdk.adapter",
+    "AdapterComponentProps": "llm_inference_cdk.adapter",
     "ISageMakerEndpoint": "llm_inference_cdk.endpoint_base",
     "SageMakerEndpointBase": "llm_inference_cdk.endpoint_base",
     "BoundModelData": "llm_inference_cdk.model_data",
@@ -71,6 +75,8 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
     "AsyncInferenceProps",
     "SageMakerEndpointProps",
     "SageMakerEndpoint",
+    "AdapterComponent",
+    "AdapterComponentProps",
     "ISageMakerEndpoint",
     "SageMakerEndpointBase",
     "BoundModelData",
@@ -92,6 +98,7 @@ __all__ = [  # noqa: RUF022 (grouped as _EXPORTS, by module)
 ]
 
 if TYPE_CHECKING:
+    from llm_inference_cdk.adapter import AdapterComponent, AdapterComponentProps
     from llm_inference_cdk.alarm_topic import AlarmTopic, NotificationTopic
     from llm_inference_cdk.dashboard import ServiceDashboard
     from llm_inference_cdk.dlc import (

@@ -145,6 +145,12 @@ FIXED_ENVIRONMENT: dict[str, dict[str, str]] = {
         "SM_VLLM_ENFORCE_EAGER": "enforce_eager",
         "SM_VLLM_MODEL": "",
         "SM_VLLM_PORT": "",
+        # LoRA follows llm.adapters (llm_contracts/lora.py).
+        "SM_VLLM_ENABLE_LORA": "adapters",
+        "SM_VLLM_MAX_LORAS": "max_loras",
+        "SM_VLLM_MAX_LORA_RANK": "max_lora_rank",
+        "SM_VLLM_MAX_CPU_LORAS": "max_cpu_loras",
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "adapters",
     },
     "hf-toolkit": {
         "HF_TASK": "",

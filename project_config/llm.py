@@ -9,13 +9,14 @@ GPT-J (the ``gptj`` section, project_config/gptj.py) is this same code path with
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_contracts import aws, instances
+from llm_contracts import aws, instances, lora
 from llm_contracts.causal_lm import (
     DTYPE_BYTES,
     ENGINE_OVERHEAD_GIB,
@@ -29,10 +30,11 @@ from llm_contracts.causal_lm import (
     smallest_fit,
 )
 from llm_contracts.inf2 import COMMIT
+from llm_contracts.lora import ALLOWED_RANKS, DEFAULT_MAX_RANK
 from llm_contracts.manifest import PAYLOAD_MANIFEST, ManifestError, read_manifest
 from llm_inference_cdk.dlc import cuda_of
 from llm_inference_cdk.endpoint_props import SageMakerEndpointProps
-from llm_inference_cdk.props import Check, instance_of, optional, prop, text, validate
+from llm_inference_cdk.props import Check, PropError, instance_of, integer, invalid, optional, prop, text, validate
 from project_config.endpoint import (
     ALARM_EMAIL,
     TOPIC_ARN,
@@ -94,6 +96,24 @@ def _engine_check() -> Check:
     return Check(lambda v: isinstance(v, VllmEngine | HfToolkitEngine), "a VllmEngine or an HfToolkitEngine")
 
 
+#: An adapter's name: its inference component's, in the builder's folder (letters, digits, hyphens).
+ADAPTER_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?$")
+ADAPTER_NAMES = (
+    'a list of adapter names such as ["support", "legal"] (letters, digits and hyphens, no name twice), each '
+    "built with `python -m artifacts_builder lora --name <name>`"
+)
+RANKS = f"one of {', '.join(str(r) for r in ALLOWED_RANKS)} (vLLM's --max-lora-rank)"
+
+
+def _adapter_names(value: Any) -> bool:
+    names = list(value) if isinstance(value, list | tuple) else None
+    return (
+        names is not None
+        and all(isinstance(n, str) and ADAPTER_NAME.match(n) for n in names)
+        and len(set(names)) == len(names)
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class LlmSettings:
     """One causal language model's stack: its section, endpoint, engine and payload."""
@@ -116,9 +136,43 @@ class LlmSettings:
     alarm_topic_arn: str | None = prop(None, check=TOPIC_ARN)
     #: An e-mail address subscribed to the stack's own alarm topic (None: no subscription).
     alarm_email: str | None = prop(None, check=ALARM_EMAIL)
+    #: LoRA adapters served as adapter inference components on the model's component, by name:
+    #: each `python -m artifacts_builder lora --name <name>`'s archive in <artifacts>/llm/adapters/.
+    adapters: tuple[str, ...] = prop((), check=Check(_adapter_names, ADAPTER_NAMES))
+    #: The largest adapter rank the engine takes (vLLM's --max-lora-rank).
+    max_lora_rank: int = prop(DEFAULT_MAX_RANK, check=Check(lambda v: v in ALLOWED_RANKS, RANKS))
+    #: Adapters one batch may use at once, each reserved on the GPU at max_lora_rank (vLLM's
+    #: --max-loras; None: every adapter, up to 4).
+    max_loras: int | None = prop(None, check=optional(integer(1, 64)))
+    #: Adapters kept in the host's memory, the rest read again from disk when asked for (vLLM's
+    #: --max-cpu-loras, at least max_loras; None: every adapter).
+    max_cpu_loras: int | None = prop(None, check=optional(integer(1, 1024)))
 
     def __post_init__(self) -> None:
-        validate(self)
+        validate(self, self._rules)
+        # cdk.json gives a list; checked as given (its problem shows the value so), kept as a tuple.
+        object.__setattr__(self, "adapters", tuple(self.adapters))
+
+    def _rules(self) -> Iterator[PropError]:
+        if not self.adapters:
+            return
+        if self.endpoint.inference_component is None:
+            yield invalid(self, "adapters", "none without inference-component mode: an adapter inference component "
+                          "runs on a base component (set inference_component)")  # fmt: skip
+        if not isinstance(self.engine, VllmEngine):
+            yield invalid(self, "adapters", "none on the hf-toolkit engine: the vllm engine serves LoRA adapters")
+        if self.lora_limits()[1] < self.lora_limits()[0]:
+            yield invalid(self, "max_cpu_loras", f"at least max_loras ({self.lora_limits()[0]})")
+
+    def lora_limits(self) -> tuple[int, int]:
+        """(max_loras, max_cpu_loras) the engine gets for the adapters."""
+        on_gpu = self.max_loras if self.max_loras is not None else max(1, min(len(self.adapters), 4))
+        return on_gpu, self.max_cpu_loras if self.max_cpu_loras is not None else max(len(self.adapters), on_gpu)
+
+    @property
+    def adapters_dir(self) -> Path:
+        """Where the builder writes the adapters of this payload."""
+        return self.model_data.parent / "adapters"
 
     def key(self, name: str) -> str:
         return f"{self.section_name}.{name}"
@@ -129,8 +183,12 @@ class LlmSettings:
         return copy_gpus(self.endpoint)
 
     def container_environment(self) -> dict[str, str]:
-        """The engine's environment on the GPUs one copy of the model gets."""
-        return self.engine.container_environment(gpus=self.gpus)
+        """The engine's environment on the GPUs one copy of the model gets (with adapters: LoRA on)."""
+        found = self.engine.container_environment(gpus=self.gpus)
+        if self.adapters:
+            on_gpu, on_host = self.lora_limits()
+            found.update(lora.environment(max_loras=on_gpu, max_rank=self.max_lora_rank, max_cpu_loras=on_host))
+        return found
 
 
 def copy_gpus(endpoint: SageMakerEndpointProps) -> int:
@@ -154,7 +212,7 @@ def read(section: Section, artifacts: Path, profile: ModelProfile) -> LlmSetting
     )
     check_hardware(section, profile, endpoint, engine, image_uri_set=image_uri_set)
     given: dict[str, Any] = {"section_name": section.name, "endpoint": endpoint, "engine": engine}
-    read = ["image_uri", "alarm_topic_arn", "alarm_email"]
+    read = ["image_uri", "alarm_topic_arn", "alarm_email", "adapters", "max_lora_rank", "max_loras", "max_cpu_loras"]
     if profile.names_model:
         given.update(_model_source(section, artifacts))
     else:
@@ -354,6 +412,43 @@ def check_built(settings: LlmSettings, builder: str) -> None:
     check_volume(settings.section_name, settings.endpoint, settings.model_data)
 
 
+def _lora_bytes(settings: LlmSettings, dtype_bytes: int) -> int:
+    """What vLLM reserves on the GPU for adapters: max_loras of them at max_lora_rank."""
+    if not settings.adapters:
+        return 0
+    config = json.loads((settings.model_data / "config.json").read_text())
+    return settings.lora_limits()[0] * lora.lora_bytes(config, settings.max_lora_rank, dtype_bytes)
+
+
+def check_adapters(settings: LlmSettings) -> None:
+    """Each adapter of `settings` built, for this payload's model, at a rank the engine takes:
+    ManifestError (the stack is left out) naming the builder's command when one is not built,
+    ConfigError in one line when it was built for another model or is of too high a rank."""
+    if not settings.adapters:
+        return
+    base = read_manifest(settings.model_data.parent)["model"]["source"]
+    for name in settings.adapters:
+        command = (
+            f"python -m artifacts_builder lora --name {name} --adapter <folder, or hub id with --revision> "
+            f"--max-rank {settings.max_lora_rank}"
+        )
+        manifest = read_manifest(settings.adapters_dir / name, fix=f"build it: {command}")
+        if not (settings.adapters_dir / f"{name}.tar.gz").is_file():
+            raise ManifestError(f"{settings.adapters_dir / name}.tar.gz does not exist: build it: {command}")
+        built_for, rank = manifest["base"]["source"], int(manifest["adapter"]["rank"])
+        if built_for != base:
+            raise ConfigError(
+                f"{settings.key('adapters')}={list(settings.adapters)!r} is invalid: allowed are adapters of the "
+                f"payload's model {base}, and {name} was built for {built_for}; rebuild it: {command}"
+            )
+        if rank > settings.max_lora_rank:
+            fits = ", ".join(str(r) for r in ALLOWED_RANKS if r >= rank)
+            raise ConfigError(
+                f"{settings.key('max_lora_rank')}={settings.max_lora_rank} is invalid: allowed is a rank that takes "
+                f"adapter {name}'s r={rank}: {fits}"
+            )
+
+
 def check_source(settings: LlmSettings) -> None:
     """The payload was built from the model the settings name (the builder's manifest says what
     from): ManifestError (the stack is left out) when it was not built, ConfigError when it was
@@ -463,7 +558,8 @@ def _check_memory(settings: LlmSettings, engine: VllmEngine, facts: ModelFacts) 
     degree = engine.tensor_parallel_size or settings.gpus
     length = _length(engine, facts)
     wanted = length * engine.max_num_seqs
-    memory = plan(facts, instance_type, degree=degree, dtype=dtype, utilization=engine.gpu_memory_utilization)
+    memory = plan(facts, instance_type, degree=degree, dtype=dtype, utilization=engine.gpu_memory_utilization,
+                  lora_bytes=_lora_bytes(settings, DTYPE_BYTES[dtype]))  # fmt: skip
     tokens = memory.tokens
     if tokens >= wanted:
         return

@@ -21,10 +21,10 @@ from aws_cdk import Annotations, CfnOutput, Stack
 from constructs import Construct
 
 from llm_contracts.manifest import ManifestError
-from llm_inference_cdk import ContainerImage, ModelData, S3PrefixModelData
+from llm_inference_cdk import AdapterComponent, AdapterComponentProps, ContainerImage, ModelData, S3PrefixModelData
 from project_config import LlmSettings
 from project_config.engines import VllmEngine
-from project_config.llm import check_built, check_payload, payload_facts
+from project_config.llm import check_adapters, check_built, check_payload, payload_facts
 from stacks.endpoint import add_endpoint
 
 
@@ -35,6 +35,7 @@ class LlmStack(Stack):
         kwargs.setdefault("description", self.describe(settings))
         super().__init__(scope, construct_id, **kwargs)
         check_built(settings, self.builder(settings))
+        check_adapters(settings)
         model_data: ModelData = (
             self._payload(settings.model_data, self.builder(settings))
             if settings.model_data.is_dir()
@@ -51,6 +52,16 @@ class LlmStack(Stack):
         )
         self.endpoint = add_endpoint(self, settings, image, model_data)
         CfnOutput(self, "ImageUri", value=self.endpoint.image_uri)
+        #: The LoRA adapters served on the model's component (llm.adapters), by name.
+        self.adapters: dict[str, AdapterComponent] = {}
+        for name in settings.adapters:
+            archive = settings.adapters_dir / f"{name}.tar.gz"
+            adapter = AdapterComponent(self, f"Adapter-{name}", endpoint=self.endpoint,
+                                       props=AdapterComponentProps(archive=archive))  # fmt: skip
+            self.adapters[name] = adapter
+            CfnOutput(self, f"AdapterComponentName-{name}", value=adapter.component_name,
+                      description=f"The inference component that serves adapter {name}: InvokeEndpoint's "
+                      "InferenceComponentName")  # fmt: skip
 
     @staticmethod
     def describe(settings: LlmSettings) -> str:
