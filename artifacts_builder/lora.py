@@ -32,7 +32,7 @@ from llm_contracts.lora import (
     TENSOR_NAME,
     module_shape,
 )
-from llm_contracts.manifest import read_manifest, sha256_file, write_manifest
+from llm_contracts.manifest import PAYLOAD_MANIFEST, read_manifest, sha256_file, write_manifest
 
 COMPONENT = "llm-adapter"
 #: Where the adapters' archives go, beside the llm payload they are built for.
@@ -136,7 +136,11 @@ def _config_problems(adapter_config: dict[str, Any], base_source: str, max_rank:
         fits = ", ".join(str(r) for r in ALLOWED_RANKS if r >= rank)
         found.append(f"r={rank} is above the engine's max_lora_rank={max_rank}: raise llm.max_lora_rank to one of "
                      f"{fits}, or train a smaller rank")  # fmt: skip
-    served = {"use_dora": (False, None), "modules_to_save": (None, []), "bias": ("none", None)}
+    served: dict[str, tuple[Any, ...]] = {
+        "use_dora": (False, None),
+        "modules_to_save": (None, []),
+        "bias": ("none", None),
+    }
     for key, fine in served.items():
         if key in adapter_config and adapter_config[key] not in fine:
             found.append(f"{key}={adapter_config[key]!r}: vLLM does not serve it (use_dora false, modules_to_save "
@@ -174,10 +178,12 @@ def _tensor_problems(tensors: dict[str, Any], base_config: dict[str, Any], rank:
 
 
 def build(adapter_dir: Path, base_payload: Path, out_dir: Path, *, name: str, max_rank: int) -> Path:
-    """`<out_dir>/<name>.tar.gz` (the adapter's config and safetensors at its root) and
-    `<out_dir>/<name>/` with them and their manifest; BuildError listing every problem, before
-    anything is written. `base_payload`: the llm payload folder (its config.json) with the
-    manifest the builder wrote beside it."""
+    """`<out_dir>/<name>/<name>.tar.gz` (the adapter's config and safetensors at its root), beside
+    them and their manifest, and a payload manifest that lists the archive alone (what the stack
+    ships: S3PrefixModelData copies it under a key that keeps its ``.tar.gz``, which SageMaker
+    requires of an adapter's ArtifactUrl and a CDK asset's key would cut to ``.gz``); BuildError
+    listing every problem, before anything is written. `base_payload`: the llm payload folder
+    (its config.json) with the manifest the builder wrote beside it."""
     config_path = adapter_dir / ADAPTER_CONFIG
     if not config_path.is_file():
         raise BuildError(f"{adapter_dir} has no {ADAPTER_CONFIG}: is it a PEFT LoRA adapter?")
@@ -200,16 +206,19 @@ def build(adapter_dir: Path, base_payload: Path, out_dir: Path, *, name: str, ma
             {k: v.contiguous() for k, v in tensors.items()}, str(files / ADAPTER_WEIGHTS), metadata={"format": "pt"}
         )
         out_dir.mkdir(parents=True, exist_ok=True)
-        archive = pack_directory(files, out_dir / f"{name}.tar.gz")
+        packed = pack_directory(files, work / f"{name}.tar.gz")
+        archive = files / packed.name
+        packed.rename(archive)
         write_manifest(files, COMPONENT, [files / ADAPTER_CONFIG, files / ADAPTER_WEIGHTS],
                        adapter={"name": name, "source": str(adapter_dir.resolve()), "rank": int(adapter_config["r"]),
                                 "archive_sha256": sha256_file(archive)},
                        base={"source": base_record["source"], "revision": base_record.get("revision")})  # fmt: skip
+        write_manifest(files, "payload", {archive.name: archive}, name=PAYLOAD_MANIFEST)
         shutil.rmtree(target, ignore_errors=True)
         files.rename(target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return archive
+    return target / f"{name}.tar.gz"
 
 
 def make_tiny_adapter(base_payload: Path, out_dir: Path, *, seed: int, rank: int = 8, alpha: int = 16) -> Path:

@@ -12,7 +12,6 @@ routes (``llm_contracts.lora.environment``), which LlmStack sets from ``llm.adap
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,10 +19,9 @@ from aws_cdk import Names
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from llm_contracts.manifest import MANIFEST_NAME, sha256_file
 from llm_inference_cdk.endpoint import SageMakerEndpoint
 from llm_inference_cdk.endpoint_base import SageMakerEndpointBase
-from llm_inference_cdk.model_data import ModelAsset
+from llm_inference_cdk.model_data import S3PrefixModelData
 from llm_inference_cdk.props import PropError
 
 
@@ -32,28 +30,19 @@ class AdapterComponentProps:
     """An adapter inference component.
 
     :param archive: the adapter's ``.tar.gz``, its ``adapter_config.json`` and
-        ``adapter_model.safetensors`` at the archive's root, as ``python -m artifacts_builder
-        lora`` writes it.
-    :param sha256: the archive's sha256, the asset's hash (default: what the builder recorded
-        in ``<name>/manifest.json`` beside the archive, else the archive's own, read at synthesis).
+        ``adapter_model.safetensors`` at the archive's root, in a folder whose payload manifest
+        (``payload-manifest.json``) lists it alone, as ``python -m artifacts_builder lora`` writes
+        both. It is shipped as :class:`S3PrefixModelData` ships a payload, under a key that keeps
+        its name: SageMaker takes an adapter's ArtifactUrl only with the ``.tar.gz`` suffix (the API
+        reference), which a CDK file asset's key cuts to ``.gz``.
     """
 
     archive: Path
-    sha256: str | None = None
 
     def __post_init__(self) -> None:
         if not str(self.archive).endswith(".tar.gz"):
             # The API reference: "a single gzip compressed tar archive (.tar.gz suffix)".
             raise PropError("AdapterComponentProps", "archive", str(self.archive), "a .tar.gz of the adapter's files")
-
-
-def _sha256(archive: Path) -> str:
-    recorded = archive.with_name(archive.name.removesuffix(".tar.gz")) / MANIFEST_NAME
-    if recorded.is_file():
-        found = json.loads(recorded.read_text()).get("adapter", {}).get("archive_sha256")
-        if found:
-            return str(found)
-    return sha256_file(archive)
 
 
 class AdapterComponent(SageMakerEndpointBase):
@@ -72,12 +61,10 @@ class AdapterComponent(SageMakerEndpointBase):
                 type(self).__name__, "endpoint", endpoint.node.path, "an endpoint in inference-component mode"
             )
         self._endpoint = endpoint
-        asset = ModelAsset(
-            self, "Archive", path=props.archive, entry={"sha256": props.sha256 or _sha256(props.archive)}
-        )
+        shipped = S3PrefixModelData(self, "Archive", folder=props.archive.parent)
         # Which role SageMaker reads an adapter's artifact with is not documented: the endpoint's
         # execution role, which reads its model data, is the one an endpoint of components names.
-        asset.grant_read_object(endpoint.role)
+        shipped.bind(self, endpoint.role)
         ic = sagemaker.CfnInferenceComponent
         self.component = ic(
             self,
@@ -87,11 +74,14 @@ class AdapterComponent(SageMakerEndpointBase):
             variant_name=endpoint.variant_name,
             specification=ic.InferenceComponentSpecificationProperty(
                 base_inference_component_name=endpoint.component_name,
-                container=ic.InferenceComponentContainerSpecificationProperty(artifact_url=asset.s3_object_url),
+                container=ic.InferenceComponentContainerSpecificationProperty(
+                    artifact_url=f"{shipped.s3_uri}{props.archive.name}"
+                ),
             ),
         )
-        # After the base (its name is a string, not a reference) and the role's read of the archive.
+        # After the base (its name is a string, not a reference), the archive's copy and the role's read of it.
         self.component.add_dependency(endpoint.inference_component)
+        self.component.node.add_dependency(shipped)
         policy = endpoint.role.node.try_find_child("DefaultPolicy")
         if policy is not None:
             self.component.node.add_dependency(policy)

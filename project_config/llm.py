@@ -174,6 +174,10 @@ class LlmSettings:
         """Where the builder writes the adapters of this payload."""
         return self.model_data.parent / "adapters"
 
+    def adapter_archive(self, name: str) -> Path:
+        """The archive of adapter `name`, as `python -m artifacts_builder lora --name <name>` writes it."""
+        return self.adapters_dir / name / f"{name}.tar.gz"
+
     def key(self, name: str) -> str:
         return f"{self.section_name}.{name}"
 
@@ -433,8 +437,8 @@ def check_adapters(settings: LlmSettings) -> None:
             f"--max-rank {settings.max_lora_rank}"
         )
         manifest = read_manifest(settings.adapters_dir / name, fix=f"build it: {command}")
-        if not (settings.adapters_dir / f"{name}.tar.gz").is_file():
-            raise ManifestError(f"{settings.adapters_dir / name}.tar.gz does not exist: build it: {command}")
+        if not settings.adapter_archive(name).is_file():
+            raise ManifestError(f"{settings.adapter_archive(name)} does not exist: build it: {command}")
         built_for, rank = manifest["base"]["source"], int(manifest["adapter"]["rank"])
         if built_for != base:
             raise ConfigError(

@@ -55,9 +55,8 @@ class LlmStack(Stack):
         #: The LoRA adapters served on the model's component (llm.adapters), by name.
         self.adapters: dict[str, AdapterComponent] = {}
         for name in settings.adapters:
-            archive = settings.adapters_dir / f"{name}.tar.gz"
             adapter = AdapterComponent(self, f"Adapter-{name}", endpoint=self.endpoint,
-                                       props=AdapterComponentProps(archive=archive))  # fmt: skip
+                                       props=AdapterComponentProps(archive=settings.adapter_archive(name)))  # fmt: skip
             self.adapters[name] = adapter
             CfnOutput(self, f"AdapterComponentName-{name}", value=adapter.component_name,
                       description=f"The inference component that serves adapter {name}: InvokeEndpoint's "

@@ -53,7 +53,7 @@ TIERS: dict[str, frozenset[str]] = {
 
 
 #: The end-to-end modules that run the vLLM engine: one group of their own (make test).
-VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py")
+VLLM_E2E = ("tests/e2e/test_vllm_engine.py", "tests/e2e/test_llm_stack.py", "tests/e2e/test_llm_adapters.py")
 #: The other end-to-end modules in two groups of about equal time (docs/DEVELOPING.md, "Where make
 #: test's time goes": at 459962d e2e-2 took 771 s of one worker's time and e2e-1 548 s, the
 #: critical path; test_local_aws.py's 106 s moved over), each on a worker with a local AWS of its

@@ -237,7 +237,10 @@ def test_a_caller_that_goes_away_mid_stream_stops_its_generation(deployed: Cdk, 
     """The caller closes the stream after two events; the engine aborts the request, so it
     generates far fewer tokens than it was asked for. A fast host finishes one tiny answer before
     the caller has read two events, so the work asked for grows (`n` answers of 240 tokens, no
-    early end) until the caller leaves with most of it still to do; only then is the count telling."""
+    early end) until the caller leaves with at least half of it still to do; only then is the count
+    telling (an engine that did not abort would generate all of it). Half, not three quarters: on a
+    loaded host the local AWS relays the first events late, and a make test beside other deploys
+    saw n=64 aborted at 4449 of 15360 tokens (29% done when the caller left)."""
     container = endpoint_container(local_aws, "GptjStack")
     max_tokens = 240  # within max_model_len 256 with the seed prompt
     for n in (1, 4, 16, 64):
@@ -259,11 +262,11 @@ def test_a_caller_that_goes_away_mid_stream_stops_its_generation(deployed: Cdk, 
         print(f"n={n}: {at_close:.0f} tokens when the caller left, {generated:.0f} of {asked} when the "
               f"generation stopped {stopped_after:.3f} s later")  # fmt: skip
         assert metric(container, "vllm:num_requests_running") == 0
-        if at_close < asked / 4:
+        if at_close < asked / 2:
             # The engine aborted the request: the rest of what was asked never generated.
             assert 1 <= generated < asked, (n, generated)
             return
-    pytest.fail(f"even n={n} answers of {max_tokens} tokens were three-quarters done before the caller left")
+    pytest.fail(f"even n={n} answers of {max_tokens} tokens were half done before the caller left")
 
 
 def test_the_runtimes_fuzz_gets_what_aws_answers_and_leaves_the_engine_answering(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llm_contracts.manifest import write_manifest
+from llm_contracts.manifest import PAYLOAD_MANIFEST, write_manifest
 from project_config import ConfigError, load_config
 from tests.infra.helpers import Synthesized, cdk_context, make_artifacts, resources_of, synthesize
 
@@ -24,9 +24,10 @@ def with_adapters(root: Path, ranks: dict[str, int], *, built_for: str = BASE_SO
     llm = artifacts / "llm"
     write_manifest(llm, "llm", {}, model={"source": BASE_SOURCE})  # what the builder records of the model
     for name, rank in ranks.items():
-        archive = llm / "adapters" / f"{name}.tar.gz"
-        (llm / "adapters" / name).mkdir(parents=True)
+        archive = llm / "adapters" / name / f"{name}.tar.gz"
+        archive.parent.mkdir(parents=True)
         archive.write_bytes(gzip.compress(f"adapter {name}".encode()))
+        write_manifest(archive.parent, "payload", {archive.name: archive}, name=PAYLOAD_MANIFEST)
         write_manifest(llm / "adapters" / name, "llm-adapter", {}, adapter={"name": name, "rank": rank,
                        "archive_sha256": "0" * 64}, base={"source": built_for})  # fmt: skip
     return artifacts

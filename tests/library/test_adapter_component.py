@@ -4,6 +4,7 @@ inference component, named by its own component, invoked and measured by it."""
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +12,18 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
+from llm_contracts.manifest import PAYLOAD_MANIFEST, write_manifest
 from llm_inference_cdk import AdapterComponent, AdapterComponentProps, InferenceComponentProps, PropError
 from tests.library import helpers
 
 
 @pytest.fixture
 def archive(tmp_path: Path) -> Path:
-    path = tmp_path / "support.tar.gz"
+    """An archive as the builder leaves it: in a folder whose payload manifest lists it alone."""
+    path = tmp_path / "support" / "support.tar.gz"
+    path.parent.mkdir()
     path.write_bytes(gzip.compress(b"not read at synthesis"))
+    write_manifest(path.parent, "payload", {path.name: path}, name=PAYLOAD_MANIFEST)
     return path
 
 
@@ -45,8 +50,9 @@ def test_an_adapter_names_the_endpoint_s_component_as_its_base(archive: Path) ->
     assert "ComputeResourceRequirements" not in spec and "ModelName" not in spec  # the base's compute
     assert "RuntimeConfig" not in components[adapter_id]["Properties"]
     assert base_id in components[adapter_id]["DependsOn"]
-    url = stack.resolve(spec["Container"]["ArtifactUrl"])
-    assert "s3://" in str(url) or "Fn::Join" in str(url)
+    # Under a key that keeps the archive's name: SageMaker takes only a .tar.gz.
+    url = json.dumps(stack.resolve(spec["Container"]["ArtifactUrl"]))
+    assert url.endswith('/support.tar.gz"]]}'), url
     # The caller may invoke the endpoint through this adapter alone, not the base component.
     policies = template.find_resources("AWS::IAM::Policy").values()
     every = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]

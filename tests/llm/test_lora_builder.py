@@ -15,7 +15,7 @@ from artifacts_builder.llm import build as build_llm
 from artifacts_builder.lora import build, make_tiny_adapter
 from artifacts_builder.payload import BuildError
 from llm_contracts.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, environment, lora_bytes, smallest_allowed_rank
-from llm_contracts.manifest import read_manifest, verify_files
+from llm_contracts.manifest import PAYLOAD_MANIFEST, read_manifest, verify_files
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +40,14 @@ def test_an_adapter_is_packed_as_sagemaker_takes_it(
     lora_base: Path, adapter: Callable[..., Path], tmp_path: Path
 ) -> None:
     archive = build(adapter(), lora_base, tmp_path / "out", name="support", max_rank=16)
-    assert archive == tmp_path / "out" / "support.tar.gz"
+    assert archive == tmp_path / "out" / "support" / "support.tar.gz"
     with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == [ADAPTER_CONFIG, ADAPTER_WEIGHTS]  # at the archive's root
     manifest = read_manifest(tmp_path / "out" / "support")
     verify_files(tmp_path / "out" / "support", manifest)
+    # What the stack ships: the archive alone, under a key that keeps its .tar.gz.
+    shipped = read_manifest(tmp_path / "out" / "support", PAYLOAD_MANIFEST)
+    assert list(shipped["files"]) == ["support.tar.gz"]
     assert manifest["adapter"]["rank"] == 8 and manifest["base"]["source"] == "tiny-random-llama"
     again = build(adapter(), lora_base, tmp_path / "again", name="support", max_rank=16)
     assert again.read_bytes() == archive.read_bytes()  # reproducible: the same adapter, the same archive
@@ -129,7 +132,7 @@ def test_the_command_line_builds_beside_the_base_and_refuses_in_one_line(
 
     out = lora_base.parent.parent
     assert main(["lora", "--name", "support", "--tiny-seed", "3", "--out", str(out)]) == 0
-    assert (out / "llm" / "adapters" / "support.tar.gz").is_file()
+    assert (out / "llm" / "adapters" / "support" / "support.tar.gz").is_file()
     assert "lora: wrote" in capsys.readouterr().out
     refusals = {
         ("--name", "no_underscores", "--tiny-seed", "1", "--out", str(out)): "--name 'no_underscores' is not",
