@@ -35,7 +35,7 @@ from llm_contracts.manifest import (
 )
 from llm_inference_cdk.nag import acknowledge
 from llm_inference_cdk.props import PropError
-from llm_inference_cdk.sdk_calls import function_role
+from llm_inference_cdk.sdk_calls import SDK_CALL_FUNCTION, function_role
 from llm_inference_cdk.storage import private_bucket
 
 #: The most one S3 CopyObject request copies.
@@ -234,12 +234,19 @@ class S3PrefixModelData(Construct, ModelData):
             "Bucket",
             holds="only copies of this stack's CDK assets, written by its deployment and read by its endpoint role",
         )
-        role, log_group = function_role(
-            self,
-            "Copy",
-            "Copies the model payload's files from the CDK asset bucket under the model prefix",
-            reuse=False,
-        )
+        # The stack's SDK calls run in one function, on the role of the first construct that made
+        # it (llm_inference_cdk/sdk_calls.py): a second payload (an adapter's archive beside the
+        # model's) grants that role, or its copies are denied PutObject.
+        existing = Stack.of(self).node.try_find_child(SDK_CALL_FUNCTION)
+        if existing is not None:
+            role, log_group = existing.role, None  # type: ignore[attr-defined]
+        else:
+            role, log_group = function_role(
+                self,
+                "Copy",
+                "Copies the model payload's files from the CDK asset bucket under the model prefix",
+                reuse=False,
+            )
         assert role is not None
         # CopyObject needs PutObject on the target; DeleteObject runs when a payload is replaced or
         # the stack destroyed. The whole bucket, not this payload's prefix: CloudFormation deletes
@@ -271,7 +278,7 @@ class S3PrefixModelData(Construct, ModelData):
                 parameters={**location, "CopySource": f"{asset.s3_bucket_name}/{asset.s3_object_key}"},
                 physical_resource_id=cr.PhysicalResourceId.of(key),
             )
-            cr.AwsCustomResource(
+            copied = cr.AwsCustomResource(
                 self,
                 f"Copy_{construct_name}",
                 on_create=copy,
@@ -282,6 +289,11 @@ class S3PrefixModelData(Construct, ModelData):
                 timeout=timeout,
                 install_latest_aws_sdk=False,
             )
+            # After the role may write here: on an update that adds a payload, the shared role's
+            # policy is updated in the same deployment, and CloudFormation orders only what depends.
+            policy = role.node.try_find_child("DefaultPolicy")
+            if policy is not None:
+                copied.node.add_dependency(policy)
         self.s3_uri = f"s3://{self.bucket.bucket_name}/{self.prefix}"
 
     def _acknowledge_bucket_objects(self, construct: Construct, reason: str) -> None:

@@ -142,11 +142,12 @@ class LlmSettings:
     #: The largest adapter rank the engine takes (vLLM's --max-lora-rank).
     max_lora_rank: int = prop(DEFAULT_MAX_RANK, check=Check(lambda v: v in ALLOWED_RANKS, RANKS))
     #: Adapters one batch may use at once, each reserved on the GPU at max_lora_rank (vLLM's
-    #: --max-loras; None: every adapter, up to 4).
-    max_loras: int | None = prop(None, check=optional(integer(1, 64)))
+    #: --max-loras). Not derived from the list: a value that followed it would change the engine's
+    #: settings, and so replace the model and restart its copies, at every adapter added.
+    max_loras: int = prop(4, check=integer(1, 64))
     #: Adapters kept in the host's memory, the rest read again from disk when asked for (vLLM's
-    #: --max-cpu-loras, at least max_loras; None: every adapter).
-    max_cpu_loras: int | None = prop(None, check=optional(integer(1, 1024)))
+    #: --max-cpu-loras, at least max_loras).
+    max_cpu_loras: int = prop(16, check=integer(1, 1024))
 
     def __post_init__(self) -> None:
         validate(self, self._rules)
@@ -161,13 +162,12 @@ class LlmSettings:
                           "runs on a base component (set inference_component)")  # fmt: skip
         if not isinstance(self.engine, VllmEngine):
             yield invalid(self, "adapters", "none on the hf-toolkit engine: the vllm engine serves LoRA adapters")
-        if self.lora_limits()[1] < self.lora_limits()[0]:
-            yield invalid(self, "max_cpu_loras", f"at least max_loras ({self.lora_limits()[0]})")
+        if self.max_cpu_loras < self.max_loras:
+            yield invalid(self, "max_cpu_loras", f"at least max_loras ({self.max_loras})")
 
     def lora_limits(self) -> tuple[int, int]:
         """(max_loras, max_cpu_loras) the engine gets for the adapters."""
-        on_gpu = self.max_loras if self.max_loras is not None else max(1, min(len(self.adapters), 4))
-        return on_gpu, self.max_cpu_loras if self.max_cpu_loras is not None else max(len(self.adapters), on_gpu)
+        return self.max_loras, self.max_cpu_loras
 
     @property
     def adapters_dir(self) -> Path:

@@ -201,11 +201,16 @@ def update(resources_map: Any, template: dict[str, Any], parameters: dict[str, A
     try:
         current = ""
         try:
-            for current in creation_order(diff["Add"], template["Resources"]):
-                _ = resources_map[current]  # moto's map creates a resource when it is first read
-                added.append(current)
             account, region = resources_map._account_id, resources_map._region_name
-            for current in diff["Modify"]:
+            adding = set(diff["Add"])
+            # One order over what is added and what is modified, as CloudFormation works an update
+            # by the template's dependencies: a new resource that DependsOn (or refers to) a modified
+            # one after its update (a new copy after the policy update that lets its function write).
+            for current in creation_order([*diff["Modify"], *diff["Add"]], template["Resources"]):
+                if current in adding:
+                    _ = resources_map[current]  # moto's map creates a resource when it is first read
+                    added.append(current)
+                    continue
                 resources_map._parsed_resources[current] = cfn_parsing.parse_and_update_resource(
                     current, template["Resources"][current], resources_map, account, region
                 )
