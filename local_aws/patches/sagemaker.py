@@ -348,7 +348,7 @@ def inference_components_run_their_container() -> None:
 
     def create_inference_component(self: Any) -> ActionResult:
         refuse_invalid(self, "sagemaker", "CreateInferenceComponent")
-        arn = control.create_inference_component(
+        ic, _ = control.start_component(
             self.sagemaker_backend,
             self._get_param("InferenceComponentName"),
             self._get_param("EndpointName"),
@@ -356,7 +356,7 @@ def inference_components_run_their_container() -> None:
             self._get_param("Specification"),
             self._get_param("RuntimeConfig"),
         )
-        return ActionResult({"InferenceComponentArn": arn})
+        return ActionResult({"InferenceComponentArn": ic.arn})
 
     def delete_inference_component(self: Any) -> EmptyResult:
         ic = component_or_error(self.sagemaker_backend, self._get_param("InferenceComponentName"))

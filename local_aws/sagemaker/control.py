@@ -48,19 +48,6 @@ def update_endpoint(
     return str(endpoint.arn)
 
 
-def create_inference_component(
-    backend: Any,
-    name: str,
-    endpoint_name: str,
-    variant_name: str | None,
-    specification: Mapping[str, Any],
-    runtime_config: Mapping[str, Any] | None,
-) -> str:
-    """CreateInferenceComponent: its copies started on the endpoint's instances (an adapter:
-    registered with its base's); its ARN."""
-    return start_component(backend, name, endpoint_name, variant_name, specification, runtime_config)[0].arn
-
-
 def start_component(
     backend: Any,
     name: str,

@@ -180,20 +180,19 @@ def test_what_aws_rules_out_for_an_adapter_is_refused(adapters_endpoint: tuple[L
         with pytest.raises(ClientError) as refused:
             _adapter(aws, name, urls["support"], **extra)
         assert refused.value.response["Error"]["Code"] == "ValidationException", refused.value.response
-    sm = aws.client("sagemaker")
-    with pytest.raises(ClientError) as no_base:
-        sm.create_inference_component(
-            InferenceComponentName="orphan", EndpointName="ep",
-            Specification={"BaseInferenceComponentName": "nothing", "Container": {"ArtifactUrl": urls["support"]}},
-        )  # fmt: skip
-    assert "Could not find inference component" in str(no_base.value)
+    assert "Could not find inference component" in _refused_on(aws, "orphan", "nothing", urls["support"])
     _ensure(aws, "support", urls["support"])
-    with pytest.raises(ClientError) as on_adapter:
-        sm.create_inference_component(
-            InferenceComponentName="stacked", EndpointName="ep",
-            Specification={"BaseInferenceComponentName": "support", "Container": {"ArtifactUrl": urls["legal"]}},
+    assert "is an adapter inference component" in _refused_on(aws, "stacked", "support", urls["legal"])
+
+
+def _refused_on(aws: LocalAws, name: str, base: str, url: str) -> str:
+    """What SageMaker answers an adapter component `name` on `base`."""
+    with pytest.raises(ClientError) as refused:
+        aws.client("sagemaker").create_inference_component(
+            InferenceComponentName=name, EndpointName="ep",
+            Specification={"BaseInferenceComponentName": base, "Container": {"ArtifactUrl": url}},
         )  # fmt: skip
-    assert "is an adapter inference component" in str(on_adapter.value)
+    return str(refused.value)
 
 
 def _ensure(aws: LocalAws, name: str, url: str) -> None:
