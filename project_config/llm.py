@@ -102,7 +102,7 @@ ADAPTER_NAMES = (
     'a list of adapter names such as ["support", "legal"] (letters, digits and hyphens, no name twice), each '
     "built with `python -m artifacts_builder lora --name <name>`"
 )
-RANKS = f"one of {', '.join(str(r) for r in ALLOWED_RANKS)} (vLLM's --max-lora-rank)"
+RANKS = f"one of {', '.join(str(r) for r in ALLOWED_RANKS)}"  # vLLM's --max-lora-rank
 
 
 def _adapter_names(value: Any) -> bool:
